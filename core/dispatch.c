@@ -1,0 +1,391 @@
+/* core/dispatch.c — the kernel registry and the dispatcher: (device type,
+ * op, dtype) -> the highest-priority kernel, found by three array indexes;
+ * the call itself (device checks, contiguous inputs on request, the kernel
+ * arguments); the opt-in cpu fallback.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct kentry {
+  int op, devtype, dtype; /* dtype -1 = ANY */
+  int priority;           /* effective */
+  uint64_t seq;           /* registration order: later wins ties */
+  torc_kernel_fn fn;
+  void *data;
+  uint32_t flags;
+  torc__plugin *owner;
+} kentry;
+
+typedef struct kbest {
+  torc_kernel_fn fn;
+  void *data;
+  uint32_t flags;
+  const kentry *entry_unused;
+} kbest;
+
+static kentry *entries;
+static int n_entries, cap_entries;
+static uint64_t next_seq;
+/* best[devtype][op][dtype + 1]; slot 0 is TORC_DTYPE_ANY. */
+static kbest best[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT][TORC_DTYPE_COUNT + 1];
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fallback_cpu;
+/* (op, devtype) pairs already logged by the fallback. */
+static unsigned char fallback_logged[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT];
+
+const torc__opinfo torc__ops[TORC__OP_COUNT] = {
+#define TORC_OP(name, kind, rule) {#name, kind, rule},
+#include "ops.def"
+#undef TORC_OP
+};
+
+static const char *op_name_list[TORC__OP_COUNT + 1] = {
+#define TORC_OP(name, kind, rule) #name,
+#include "ops.def"
+#undef TORC_OP
+    NULL};
+
+const char *const *torc_op_names(void) { return op_name_list; }
+
+int torc__op_find(const char *name) {
+  if (name)
+    for (int i = 0; i < TORC__OP_COUNT; i++)
+      if (strcmp(torc__ops[i].name, name) == 0)
+        return i;
+  return -1;
+}
+
+void torc__set_fallback(int on) { fallback_cpu = on; }
+
+/* Recomputes best[] for one key. Called with reg_lock held. */
+static void recompute(int devtype, int op, int dtype) {
+  const kentry *win = NULL;
+  for (int i = 0; i < n_entries; i++) {
+    const kentry *e = &entries[i];
+    if (e->devtype != devtype || e->op != op || e->dtype != dtype)
+      continue;
+    if (win == NULL || e->priority > win->priority ||
+        (e->priority == win->priority && e->seq > win->seq))
+      win = e;
+  }
+  kbest *b = &best[devtype][op][dtype + 1];
+  if (win) {
+    b->fn = win->fn;
+    b->data = win->data;
+    b->flags = win->flags;
+  } else {
+    memset(b, 0, sizeof *b);
+  }
+}
+
+int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
+  const char *who = owner ? torc__plugin_name(owner) : "core";
+  if (reg == NULL ||
+      reg->struct_size < offsetof(torc_kernel_reg, fn) + sizeof reg->fn)
+    return torc_set_error(TORC_ERR_PLUGIN,
+                          "plugin %s: register_kernel: torc_kernel_reg too "
+                          "small; rebuild the plugin against this torc",
+                          who);
+  if (reg->fn == NULL || reg->op == NULL || reg->device_type == NULL)
+    return torc_set_error(TORC_ERR_PLUGIN,
+                          "plugin %s: register_kernel: op, device_type and fn "
+                          "must be set",
+                          who);
+  int op = torc__op_find(reg->op);
+  if (op < 0) {
+    torc_logf(TORC_LOG_DEBUG,
+             "plugin %s: kernel for unknown op '%s' ignored (newer plugin?)",
+             who, reg->op);
+    return TORC_OK;
+  }
+  if (reg->dtype != TORC_DTYPE_ANY && !torc_dtype_valid(reg->dtype))
+    return torc_set_error(TORC_ERR_PLUGIN,
+                          "plugin %s: register_kernel '%s': invalid dtype %d",
+                          who, reg->op, (int)reg->dtype);
+  int devtype = torc__devtype_find(reg->device_type);
+  if (devtype < 0)
+    return torc_set_error(TORC_ERR_DEVICE,
+                          "plugin %s: register_kernel '%s': device type '%s' "
+                          "is not registered; load the plugin that provides "
+                          "it first",
+                          who, reg->op, reg->device_type);
+  pthread_mutex_lock(&reg_lock);
+  if (n_entries == cap_entries) {
+    int cap = cap_entries ? cap_entries * 2 : 512;
+    kentry *p = realloc(entries, (size_t)cap * sizeof *p);
+    if (p == NULL) {
+      pthread_mutex_unlock(&reg_lock);
+      return torc_set_error(TORC_ERR_OOM, "out of memory registering kernels");
+    }
+    entries = p;
+    cap_entries = cap;
+  }
+  kentry *e = &entries[n_entries++];
+  e->op = op;
+  e->devtype = devtype;
+  e->dtype = reg->dtype;
+  e->priority = reg->priority + (owner ? torc__plugin_priority(owner) : 0);
+  e->seq = next_seq++;
+  e->fn = reg->fn;
+  e->data = TORC_HAS_SLOT(reg, torc_kernel_reg, data) ? reg->data : NULL;
+  e->flags = TORC_HAS_SLOT(reg, torc_kernel_reg, flags) ? reg->flags : 0;
+  e->owner = owner;
+  recompute(devtype, op, e->dtype);
+  pthread_mutex_unlock(&reg_lock);
+  return TORC_OK;
+}
+
+void torc__kernel_unregister_owner(torc__plugin *owner) {
+  pthread_mutex_lock(&reg_lock);
+  int w = 0;
+  for (int i = 0; i < n_entries; i++)
+    if (entries[i].owner != owner)
+      entries[w++] = entries[i];
+  int removed = n_entries - w;
+  n_entries = w;
+  if (removed) {
+    memset(best, 0, sizeof best);
+    for (int i = 0; i < n_entries; i++)
+      recompute(entries[i].devtype, entries[i].op, entries[i].dtype);
+  }
+  pthread_mutex_unlock(&reg_lock);
+}
+
+void torc__registry_clear(void) {
+  pthread_mutex_lock(&reg_lock);
+  free(entries);
+  entries = NULL;
+  n_entries = cap_entries = 0;
+  memset(best, 0, sizeof best);
+  memset(fallback_logged, 0, sizeof fallback_logged);
+  fallback_cpu = 0;
+  pthread_mutex_unlock(&reg_lock);
+}
+
+static const kbest *lookup(int devtype, int op, torc_dtype dt) {
+  const kbest *b = &best[devtype][op][dt + 1];
+  if (b->fn)
+    return b;
+  b = &best[devtype][op][0];
+  return b->fn ? b : NULL;
+}
+
+/* ---- listing (torc plugins) ---- */
+
+static int cmp_entry(const void *pa, const void *pb) {
+  const kentry *a = pa, *b = pb;
+  int c = strcmp(torc__ops[a->op].name, torc__ops[b->op].name);
+  if (c == 0)
+    c = strcmp(torc_device_type_name(a->devtype),
+               torc_device_type_name(b->devtype));
+  if (c == 0)
+    c = a->dtype - b->dtype;
+  if (c == 0)
+    c = b->priority - a->priority;
+  if (c == 0)
+    c = a->seq < b->seq ? 1 : -1;
+  return c;
+}
+
+int torc_kernel_count(void) { return n_entries; }
+
+torc_status torc_kernel_get(int i, torc_kernel_summary *out) {
+  pthread_mutex_lock(&reg_lock);
+  if (i < 0 || i >= n_entries) {
+    pthread_mutex_unlock(&reg_lock);
+    return torc_set_error(TORC_ERR_RANGE,
+                          "torc_kernel_get: index %d out of range (%d kernels)",
+                          i, n_entries);
+  }
+  /* Sort a copy so registration order (tie-breaking) is never disturbed. */
+  kentry *sorted = malloc((size_t)n_entries * sizeof *sorted);
+  if (sorted == NULL) {
+    pthread_mutex_unlock(&reg_lock);
+    return torc_set_error(TORC_ERR_OOM, "out of memory");
+  }
+  memcpy(sorted, entries, (size_t)n_entries * sizeof *sorted);
+  qsort(sorted, (size_t)n_entries, sizeof *sorted, cmp_entry);
+  const kentry *e = &sorted[i];
+  out->op = torc__ops[e->op].name;
+  out->device_type = torc_device_type_name(e->devtype);
+  out->dtype = (torc_dtype)e->dtype;
+  out->provider = e->owner ? torc__plugin_name(e->owner) : "core";
+  out->priority = e->priority;
+  const kbest *b = &best[e->devtype][e->op][e->dtype + 1];
+  out->active = b->fn == e->fn && b->data == e->data;
+  free(sorted);
+  pthread_mutex_unlock(&reg_lock);
+  return TORC_OK;
+}
+
+/* ---- the call ---- */
+
+torc_status torc__same_device(const char *fn, const torc_tensor *const *ts,
+                              int n) {
+  for (int i = 1; i < n; i++) {
+    torc_device a = ts[0]->storage->device, b = ts[i]->storage->device;
+    if (!torc_device_eq(a, b)) {
+      const char *first = torc__devname(a), *other = torc__devname(b);
+      return torc_set_error(TORC_ERR_DEVICE,
+                            "%s: expected all tensors on one device, but one "
+                            "is on %s and another on %s; move one with "
+                            "torc_to(t, device) (torc never copies between "
+                            "devices silently)",
+                            fn, first, other);
+    }
+  }
+  return TORC_OK;
+}
+
+/* The error for a missing kernel: where the op exists, and which dtypes
+ * this device does have. */
+static torc_status no_kernel(int op, torc_dtype dt, torc_device dev) {
+  char where[512] = "", dts[256] = "";
+  size_t wl = 0, dl = 0;
+  for (int t = 0; t < TORC__MAX_DEVICE_TYPES; t++) {
+    if (t == dev.type || !torc_device_type_name(t))
+      continue;
+    if (lookup(t, op, dt) && wl < sizeof where)
+      wl += (size_t)snprintf(where + wl, sizeof where - wl, "%s%s",
+                             wl ? ", " : "", torc_device_type_name(t));
+  }
+  for (int d = 0; d < TORC_DTYPE_COUNT; d++)
+    if (best[dev.type][op][d + 1].fn && dl < sizeof dts)
+      dl += (size_t)snprintf(dts + dl, sizeof dts - dl, "%s%s",
+                             dl ? ", " : "", torc_dtype_name((torc_dtype)d));
+  const char *name = torc__ops[op].name;
+  const char *dname = torc__devname(dev);
+  if (wl == 0 && dl == 0)
+    return torc_set_error(
+        TORC_ERR_NO_KERNEL,
+        "no kernel for op '%s' (%s) on %s, nor on any loaded device; load a "
+        "backend plugin that provides it (e.g. [plugin.ref] module = ref)",
+        name, torc_dtype_name(dt), dname);
+  return torc_set_error(
+      TORC_ERR_NO_KERNEL,
+      "no kernel for op '%s' with dtype %s on %s.%s%s%s%s%s Move the tensors "
+      "with torc_to(), cast with torc_to_dtype(), or set [torc] fallback = "
+      "cpu to run it on the CPU.",
+      name, torc_dtype_name(dt), dname, wl ? " Devices that have it: " : "",
+      where, wl ? "." : "", dl ? " Dtypes this device has for it: " : "",
+      dl ? dts : "");
+}
+
+/* Runs the op on the cpu with copies, then writes the results back. */
+static torc_status run_fallback(int op, torc_dtype kdt,
+                                const torc_tensor *const *in, int n_in,
+                                torc_tensor *const *out, int n_out,
+                                const void *params, size_t psize) {
+  torc_tensor *cin[8] = {0}, *cout[4] = {0};
+  torc_status st = TORC_OK;
+  for (int i = 0; i < n_in && st == TORC_OK; i++)
+    if ((cin[i] = torc__to(in[i], TORC_CPU)) == NULL)
+      st = torc_last_status();
+  for (int i = 0; i < n_out && st == TORC_OK; i++)
+    if ((cout[i] = torc__empty(out[i]->shape, out[i]->ndim, out[i]->dtype,
+                               TORC_CPU)) == NULL)
+      st = torc_last_status();
+  if (st == TORC_OK)
+    st = torc__kernel_call(op, kdt, (const torc_tensor *const *)cin, n_in,
+                           cout, n_out, params, psize);
+  for (int i = 0; i < n_out && st == TORC_OK; i++) {
+    torc_tensor *back = torc__to(cout[i], out[i]->storage->device);
+    if (back == NULL) {
+      st = torc_last_status();
+      break;
+    }
+    st = torc__kernel_call(TORC__OP_copy, back->dtype,
+                           (const torc_tensor *const *)&back, 1, &out[i], 1,
+                           NULL, 0);
+    torc_release(back);
+  }
+  for (int i = 0; i < n_in; i++)
+    torc_release(cin[i]);
+  for (int i = 0; i < n_out; i++)
+    torc_release(cout[i]);
+  return st;
+}
+
+static void to_ktensor(const torc_tensor *t, torc_ktensor *k) {
+  k->data = t->storage->ptr;
+  k->offset = t->offset;
+  k->dtype = t->dtype;
+  k->ndim = t->ndim;
+  for (int i = 0; i < t->ndim; i++) {
+    k->shape[i] = t->shape[i];
+    k->strides[i] = t->strides[i];
+  }
+  for (int i = t->ndim; i < TORC_KERNEL_MAX_DIMS; i++)
+    k->shape[i] = 1, k->strides[i] = 0;
+}
+
+torc_status torc__kernel_call(int op, torc_dtype kdtype,
+                              const torc_tensor *const *in, int n_in,
+                              torc_tensor *const *out, int n_out,
+                              const void *params, size_t params_size) {
+  const torc_tensor *all[12];
+  int n_all = 0;
+  for (int i = 0; i < n_out; i++)
+    all[n_all++] = out[i];
+  for (int i = 0; i < n_in; i++)
+    all[n_all++] = in[i];
+  torc_status st = torc__same_device(torc__ops[op].name, all, n_all);
+  if (st)
+    return st;
+  torc_device dev = out[0]->storage->device;
+  const kbest *k = lookup(dev.type, op, kdtype);
+  if (k == NULL) {
+    if (fallback_cpu && dev.type != 0 && lookup(0, op, kdtype)) {
+      if (!fallback_logged[dev.type][op]) {
+        fallback_logged[dev.type][op] = 1;
+        torc_logf(TORC_LOG_WARN,
+                 "op '%s' (%s) has no kernel on %s: running it on the cpu "
+                 "with copies ([torc] fallback = cpu); this is slow",
+                 torc__ops[op].name, torc_dtype_name(kdtype),
+                 torc__devname(dev));
+      }
+      return run_fallback(op, kdtype, in, n_in, out, n_out, params,
+                          params_size);
+    }
+    return no_kernel(op, kdtype, dev);
+  }
+  torc_ktensor kin[8], kout[4];
+  torc_tensor *tmp[8] = {0};
+  for (int i = 0; i < n_in; i++) {
+    const torc_tensor *t = in[i];
+    if ((k->flags & TORC_KERNEL_CONTIGUOUS) && !torc_is_contiguous(t)) {
+      if ((tmp[i] = torc__contiguous(t)) == NULL) {
+        st = torc_last_status();
+        goto done;
+      }
+      t = tmp[i];
+    }
+    to_ktensor(t, &kin[i]);
+  }
+  for (int i = 0; i < n_out; i++)
+    to_ktensor(out[i], &kout[i]);
+  torc_kernel_args args = {
+      .struct_size = sizeof args,
+      .op = torc__ops[op].name,
+      .n_in = n_in,
+      .n_out = n_out,
+      .in = kin,
+      .out = kout,
+      .params = params,
+      .params_size = params_size,
+      .device_index = dev.index,
+      .n_threads = torc_get_num_threads(),
+      .kernel_data = k->data,
+  };
+  st = (torc_status)k->fn(&args);
+  if (st != TORC_OK && torc_last_status() == TORC_OK)
+    torc_set_error(st, "kernel '%s' (%s) on %s failed without a message",
+                   torc__ops[op].name, torc_dtype_name(kdtype),
+                   torc__devname(dev));
+done:
+  for (int i = 0; i < n_in; i++)
+    torc_release(tmp[i]);
+  return st;
+}

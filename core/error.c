@@ -1,0 +1,70 @@
+/* core/error.c — status names and the thread-local last error.
+ * One message per thread, overwritten by each failure; ops given a NULL
+ * input keep the first message (torc__null_input).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+#define TORC__ERRMSG_MAX 1024
+
+static _Thread_local char tl_msg[TORC__ERRMSG_MAX];
+static _Thread_local torc_status tl_status = TORC_OK;
+
+const char *torc_status_str(torc_status status) {
+  switch (status) {
+#define TORC__CASE(name, value, text)                                          \
+  case TORC_##name:                                                            \
+    return text;
+    TORC_STATUS_LIST(TORC__CASE)
+#undef TORC__CASE
+  }
+  return "unknown status";
+}
+
+const char *torc_status_name(torc_status status) {
+  switch (status) {
+#define TORC__CASE(name, value, text)                                          \
+  case TORC_##name:                                                            \
+    return "TORC_" #name;
+    TORC_STATUS_LIST(TORC__CASE)
+#undef TORC__CASE
+  }
+  return "TORC_UNKNOWN";
+}
+
+const char *torc_last_error(void) { return tl_msg; }
+
+torc_status torc_last_status(void) { return tl_status; }
+
+void torc_clear_error(void) {
+  tl_msg[0] = '\0';
+  tl_status = TORC_OK;
+}
+
+int torc__set_error_v(int status, const char *fmt, va_list ap) {
+  char tmp[TORC__ERRMSG_MAX];
+  /* Format into a temporary first: the message may quote the old one. */
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  memcpy(tl_msg, tmp, sizeof tmp);
+  tl_status = (torc_status)status;
+  return status;
+}
+
+torc_status torc_set_error(torc_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  torc__set_error_v(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+torc_status torc__null_input(const char *fn) {
+  if (tl_status == TORC_OK)
+    torc_set_error(TORC_ERR_NULL,
+                   "%s: an input tensor is NULL; an earlier call failed "
+                   "without its error being checked",
+                   fn);
+  return TORC_ERR_NULL;
+}

@@ -1,0 +1,244 @@
+/* core/internal.h — libtorc's private structures and the functions its
+ * files share (prefix torc__). Nothing here is installed or part of the ABI.
+ */
+#ifndef TORC_INTERNAL_H
+#define TORC_INTERNAL_H
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "torc/plugin.h"
+#include "torc/torc.h"
+
+#define TORC__MAX_DEVICE_TYPES 16
+
+/* ---- errors (error.c) ---- */
+
+/* Formats into the thread's error slot; returns status. */
+int torc__set_error_v(int status, const char *fmt, va_list ap);
+
+/* An error from a NULL input: keeps the first error if one is recorded,
+ * otherwise records TORC_ERR_NULL naming `fn`. Returns TORC_ERR_NULL. */
+torc_status torc__null_input(const char *fn);
+
+/* ---- dtypes (dtype.c): host-side element access for printing, item and
+ * the creation functions that fill on the host (arange, linspace, eye) ---- */
+double torc__load_f64(torc_dtype dt, const void *p);
+int64_t torc__load_i64(torc_dtype dt, const void *p);
+void torc__store_f64(torc_dtype dt, void *p, double v);
+void torc__store_i64(torc_dtype dt, void *p, int64_t v);
+
+/* ---- devices (device.c) ---- */
+
+typedef struct torc__plugin torc__plugin;
+
+typedef struct torc__devtype {
+  int used;
+  char name[TORC_DEVICE_TYPE_MAX];
+  torc_device_ops ops; /* the plugin's table, missing slots zeroed */
+  torc__plugin *owner; /* NULL for the built-in cpu */
+  int count;
+  _Atomic size_t *allocated; /* bytes allocated, per index */
+} torc__devtype;
+
+/* The device type with id `type`, or NULL. */
+torc__devtype *torc__devtype_get(int type);
+
+/* The id of a registered type name, or -1. */
+int torc__devtype_find(const char *name);
+
+/* Registers a device type for `owner`; returns its id or -1 (error set). */
+int torc__devtype_register(torc__plugin *owner, const torc_device_ops *ops);
+
+/* Removes every device type `owner` registered. */
+void torc__devtype_unregister_owner(torc__plugin *owner);
+
+/* Validates that dev names a registered type and an existing index. */
+torc_status torc__device_check(torc_device dev, const char *what);
+
+/* "cpu", "sim:0" into a static-per-thread buffer (for messages). */
+const char *torc__devname(torc_device dev);
+
+/* ---- storage and tensors (tensor.c) ---- */
+
+typedef struct torc_storage {
+  _Atomic int refcount;
+  torc_device device;
+  void *ptr; /* device pointer or handle */
+  size_t nbytes;
+  _Atomic uint64_t version;
+  uint8_t host_alloc; /* from torc_host_alloc(pinned_for): free it there */
+  uint8_t pinned;     /* ... and the device really pinned it */
+  torc_device pinned_for;
+} torc_storage;
+
+struct torc_tensor {
+  _Atomic int refcount;
+  torc_dtype dtype;
+  int ndim;
+  int64_t shape[TORC_MAX_DIMS];
+  int64_t strides[TORC_MAX_DIMS];
+  int64_t offset;
+  torc_storage *storage;
+  void *autograd; /* reserved for autograd metadata */
+};
+
+/* Allocates a storage of nbytes on dev (refcount 1). */
+torc_storage *torc__storage_new(torc_device dev, size_t nbytes);
+void torc__storage_release(torc_storage *s);
+
+/* A new contiguous tensor on a new storage; NOT tracked by scopes. */
+torc_tensor *torc__empty(const int64_t *shape, int ndim, torc_dtype dtype,
+                         torc_device dev);
+
+/* A new tensor viewing t's storage with the given geometry; NOT tracked. */
+torc_tensor *torc__view_of(const torc_tensor *t, const int64_t *shape,
+                           const int64_t *strides, int ndim, int64_t offset);
+
+/* Contiguous strides for shape. */
+void torc__contiguous_strides(const int64_t *shape, int ndim, int64_t *out);
+
+/* numel of a shape (1 for ndim 0). */
+int64_t torc__numel(const int64_t *shape, int ndim);
+
+/* Validates a shape (ndim range, sizes >= 0); `fn` names the caller. */
+torc_status torc__check_shape(const int64_t *shape, int ndim, const char *fn);
+
+/* Normalises a possibly-negative dim against ndim; error naming fn. */
+torc_status torc__wrap_dim(int dim, int ndim, const char *fn, int *out);
+
+/* "[2, 3]" into buf. */
+char *torc__shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
+
+/* Untracked internal versions of public functions (scope-free). */
+torc_tensor *torc__contiguous(const torc_tensor *t);
+torc_tensor *torc__to(const torc_tensor *t, torc_device dev);
+torc_tensor *torc__cast(const torc_tensor *t, torc_dtype dtype);
+torc_tensor *torc__expand(const torc_tensor *t, const int64_t *shape, int ndim);
+torc_tensor *torc__reshape(const torc_tensor *t, const int64_t *shape, int ndim,
+                           int allow_copy);
+
+/* Bumps the version counter of t's storage (in-place writes). */
+void torc__bump_version(torc_tensor *t);
+
+/* ---- scopes (scope.c) ---- */
+
+/* Hands a freshly created tensor to the innermost open scope of this
+ * thread, if any. Every public function returning a tensor ends with
+ * `return torc__ret(t);`; internal code uses untracked tensors. */
+torc_tensor *torc__ret(torc_tensor *t);
+
+/* Frees this thread's scope bookkeeping (at shutdown of the thread). */
+void torc__scope_thread_cleanup(void);
+
+/* ---- ops and dispatch (dispatch.c, ops.c) ---- */
+
+typedef enum torc__op_kind {
+  TORC__OPK_COPY,
+  TORC__OPK_FILL,
+  TORC__OPK_RANDOM,
+  TORC__OPK_UNARY,
+  TORC__OPK_BINARY,
+  TORC__OPK_REDUCE,
+  TORC__OPK_MATMUL
+} torc__op_kind;
+
+/* Dtype rules of ops.def. */
+typedef enum torc__op_rule {
+  TORC__R_NONE,
+  TORC__R_NUMERIC,  /* unary on any non-bool dtype, same dtype out */
+  TORC__R_FLOAT,    /* unary floating op: integers and bool cast to f32 */
+  TORC__R_ARITH,    /* binary, promoted dtype out, bool allowed */
+  TORC__R_NOBOOL,   /* binary, promoted dtype out, bool rejected */
+  TORC__R_TRUEDIV,  /* binary, integers promote to f32 */
+  TORC__R_CMP,      /* binary comparison, bool out */
+  TORC__R_SUM,      /* reduction: integers and bool -> i64 */
+  TORC__R_MEAN,     /* reduction: floating only */
+  TORC__R_SAME      /* reduction: same dtype, non-empty */
+} torc__op_rule;
+
+enum {
+#define TORC_OP(name, kind, rule) TORC__OP_##name,
+#include "ops.def"
+#undef TORC_OP
+  TORC__OP_COUNT
+};
+
+typedef struct torc__opinfo {
+  const char *name;
+  torc__op_kind kind;
+  torc__op_rule rule;
+} torc__opinfo;
+
+extern const torc__opinfo torc__ops[TORC__OP_COUNT];
+
+/* The id of an op name, or -1. */
+int torc__op_find(const char *name);
+
+/* Runs op `op` on the device of out[0] with kernel dtype `kdtype`: looks up
+ * the kernel (error listing where it exists), checks every tensor is on
+ * that device, makes inputs contiguous when the kernel asks, calls it. */
+torc_status torc__kernel_call(int op, torc_dtype kdtype,
+                              const torc_tensor *const *in, int n_in,
+                              torc_tensor *const *out, int n_out,
+                              const void *params, size_t params_size);
+
+/* Untracked elementwise ops by id (the public torc_add etc. wrap these). */
+torc_tensor *torc__unary(int op, const torc_tensor *x);
+torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b);
+
+/* Checks that every tensor is on the same device; names both on error. */
+torc_status torc__same_device(const char *fn, const torc_tensor *const *ts,
+                              int n);
+
+/* Registers a kernel for `owner` (from the host table). */
+int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg);
+
+/* Removes every kernel `owner` registered. */
+void torc__kernel_unregister_owner(torc__plugin *owner);
+
+/* Empties the registry (shutdown). */
+void torc__registry_clear(void);
+
+/* [torc] fallback = cpu: run ops missing on a device on the cpu, with
+ * copies, logged once per (op, device). */
+void torc__set_fallback(int on);
+
+/* ---- plugins (plugin.c) ---- */
+
+/* Name of a plugin ("ref"), for messages. */
+const char *torc__plugin_name(const torc__plugin *p);
+
+/* The plugin's effective priority. */
+int torc__plugin_priority(const torc__plugin *p);
+
+/* Unloads every plugin (shutdown). */
+void torc__plugins_unload_all(void);
+
+/* The host table handed to plugins. */
+extern const torc_host torc__host;
+
+/* ---- random (random.c) ---- */
+
+/* Reserves `n` counters from gen (NULL = default): returns seed and the
+ * first offset, advancing the generator's offset by n. Thread-safe. */
+void torc__generator_take(torc_generator *gen, uint64_t n, uint64_t *seed,
+                          uint64_t *offset);
+
+/* ---- runtime (runtime.c) ---- */
+
+/* Creates the cpu device and reads TORC_LOG once; idempotent. */
+void torc__ensure_init(void);
+
+/* Log with the plugin's name as prefix, used by the host table. */
+void torc__log_v(int level, const char *fmt, va_list ap);
+
+/* Strdup that sets TORC_ERR_OOM on failure. */
+char *torc__strdup(const char *s);
+
+#endif /* TORC_INTERNAL_H */

@@ -1,0 +1,17 @@
+# core/local.mk — libtorc: the backend-agnostic core.
+lib_LTLIBRARIES += libtorc.la
+libtorc_la_SOURCES = \
+	core/internal.h core/ops.def \
+	core/error.c core/dtype.c core/device.c core/tensor.c core/scope.c \
+	core/random.c core/dispatch.c core/ops.c core/print.c \
+	core/plugin.c core/config.c core/runtime.c
+libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
+	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS)
+libtorc_la_LIBADD = $(INIH_LIBS) -lm
+libtorc_la_LDFLAGS = -version-info 0:0:0 -no-undefined -Wl,--no-undefined
+
+torcinclude_HEADERS += \
+	include/torc/torc.h include/torc/error.h include/torc/dtype.h \
+	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
+	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
+	include/torc/philox.h

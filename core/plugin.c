@@ -1,0 +1,567 @@
+/* core/plugin.c — the plugin loader: finding NAME.so on the search path,
+ * refusing files others can write, dlopen(RTLD_NOW | RTLD_LOCAL), the
+ * entry symbol and ABI checks, key validation, init with the host table and
+ * rollback when init fails; the host table itself; listing and unloading.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef TORC_PLUGIN_DIR
+#define TORC_PLUGIN_DIR "/usr/local/lib/torc/plugins"
+#endif
+
+struct torc__plugin {
+  char *name, *version, *description, *path;
+  void *handle;
+  const torc_plugin_info *info;
+  uint32_t provides, flags;
+  uint32_t abi_major, abi_minor;
+  int priority;
+  int n_keys;
+  char **keys, **values;
+  int initialised;
+};
+
+static torc__plugin **plugins;
+static int n_plugins, cap_plugins;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *torc__plugin_name(const torc__plugin *p) { return p->name; }
+int torc__plugin_priority(const torc__plugin *p) { return p->priority; }
+
+/* ---- the host table ---- */
+
+static int host_set_error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  torc__set_error_v(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+static void host_log(int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  torc__log_v(level, fmt, ap);
+  va_end(ap);
+}
+
+static const char *host_config_get(torc_plugin *self, const char *key) {
+  torc__plugin *p = (torc__plugin *)self;
+  if (p == NULL || key == NULL)
+    return NULL;
+  for (int i = 0; i < p->n_keys; i++)
+    if (strcmp(p->keys[i], key) == 0)
+      return p->values[i];
+  if (p->info && p->info->keys)
+    for (const torc_plugin_key *k = p->info->keys; k->name; k++)
+      if (strcmp(k->name, key) == 0)
+        return k->default_value;
+  return NULL;
+}
+
+static int host_register_device(torc_plugin *self,
+                                const torc_device_ops *ops) {
+  return torc__devtype_register((torc__plugin *)self, ops) < 0
+             ? torc_last_status()
+             : TORC_OK;
+}
+
+static int host_register_kernel(torc_plugin *self, const torc_kernel_reg *reg) {
+  return torc__kernel_register((torc__plugin *)self, reg);
+}
+
+static int host_num_threads(void) { return torc_get_num_threads(); }
+
+const torc_host torc__host = {
+    .struct_size = sizeof(torc_host),
+    .abi_major = TORC_ABI_MAJOR,
+    .abi_minor = TORC_ABI_MINOR,
+    .core_version = PACKAGE_VERSION,
+    .set_error = host_set_error,
+    .log = host_log,
+    .config_get = host_config_get,
+    .register_device = host_register_device,
+    .register_kernel = host_register_kernel,
+    .num_threads = host_num_threads,
+    .set_error_v = torc__set_error_v,
+};
+
+/* ---- helpers ---- */
+
+static void plugin_free(torc__plugin *p) {
+  if (p == NULL)
+    return;
+  for (int i = 0; i < p->n_keys; i++) {
+    free(p->keys[i]);
+    free(p->values[i]);
+  }
+  free(p->keys);
+  free(p->values);
+  free(p->name);
+  free(p->version);
+  free(p->description);
+  free(p->path);
+  free(p);
+}
+
+static torc__plugin *find_loaded(const char *name) {
+  for (int i = 0; i < n_plugins; i++)
+    if (strcmp(plugins[i]->name, name) == 0)
+      return plugins[i];
+  return NULL;
+}
+
+/* "FILE:LINE: " for messages, or "" with no file. */
+static const char *where(const torc_plugin_opts *o, int line, char *buf,
+                         size_t size) {
+  if (o == NULL || o->file == NULL)
+    return "";
+  if (line > 0)
+    snprintf(buf, size, "%s:%d: ", o->file, line);
+  else
+    snprintf(buf, size, "%s: ", o->file);
+  return buf;
+}
+
+static int valid_plugin_name(const char *s) {
+  if (s == NULL || *s == '\0' || strlen(s) > 64)
+    return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+      return 0;
+  return 1;
+}
+
+/* Appends dir/NAME.so candidates from a colon-separated list; returns 1
+ * with `out` set when one exists. `searched` collects the folders tried. */
+static int search_list(const char *list, const char *name, char *out,
+                       size_t size, char *searched, size_t ssize) {
+  if (list == NULL || *list == '\0')
+    return 0;
+  const char *p = list;
+  while (*p) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    if (len > 0 && len < PATH_MAX) {
+      char dir[PATH_MAX];
+      memcpy(dir, p, len);
+      dir[len] = '\0';
+      size_t sl = strlen(searched);
+      if (sl < ssize)
+        snprintf(searched + sl, ssize - sl, "%s%s", sl ? ", " : "", dir);
+      snprintf(out, size, "%s/%s.so", dir, name);
+      if (access(out, F_OK) == 0)
+        return 1;
+    }
+    if (!colon)
+      break;
+    p = colon + 1;
+  }
+  return 0;
+}
+
+/* Refuses a file (or a folder on its real path) that other users can
+ * write or that belongs to another user, as ssh's StrictModes does. Sticky
+ * world-writable folders (/tmp) pass: others cannot replace entries there. */
+static torc_status check_secure(const char *name, const char *path,
+                                const char *real, int allow,
+                                const char *pre) {
+  uid_t me = geteuid();
+  char cur[PATH_MAX];
+  snprintf(cur, sizeof cur, "%s", real);
+  int is_file = 1;
+  for (;;) {
+    struct stat st;
+    if (stat(cur, &st) != 0)
+      return torc_set_error(TORC_ERR_IO, "%splugin '%s' (%s): cannot stat %s: %s",
+                            pre, name, path, cur, strerror(errno));
+    const char *problem = NULL;
+    char why[PATH_MAX + 128];
+    if (st.st_uid != 0 && st.st_uid != me)
+      problem = "is owned by another user";
+    else if ((st.st_mode & (S_IWGRP | S_IWOTH)) &&
+             !(!is_file && (st.st_mode & S_ISVTX)))
+      problem = (st.st_mode & S_IWOTH) ? "is writable by other users"
+                                       : "is writable by its group";
+    if (problem) {
+      snprintf(why, sizeof why, "%s %s %s (mode %04o)",
+               is_file ? "the file" : "the folder", cur, problem,
+               (unsigned)(st.st_mode & 07777));
+      if (!allow)
+        return torc_set_error(
+            TORC_ERR_PERMISSION,
+            "%splugin '%s' (%s) refused: %s, so someone else could replace "
+            "the code torc would run. Fix it with chmod go-w (or chown), or "
+            "set [plugins] allow_insecure = yes to load it anyway",
+            pre, name, path, why);
+      torc_logf(TORC_LOG_WARN,
+               "%splugin '%s' (%s): %s; loading it anyway because "
+               "allow_insecure is set",
+               pre, name, path, why);
+      return TORC_OK;
+    }
+    if (strcmp(cur, "/") == 0)
+      break;
+    char *slash = strrchr(cur, '/');
+    if (slash == cur)
+      cur[1] = '\0';
+    else if (slash)
+      *slash = '\0';
+    else
+      break;
+    is_file = 0;
+  }
+  return TORC_OK;
+}
+
+static void ensure_omp_passive(void) {
+  /* oneDNN's libgomp threads spin while idle and slow OpenBLAS's pool 2x on
+   * small machines (TOOLCHAIN.md); passive waiting must be set before the
+   * runtime loads. The user's own setting wins. */
+  if (getenv("OMP_WAIT_POLICY") == NULL)
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+}
+
+/* ---- loading ---- */
+
+static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
+  char wbuf[PATH_MAX + 32];
+  const char *pre = where(o, o ? o->line : 0, wbuf, sizeof wbuf);
+  if (module == NULL || *module == '\0')
+    return torc_set_error(TORC_ERR_INVALID, "%splugin module name is empty",
+                          pre);
+  const char *want_name = o && o->name ? o->name : NULL;
+  char path[PATH_MAX];
+  const char *label = want_name ? want_name : module;
+  if (strchr(module, '/') == NULL) {
+    if (!valid_plugin_name(module))
+      return torc_set_error(TORC_ERR_INVALID,
+                            "%splugin module '%s' is not a valid name (letters, "
+                            "digits, '_' and '-') nor a path",
+                            pre, module);
+    if (find_loaded(want_name ? want_name : module))
+      return TORC_OK;
+    char searched[2048] = "";
+    if (!search_list(o ? o->search_path : NULL, module, path, sizeof path,
+                     searched, sizeof searched) &&
+        !search_list(getenv("TORC_PLUGIN_PATH"), module, path, sizeof path,
+                     searched, sizeof searched) &&
+        !search_list(TORC_PLUGIN_DIR, module, path, sizeof path, searched,
+                     sizeof searched))
+      return torc_set_error(TORC_ERR_IO,
+                            "%splugin '%s' not found: no %s.so in %s. Check "
+                            "the name, install the plugin, or add its folder "
+                            "to [plugins] path or TORC_PLUGIN_PATH",
+                            pre, label, module, searched);
+  } else {
+    snprintf(path, sizeof path, "%s", module);
+    if (access(path, F_OK) != 0)
+      return torc_set_error(TORC_ERR_IO,
+                            "%splugin '%s': file %s does not exist (%s)", pre,
+                            label, path, strerror(errno));
+  }
+  char real[PATH_MAX];
+  if (realpath(path, real) == NULL)
+    return torc_set_error(TORC_ERR_IO, "%splugin '%s': cannot resolve %s: %s",
+                          pre, label, path, strerror(errno));
+  torc_status st =
+      check_secure(label, path, real, o ? o->allow_insecure : 0, pre);
+  if (st)
+    return st;
+
+  ensure_omp_passive();
+  dlerror();
+  void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    const char *err = dlerror();
+    err = err ? err : "unknown error";
+    const char *base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    const char *dep_end = strstr(err, ": cannot open shared object file");
+    if (dep_end) {
+      /* dlerror: "<dependency>: cannot open shared object file: ..." */
+      const char *dep = err;
+      if (strncmp(dep, real, strlen(real)) == 0)
+        dep = base;
+      return torc_set_error(
+          TORC_ERR_PLUGIN,
+          "%splugin '%s' (%s) cannot be loaded: a library it needs is missing "
+          "(%s). Install the package that provides %.*s, or add its folder to "
+          "LD_LIBRARY_PATH",
+          pre, label, path, err, (int)(dep_end - dep), dep);
+    }
+    if (strstr(err, "invalid ELF header") || strstr(err, "file too short") ||
+        strstr(err, "not an ELF") || strstr(err, "wrong ELF class"))
+      return torc_set_error(TORC_ERR_PLUGIN,
+                            "%splugin '%s' (%s) is not a loadable shared object "
+                            "(%s); point `module` at a torc plugin (.so) built "
+                            "for this machine",
+                            pre, label, path, err);
+    return torc_set_error(TORC_ERR_PLUGIN,
+                          "%splugin '%s' (%s) cannot be loaded: %s", pre, label,
+                          path, err);
+  }
+  dlerror();
+  void *sym = dlsym(h, TORC_PLUGIN_ENTRY_SYMBOL);
+  if (sym == NULL) {
+    dlclose(h);
+    return torc_set_error(
+        TORC_ERR_PLUGIN,
+        "%splugin '%s' (%s) is a shared object but not a torc plugin: it has "
+        "no '%s' symbol (export it with TORC_PLUGIN_EXPORT; see "
+        "torc/plugin.h)",
+        pre, label, path, TORC_PLUGIN_ENTRY_SYMBOL);
+  }
+  torc_plugin_entry_fn entry;
+  memcpy(&entry, &sym, sizeof entry); /* object -> function pointer */
+  const torc_plugin_info *info = entry();
+  if (info == NULL ||
+      info->struct_size < offsetof(torc_plugin_info, abi_minor) +
+                              sizeof info->abi_minor) {
+    dlclose(h);
+    return torc_set_error(TORC_ERR_ABI,
+                          "%splugin '%s' (%s): its entry returned %s; rebuild "
+                          "it against this torc's headers",
+                          pre, label, path,
+                          info ? "a descriptor too small to be valid" : "NULL");
+  }
+  if (info->abi_major != TORC_ABI_MAJOR) {
+    uint32_t maj = info->abi_major, min = info->abi_minor;
+    dlclose(h);
+    return torc_set_error(TORC_ERR_ABI,
+                          "%splugin '%s' (%s) was built for torc ABI %u.%u, "
+                          "but this torc (%s) has ABI %d.%d; rebuild the "
+                          "plugin against this torc's headers (pkg-config "
+                          "--cflags torc)",
+                          pre, label, path, maj, min, PACKAGE_VERSION,
+                          TORC_ABI_MAJOR, TORC_ABI_MINOR);
+  }
+  if (info->struct_size < offsetof(torc_plugin_info, init) + sizeof info->init ||
+      info->init == NULL || !valid_plugin_name(info->name)) {
+    dlclose(h);
+    return torc_set_error(TORC_ERR_ABI,
+                          "%splugin '%s' (%s): its descriptor is incomplete "
+                          "(missing init or a valid name); rebuild it against "
+                          "this torc's headers",
+                          pre, label, path);
+  }
+  const char *name = want_name ? want_name : info->name;
+  if (find_loaded(name)) {
+    dlclose(h);
+    return TORC_OK;
+  }
+  /* Keys: each must be one the plugin declares. */
+  for (int i = 0; o && i < o->n_keys; i++) {
+    int known = 0;
+    if (info->keys)
+      for (const torc_plugin_key *k = info->keys; k->name && !known; k++)
+        known = strcmp(k->name, o->keys[i]) == 0;
+    if (!known) {
+      char list[512] = "";
+      size_t len = 0;
+      if (info->keys)
+        for (const torc_plugin_key *k = info->keys; k->name && len < sizeof list;
+             k++)
+          len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                  len ? ", " : "", k->name);
+      char kbuf[PATH_MAX + 32];
+      const char *kpre =
+          where(o, o->key_lines ? o->key_lines[i] : o->line, kbuf, sizeof kbuf);
+      dlclose(h);
+      return torc_set_error(
+          TORC_ERR_CONFIG,
+          "%skey '%s' in [plugin.%s]: plugin '%s' has no such key; its keys "
+          "are: %s (besides module, required and priority)",
+          kpre, o->keys[i], name, info->name, len ? list : "(none)");
+    }
+  }
+  torc__plugin *p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    dlclose(h);
+    return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
+  }
+  p->name = strdup(name);
+  p->version = strdup(info->version ? info->version : "?");
+  p->description = strdup(info->description ? info->description : "");
+  p->path = strdup(real);
+  p->handle = h;
+  p->info = info;
+  p->provides = info->provides;
+  p->flags = TORC_HAS_SLOT(info, torc_plugin_info, flags) ? info->flags : 0;
+  p->abi_major = info->abi_major;
+  p->abi_minor = info->abi_minor;
+  p->priority = o ? o->priority : 0;
+  if (o && o->n_keys > 0) {
+    p->keys = calloc((size_t)o->n_keys, sizeof *p->keys);
+    p->values = calloc((size_t)o->n_keys, sizeof *p->values);
+    if (p->keys && p->values)
+      for (int i = 0; i < o->n_keys; i++) {
+        p->keys[i] = strdup(o->keys[i]);
+        p->values[i] = strdup(o->values[i] ? o->values[i] : "");
+        p->n_keys = i + 1;
+      }
+  }
+  if (!p->name || !p->version || !p->description || !p->path ||
+      (o && o->n_keys > 0 && p->n_keys != o->n_keys)) {
+    plugin_free(p);
+    dlclose(h);
+    return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
+  }
+  if (n_plugins == cap_plugins) {
+    int cap = cap_plugins ? cap_plugins * 2 : 8;
+    torc__plugin **np = realloc(plugins, (size_t)cap * sizeof *np);
+    if (np == NULL) {
+      plugin_free(p);
+      dlclose(h);
+      return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s",
+                            name);
+    }
+    plugins = np;
+    cap_plugins = cap;
+  }
+  torc_clear_error();
+  int rc = info->init(&torc__host, (torc_plugin *)p);
+  if (rc != TORC_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", torc_last_error());
+    torc__kernel_unregister_owner(p);
+    torc__devtype_unregister_owner(p);
+    if (!(p->flags & TORC_PLUGIN_NO_UNLOAD))
+      dlclose(h);
+    const char *pname = p->name;
+    torc_status out = torc_set_error(
+        TORC_ERR_PLUGIN, "%splugin '%s' (%s) failed to initialise: %s", pre,
+        pname, path, msg[0] ? msg : torc_status_str((torc_status)rc));
+    plugin_free(p);
+    return out;
+  }
+  p->initialised = 1;
+  plugins[n_plugins++] = p;
+  torc_logf(TORC_LOG_INFO, "loaded plugin %s %s from %s", p->name, p->version,
+           p->path);
+  return TORC_OK;
+}
+
+torc_status torc_plugin_load(const char *module, const torc_plugin_opts *opts) {
+  torc__ensure_init();
+  pthread_mutex_lock(&load_lock);
+  torc_status st = load_locked(module, opts);
+  pthread_mutex_unlock(&load_lock);
+  return st;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Loads every NAME.so in one folder, in name order. */
+static void load_dir(const char *dir, int *n_loaded, int *n_failed) {
+  DIR *d = opendir(dir);
+  if (d == NULL)
+    return;
+  char *names[256];
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < 256) {
+    size_t len = strlen(e->d_name);
+    if (len > 3 && strcmp(e->d_name + len - 3, ".so") == 0)
+      if ((names[n] = strdup(e->d_name)) != NULL)
+        n++;
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof *names, cmp_str);
+  for (int i = 0; i < n; i++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    names[i][strlen(names[i]) - 3] = '\0';
+    int before = n_plugins;
+    if (find_loaded(names[i]) == NULL) {
+      if (torc_plugin_load(path, NULL) != TORC_OK) {
+        torc_logf(TORC_LOG_WARN, "skipping %s: %s", path, torc_last_error());
+        (*n_failed)++;
+      } else if (n_plugins > before) {
+        (*n_loaded)++;
+      }
+    }
+    free(names[i]);
+  }
+}
+
+int torc_plugin_load_all(void) {
+  torc__ensure_init();
+  int loaded = 0, failed = 0;
+  const char *lists[2] = {getenv("TORC_PLUGIN_PATH"), TORC_PLUGIN_DIR};
+  for (int l = 0; l < 2; l++) {
+    const char *p = lists[l];
+    while (p && *p) {
+      const char *colon = strchr(p, ':');
+      size_t len = colon ? (size_t)(colon - p) : strlen(p);
+      if (len > 0 && len < PATH_MAX) {
+        char dir[PATH_MAX];
+        memcpy(dir, p, len);
+        dir[len] = '\0';
+        load_dir(dir, &loaded, &failed);
+      }
+      p = colon ? colon + 1 : NULL;
+    }
+  }
+  if (n_plugins == 0) {
+    torc_set_error(TORC_ERR_IO,
+                   "no plugin found in TORC_PLUGIN_PATH (%s) nor in %s%s",
+                   getenv("TORC_PLUGIN_PATH") ? getenv("TORC_PLUGIN_PATH")
+                                              : "unset",
+                   TORC_PLUGIN_DIR,
+                   failed ? " (some failed to load: see the warnings)" : "");
+    return -1;
+  }
+  return loaded;
+}
+
+int torc_plugin_count(void) { return n_plugins; }
+
+torc_status torc_plugin_get(int i, torc_plugin_summary *out) {
+  if (i < 0 || i >= n_plugins)
+    return torc_set_error(TORC_ERR_RANGE,
+                          "torc_plugin_get: index %d out of range (%d plugins "
+                          "loaded)",
+                          i, n_plugins);
+  const torc__plugin *p = plugins[i];
+  out->name = p->name;
+  out->version = p->version;
+  out->description = p->description;
+  out->path = p->path;
+  out->provides = p->provides;
+  out->priority = p->priority;
+  out->abi_major = p->abi_major;
+  out->abi_minor = p->abi_minor;
+  return TORC_OK;
+}
+
+void torc__plugins_unload_all(void) {
+  pthread_mutex_lock(&load_lock);
+  for (int i = n_plugins - 1; i >= 0; i--) {
+    torc__plugin *p = plugins[i];
+    torc__kernel_unregister_owner(p);
+    torc__devtype_unregister_owner(p);
+    if (p->info && TORC_HAS_SLOT(p->info, torc_plugin_info, fini) &&
+        p->info->fini)
+      p->info->fini((torc_plugin *)p);
+    if (!(p->flags & TORC_PLUGIN_NO_UNLOAD))
+      dlclose(p->handle);
+    plugin_free(p);
+  }
+  free(plugins);
+  plugins = NULL;
+  n_plugins = cap_plugins = 0;
+  pthread_mutex_unlock(&load_lock);
+}

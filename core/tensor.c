@@ -1,0 +1,1133 @@
+/* core/tensor.c — storages and tensors: reference counting, properties,
+ * creation, views (no copies), and moving data between devices and the
+ * host. Arithmetic lives in kernels; this file only moves bytes and
+ * computes geometry.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static _Atomic int64_t live_tensors;
+
+/* ---- storage ---- */
+
+torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
+  if (torc__device_check(dev, "allocate"))
+    return NULL;
+  torc__devtype *d = torc__devtype_get(dev.type);
+  torc_storage *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
+    return NULL;
+  }
+  void *p = NULL;
+  if (d->ops.alloc(d->ops.user, dev.index, nbytes, &p) != TORC_OK) {
+    free(s);
+    return NULL;
+  }
+  s->refcount = 1;
+  s->device = dev;
+  s->ptr = p;
+  s->nbytes = nbytes;
+  atomic_fetch_add(&d->allocated[dev.index], nbytes);
+  return s;
+}
+
+void torc__storage_release(torc_storage *s) {
+  if (s == NULL || atomic_fetch_sub(&s->refcount, 1) != 1)
+    return;
+  if (s->host_alloc) {
+    torc_host_free(s->pinned_for, s->ptr);
+  } else {
+    torc__devtype *d = torc__devtype_get(s->device.type);
+    if (d) {
+      d->ops.free(d->ops.user, s->device.index, s->ptr);
+      atomic_fetch_sub(&d->allocated[s->device.index], s->nbytes);
+    }
+  }
+  free(s);
+}
+
+/* ---- geometry helpers ---- */
+
+int64_t torc__numel(const int64_t *shape, int ndim) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
+  return n;
+}
+
+void torc__contiguous_strides(const int64_t *shape, int ndim, int64_t *out) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    out[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+char *torc__shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
+  size_t len = (size_t)snprintf(buf, size, "[");
+  for (int i = 0; i < ndim && len < size; i++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "",
+                            (long long)shape[i]);
+  if (len < size)
+    snprintf(buf + len, size - len, "]");
+  return buf;
+}
+
+torc_status torc__check_shape(const int64_t *shape, int ndim, const char *fn) {
+  if (ndim < 0 || ndim > TORC_MAX_DIMS)
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "%s: %d dimensions requested; torc supports 0 to %d",
+                          fn, ndim, TORC_MAX_DIMS);
+  if (ndim > 0 && shape == NULL)
+    return torc_set_error(TORC_ERR_INVALID, "%s: shape is NULL with ndim %d",
+                          fn, ndim);
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      char b[128];
+      return torc_set_error(TORC_ERR_SHAPE,
+                            "%s: shape %s has a negative size at dim %d", fn,
+                            torc__shape_str(shape, ndim, b, sizeof b), i);
+    }
+    if (shape[i] > 0 && n > INT64_MAX / 16 / shape[i]) {
+      char b[128];
+      return torc_set_error(TORC_ERR_SHAPE, "%s: shape %s is too large", fn,
+                            torc__shape_str(shape, ndim, b, sizeof b));
+    }
+    n *= shape[i];
+  }
+  return TORC_OK;
+}
+
+torc_status torc__wrap_dim(int dim, int ndim, const char *fn, int *out) {
+  int lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
+  if (dim < lo || dim > hi)
+    return torc_set_error(TORC_ERR_RANGE,
+                          "%s: dim %d is out of range for a %d-dimensional "
+                          "tensor (expected %d to %d)",
+                          fn, dim, ndim, lo, hi);
+  *out = dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
+  return TORC_OK;
+}
+
+/* ---- tensor objects ---- */
+
+static torc_tensor *tensor_alloc(torc_storage *s, torc_dtype dtype,
+                                 const int64_t *shape, const int64_t *strides,
+                                 int ndim, int64_t offset) {
+  torc_tensor *t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
+    return NULL;
+  }
+  t->refcount = 1;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->strides[i] = strides[i];
+  }
+  t->offset = offset;
+  t->storage = s;
+  atomic_fetch_add(&live_tensors, 1);
+  return t;
+}
+
+torc_tensor *torc__empty(const int64_t *shape, int ndim, torc_dtype dtype,
+                         torc_device dev) {
+  torc__ensure_init();
+  if (torc__check_shape(shape, ndim, "torc_empty"))
+    return NULL;
+  if (!torc_dtype_valid(dtype)) {
+    torc_set_error(TORC_ERR_DTYPE, "torc_empty: invalid dtype %d", (int)dtype);
+    return NULL;
+  }
+  int64_t strides[TORC_MAX_DIMS];
+  torc__contiguous_strides(shape, ndim, strides);
+  size_t nbytes = (size_t)torc__numel(shape, ndim) * torc_dtype_size(dtype);
+  torc_storage *s = torc__storage_new(dev, nbytes);
+  if (s == NULL)
+    return NULL;
+  torc_tensor *t = tensor_alloc(s, dtype, shape, strides, ndim, 0);
+  if (t == NULL)
+    torc__storage_release(s);
+  return t;
+}
+
+torc_tensor *torc__view_of(const torc_tensor *t, const int64_t *shape,
+                           const int64_t *strides, int ndim, int64_t offset) {
+  torc_tensor *v = tensor_alloc(t->storage, t->dtype, shape, strides, ndim,
+                                offset);
+  if (v)
+    atomic_fetch_add(&t->storage->refcount, 1);
+  return v;
+}
+
+torc_tensor *torc_retain(torc_tensor *t) {
+  if (t)
+    atomic_fetch_add(&t->refcount, 1);
+  return t;
+}
+
+void torc_release(torc_tensor *t) {
+  if (t == NULL || atomic_fetch_sub(&t->refcount, 1) != 1)
+    return;
+  torc__storage_release(t->storage);
+  atomic_fetch_sub(&live_tensors, 1);
+  free(t);
+}
+
+int64_t torc_tensor_live_count(void) { return live_tensors; }
+
+void torc__bump_version(torc_tensor *t) {
+  atomic_fetch_add(&t->storage->version, 1);
+}
+
+/* ---- properties ---- */
+
+int torc_ndim(const torc_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *torc_shape(const torc_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *torc_strides(const torc_tensor *t) {
+  return t ? t->strides : NULL;
+}
+int64_t torc_storage_offset(const torc_tensor *t) { return t ? t->offset : 0; }
+int64_t torc_numel(const torc_tensor *t) {
+  return t ? torc__numel(t->shape, t->ndim) : 0;
+}
+torc_dtype torc_dtype_of(const torc_tensor *t) {
+  return t ? t->dtype : TORC_DTYPE_ANY;
+}
+torc_device torc_device_of(const torc_tensor *t) {
+  return t ? t->storage->device : TORC_CPU;
+}
+int torc_shares_storage(const torc_tensor *a, const torc_tensor *b) {
+  return a && b && a->storage == b->storage;
+}
+uint64_t torc_version(const torc_tensor *t) {
+  return t ? t->storage->version : 0;
+}
+int torc_is_pinned(const torc_tensor *t) { return t && t->storage->pinned; }
+
+int64_t torc_size(const torc_tensor *t, int dim) {
+  if (t == NULL) {
+    torc__null_input("torc_size");
+    return -1;
+  }
+  int d = 0;
+  if (torc__wrap_dim(dim, t->ndim, "torc_size", &d) || t->ndim == 0) {
+    if (t->ndim == 0)
+      torc_set_error(TORC_ERR_RANGE,
+                     "torc_size: dim %d of a 0-dimensional tensor (a scalar "
+                     "has no dims)",
+                     dim);
+    return -1;
+  }
+  return t->shape[d];
+}
+
+int torc_is_contiguous(const torc_tensor *t) {
+  if (t == NULL)
+    return 0;
+  int64_t expect = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 0)
+      return 1;
+    if (t->shape[i] != 1 && t->strides[i] != expect)
+      return 0;
+    expect *= t->shape[i];
+  }
+  return 1;
+}
+
+void *torc_data(const torc_tensor *t) {
+  if (t == NULL) {
+    torc__null_input("torc_data");
+    return NULL;
+  }
+  if (!torc_device_is_host(t->storage->device)) {
+    torc_set_error(TORC_ERR_DEVICE,
+                   "torc_data: the tensor is on %s, whose memory the host "
+                   "cannot read; copy it with torc_to(t, TORC_CPU) or "
+                   "torc_to_host()",
+                   torc__devname(t->storage->device));
+    return NULL;
+  }
+  return (char *)t->storage->ptr + t->offset * (int64_t)torc_dtype_size(t->dtype);
+}
+
+/* ---- creation ---- */
+
+torc_tensor *torc_empty(const int64_t *shape, int ndim, torc_dtype dtype,
+                        torc_device dev) {
+  return torc__ret(torc__empty(shape, ndim, dtype, dev));
+}
+
+/* fill_ kernel on a fresh contiguous tensor. */
+static torc_status fill_contig(torc_tensor *t, double value) {
+  torc_fill_params p = {value, 0};
+  if (!torc_dtype_is_float(t->dtype)) {
+    if (!(value >= -9.2233720368547758e18 && value < 9.2233720368547758e18))
+      return torc_set_error(TORC_ERR_INVALID,
+                            "fill: %g does not fit in %s", value,
+                            torc_dtype_name(t->dtype));
+    p.ivalue = (int64_t)value;
+  }
+  if (torc__numel(t->shape, t->ndim) == 0)
+    return TORC_OK;
+  return torc__kernel_call(TORC__OP_fill_, t->dtype, NULL, 0, &t, 1, &p,
+                           sizeof p);
+}
+
+torc_tensor *torc_full(const int64_t *shape, int ndim, double value,
+                       torc_dtype dtype, torc_device dev) {
+  torc_tensor *t = torc__empty(shape, ndim, dtype, dev);
+  if (t && fill_contig(t, value) != TORC_OK) {
+    torc_release(t);
+    t = NULL;
+  }
+  return torc__ret(t);
+}
+
+torc_tensor *torc_zeros(const int64_t *shape, int ndim, torc_dtype dtype,
+                        torc_device dev) {
+  return torc_full(shape, ndim, 0.0, dtype, dev);
+}
+
+torc_tensor *torc_ones(const int64_t *shape, int ndim, torc_dtype dtype,
+                       torc_device dev) {
+  return torc_full(shape, ndim, 1.0, dtype, dev);
+}
+
+torc_tensor *torc_empty_like(const torc_tensor *like) {
+  if (like == NULL) {
+    torc__null_input("torc_empty_like");
+    return NULL;
+  }
+  return torc_empty(like->shape, like->ndim, like->dtype, like->storage->device);
+}
+
+torc_tensor *torc_zeros_like(const torc_tensor *like) {
+  if (like == NULL) {
+    torc__null_input("torc_zeros_like");
+    return NULL;
+  }
+  return torc_zeros(like->shape, like->ndim, like->dtype, like->storage->device);
+}
+
+torc_tensor *torc_ones_like(const torc_tensor *like) {
+  if (like == NULL) {
+    torc__null_input("torc_ones_like");
+    return NULL;
+  }
+  return torc_ones(like->shape, like->ndim, like->dtype, like->storage->device);
+}
+
+/* Copies `nbytes` of host memory into a fresh contiguous tensor. */
+static torc_tensor *from_host_bytes(const void *data, const int64_t *shape,
+                                    int ndim, torc_dtype dtype,
+                                    torc_device dev) {
+  torc_tensor *t = torc__empty(shape, ndim, dtype, dev);
+  if (t == NULL)
+    return NULL;
+  size_t nbytes = t->storage->nbytes;
+  if (nbytes) {
+    torc__devtype *d = torc__devtype_get(dev.type);
+    if (d->ops.copy_from_host(d->ops.user, dev.index, t->storage->ptr, 0, data,
+                              nbytes, 0) != TORC_OK) {
+      torc_release(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
+torc_tensor *torc_from_host(const void *data, const int64_t *shape, int ndim,
+                            torc_dtype dtype, torc_device dev) {
+  if (data == NULL && torc__numel(shape, ndim) > 0) {
+    torc_set_error(TORC_ERR_INVALID, "torc_from_host: data is NULL");
+    return NULL;
+  }
+  return torc__ret(from_host_bytes(data, shape, ndim, dtype, dev));
+}
+
+/* Builds a 1-D host buffer of n values f(i) in dtype, then uploads it. */
+static torc_tensor *host_filled(int64_t n, torc_dtype dtype, torc_device dev,
+                                double start, double step, double end,
+                                int linspace) {
+  size_t es = torc_dtype_size(dtype);
+  if (es == 0) {
+    torc_set_error(TORC_ERR_DTYPE, "invalid dtype %d", (int)dtype);
+    return NULL;
+  }
+  char *buf = malloc((size_t)(n > 0 ? n : 1) * es);
+  if (buf == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of host memory for %lld elements",
+                   (long long)n);
+    return NULL;
+  }
+  int int_exact = !torc_dtype_is_float(dtype) && start == floor(start) &&
+                  step == floor(step) && !linspace && fabs(start) < 9e15 &&
+                  fabs(step) < 9e15;
+  for (int64_t i = 0; i < n; i++) {
+    if (int_exact)
+      torc__store_i64(dtype, buf + i * (int64_t)es,
+                      (int64_t)start + i * (int64_t)step);
+    else if (linspace && i >= n / 2)
+      torc__store_f64(dtype, buf + i * (int64_t)es,
+                      end - step * (double)(n - 1 - i));
+    else
+      torc__store_f64(dtype, buf + i * (int64_t)es, start + step * (double)i);
+  }
+  int64_t shape[1] = {n};
+  torc_tensor *t = from_host_bytes(buf, shape, 1, dtype, dev);
+  free(buf);
+  return t;
+}
+
+torc_tensor *torc_arange(double start, double end, double step,
+                         torc_dtype dtype, torc_device dev) {
+  if (step == 0 || isnan(step) || isnan(start) || isnan(end) ||
+      isinf(start) || isinf(end)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "torc_arange: start %g, end %g, step %g: step must be "
+                   "non-zero and the bounds finite",
+                   start, end, step);
+    return NULL;
+  }
+  if ((step > 0 && end < start) || (step < 0 && end > start)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "torc_arange: end %g is on the wrong side of start %g for "
+                   "step %g; flip the step's sign",
+                   end, start, step);
+    return NULL;
+  }
+  double len = ceil((end - start) / step);
+  if (len > 1e15) {
+    torc_set_error(TORC_ERR_INVALID, "torc_arange: %g elements is too many",
+                   len);
+    return NULL;
+  }
+  return torc__ret(host_filled((int64_t)len, dtype, dev, start, step, end, 0));
+}
+
+torc_tensor *torc_linspace(double start, double end, int64_t steps,
+                           torc_dtype dtype, torc_device dev) {
+  if (steps < 0) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "torc_linspace: steps is %lld; it must be >= 0",
+                   (long long)steps);
+    return NULL;
+  }
+  double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
+  return torc__ret(host_filled(steps, dtype, dev, start, step, end, 1));
+}
+
+torc_tensor *torc_eye(int64_t n, int64_t m, torc_dtype dtype, torc_device dev) {
+  if (m < 0)
+    m = n;
+  if (n < 0) {
+    torc_set_error(TORC_ERR_INVALID, "torc_eye: n is %lld; it must be >= 0",
+                   (long long)n);
+    return NULL;
+  }
+  size_t es = torc_dtype_size(dtype);
+  int64_t shape[2] = {n, m};
+  if (es == 0 || torc__check_shape(shape, 2, "torc_eye")) {
+    if (es == 0)
+      torc_set_error(TORC_ERR_DTYPE, "torc_eye: invalid dtype %d", (int)dtype);
+    return NULL;
+  }
+  char *buf = calloc((size_t)(n * m > 0 ? n * m : 1), es);
+  if (buf == NULL) {
+    torc_set_error(TORC_ERR_OOM, "torc_eye: out of host memory");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n && i < m; i++)
+    torc__store_f64(dtype, buf + (i * m + i) * (int64_t)es, 1.0);
+  torc_tensor *t = from_host_bytes(buf, shape, 2, dtype, dev);
+  free(buf);
+  return torc__ret(t);
+}
+
+torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
+                               torc_device for_dev) {
+  torc__ensure_init();
+  if (torc__check_shape(shape, ndim, "torc_empty_pinned") ||
+      torc__device_check(for_dev, "torc_empty_pinned"))
+    return NULL;
+  if (!torc_dtype_valid(dtype)) {
+    torc_set_error(TORC_ERR_DTYPE, "torc_empty_pinned: invalid dtype %d",
+                   (int)dtype);
+    return NULL;
+  }
+  size_t nbytes = (size_t)torc__numel(shape, ndim) * torc_dtype_size(dtype);
+  torc_storage *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
+    return NULL;
+  }
+  s->ptr = torc_host_alloc(for_dev, nbytes);
+  if (s->ptr == NULL) {
+    free(s);
+    return NULL;
+  }
+  torc__devtype *d = torc__devtype_get(for_dev.type);
+  s->refcount = 1;
+  s->device = TORC_CPU;
+  s->nbytes = nbytes;
+  s->host_alloc = 1;
+  s->pinned = d->ops.host_alloc != NULL;
+  s->pinned_for = for_dev;
+  int64_t strides[TORC_MAX_DIMS];
+  torc__contiguous_strides(shape, ndim, strides);
+  torc_tensor *t = tensor_alloc(s, dtype, shape, strides, ndim, 0);
+  if (t == NULL) {
+    torc_host_free(for_dev, s->ptr);
+    free(s);
+    return NULL;
+  }
+  return torc__ret(t);
+}
+
+/* ---- views ---- */
+
+#define CHECK_IN(t, fn)                                                        \
+  do {                                                                         \
+    if ((t) == NULL) {                                                         \
+      torc__null_input(fn);                                                    \
+      return NULL;                                                             \
+    }                                                                          \
+  } while (0)
+
+/* PyTorch's computeStride: strides for viewing (shape, strides) as
+ * new_shape without copying, or 0 if impossible. */
+static int view_strides(const int64_t *shape, const int64_t *strides, int ndim,
+                        const int64_t *nshape, int nndim, int64_t *nstrides) {
+  if (torc__numel(shape, ndim) == 0 || ndim == 0) {
+    torc__contiguous_strides(nshape, nndim, nstrides);
+    return 1;
+  }
+  int view_d = nndim - 1;
+  int64_t chunk_base = strides[ndim - 1];
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    tensor_numel *= shape[d];
+    if (d == 0 ||
+        (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || nshape[view_d] == 1)) {
+        nstrides[view_d] = view_numel * chunk_base;
+        view_numel *= nshape[view_d];
+        view_d--;
+      }
+      if (view_numel != tensor_numel)
+        return 0;
+      if (d > 0) {
+        chunk_base = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+/* Resolves a -1 in shape against numel; errors name fn and both shapes. */
+static torc_status infer_shape(const torc_tensor *t, const int64_t *shape,
+                               int ndim, const char *fn, int64_t *out) {
+  if (ndim < 0 || ndim > TORC_MAX_DIMS || (ndim > 0 && shape == NULL))
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "%s: %d dimensions requested; torc supports 0 to %d",
+                          fn, ndim, TORC_MAX_DIMS);
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == -1) {
+      if (infer >= 0)
+        return torc_set_error(TORC_ERR_SHAPE,
+                              "%s: only one dimension can be -1 (dims %d and "
+                              "%d are)",
+                              fn, infer, i);
+      infer = i;
+    } else if (shape[i] < 0) {
+      return torc_set_error(TORC_ERR_SHAPE, "%s: invalid size %lld at dim %d",
+                            fn, (long long)shape[i], i);
+    } else {
+      known *= shape[i];
+    }
+    out[i] = shape[i];
+  }
+  int64_t numel = torc__numel(t->shape, t->ndim);
+  char a[128], b[128];
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      return torc_set_error(
+          TORC_ERR_SHAPE, "%s: shape %s is invalid for a tensor of shape %s "
+                          "(%lld elements)",
+          fn, torc__shape_str(shape, ndim, a, sizeof a),
+          torc__shape_str(t->shape, t->ndim, b, sizeof b), (long long)numel);
+    out[infer] = numel / known;
+  } else if (known != numel) {
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "%s: shape %s (%lld elements) is invalid for a tensor "
+                          "of shape %s (%lld elements)",
+                          fn, torc__shape_str(shape, ndim, a, sizeof a),
+                          (long long)known,
+                          torc__shape_str(t->shape, t->ndim, b, sizeof b),
+                          (long long)numel);
+  }
+  return TORC_OK;
+}
+
+torc_tensor *torc__reshape(const torc_tensor *t, const int64_t *shape, int ndim,
+                           int allow_copy) {
+  const char *fn = allow_copy ? "torc_reshape" : "torc_view";
+  int64_t nshape[TORC_MAX_DIMS], nstrides[TORC_MAX_DIMS];
+  if (infer_shape(t, shape, ndim, fn, nshape))
+    return NULL;
+  if (view_strides(t->shape, t->strides, t->ndim, nshape, ndim, nstrides))
+    return torc__view_of(t, nshape, nstrides, ndim, t->offset);
+  if (!allow_copy) {
+    char a[128], b[128];
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_view: a tensor of shape %s with these strides cannot "
+                   "be viewed as %s without a copy; call torc_contiguous() "
+                   "first or use torc_reshape()",
+                   torc__shape_str(t->shape, t->ndim, a, sizeof a),
+                   torc__shape_str(nshape, ndim, b, sizeof b));
+    return NULL;
+  }
+  torc_tensor *c = torc__contiguous(t);
+  if (c == NULL)
+    return NULL;
+  int64_t cs[TORC_MAX_DIMS];
+  torc__contiguous_strides(nshape, ndim, cs);
+  torc_tensor *v = torc__view_of(c, nshape, cs, ndim, c->offset);
+  torc_release(c);
+  return v;
+}
+
+torc_tensor *torc_reshape(const torc_tensor *t, const int64_t *shape, int ndim) {
+  CHECK_IN(t, "torc_reshape");
+  return torc__ret(torc__reshape(t, shape, ndim, 1));
+}
+
+torc_tensor *torc_view(const torc_tensor *t, const int64_t *shape, int ndim) {
+  CHECK_IN(t, "torc_view");
+  return torc__ret(torc__reshape(t, shape, ndim, 0));
+}
+
+torc_tensor *torc_permute(const torc_tensor *t, const int *dims, int ndim) {
+  CHECK_IN(t, "torc_permute");
+  if (ndim != t->ndim || (ndim > 0 && dims == NULL)) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_permute: %d dims given for a %d-dimensional tensor; "
+                   "give each dim exactly once",
+                   ndim, t->ndim);
+    return NULL;
+  }
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  int seen[TORC_MAX_DIMS] = {0};
+  for (int i = 0; i < ndim; i++) {
+    int d = 0;
+    if (torc__wrap_dim(dims[i], ndim, "torc_permute", &d))
+      return NULL;
+    if (seen[d]++) {
+      torc_set_error(TORC_ERR_SHAPE,
+                     "torc_permute: dim %d appears twice; give each dim "
+                     "exactly once",
+                     d);
+      return NULL;
+    }
+    shape[i] = t->shape[d];
+    strides[i] = t->strides[d];
+  }
+  return torc__ret(torc__view_of(t, shape, strides, ndim, t->offset));
+}
+
+torc_tensor *torc_transpose(const torc_tensor *t, int dim0, int dim1) {
+  CHECK_IN(t, "torc_transpose");
+  int a = 0, b = 0;
+  if (torc__wrap_dim(dim0, t->ndim, "torc_transpose", &a) ||
+      torc__wrap_dim(dim1, t->ndim, "torc_transpose", &b))
+    return NULL;
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  memcpy(strides, t->strides, sizeof strides);
+  if (t->ndim > 0) {
+    shape[a] = t->shape[b], shape[b] = t->shape[a];
+    strides[a] = t->strides[b], strides[b] = t->strides[a];
+  }
+  return torc__ret(torc__view_of(t, shape, strides, t->ndim, t->offset));
+}
+
+torc_tensor *torc_narrow(const torc_tensor *t, int dim, int64_t start,
+                         int64_t length) {
+  CHECK_IN(t, "torc_narrow");
+  int d = 0;
+  if (t->ndim == 0) {
+    torc_set_error(TORC_ERR_RANGE, "torc_narrow: cannot narrow a scalar");
+    return NULL;
+  }
+  if (torc__wrap_dim(dim, t->ndim, "torc_narrow", &d))
+    return NULL;
+  int64_t size = t->shape[d];
+  if (start < 0)
+    start += size;
+  if (start < 0 || length < 0 || start > size || length > size - start) {
+    char b[128];
+    torc_set_error(TORC_ERR_RANGE,
+                   "torc_narrow: start %lld, length %lld is out of range for "
+                   "dim %d of size %lld (shape %s)",
+                   (long long)start, (long long)length, d, (long long)size,
+                   torc__shape_str(t->shape, t->ndim, b, sizeof b));
+    return NULL;
+  }
+  int64_t shape[TORC_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[d] = length;
+  return torc__ret(torc__view_of(t, shape, t->strides, t->ndim,
+                                 t->offset + start * t->strides[d]));
+}
+
+torc_tensor *torc_slice(const torc_tensor *t, int dim, int64_t start,
+                        int64_t end, int64_t step) {
+  CHECK_IN(t, "torc_slice");
+  int d = 0;
+  if (t->ndim == 0) {
+    torc_set_error(TORC_ERR_RANGE, "torc_slice: cannot slice a scalar");
+    return NULL;
+  }
+  if (torc__wrap_dim(dim, t->ndim, "torc_slice", &d))
+    return NULL;
+  int64_t size = t->shape[d];
+  char b[128];
+  if (step < 1) {
+    torc_set_error(TORC_ERR_RANGE,
+                   "torc_slice: step %lld must be >= 1 (to reverse, there is "
+                   "no negative step: use a flip)",
+                   (long long)step);
+    return NULL;
+  }
+  int64_t s = start, e = end;
+  if (e == TORC_END)
+    e = size;
+  if (s < -size || s > size || e < -size || e > size) {
+    torc_set_error(TORC_ERR_RANGE,
+                   "torc_slice: [%lld:%lld] is out of range for dim %d of "
+                   "size %lld (shape %s); indices must lie in [-%lld, %lld], "
+                   "or use TORC_END for the end",
+                   (long long)start, (long long)end, d, (long long)size,
+                   torc__shape_str(t->shape, t->ndim, b, sizeof b),
+                   (long long)size, (long long)size);
+    return NULL;
+  }
+  if (s < 0)
+    s += size;
+  if (e < 0)
+    e += size;
+  int64_t len = e > s ? (e - s + step - 1) / step : 0;
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  memcpy(strides, t->strides, sizeof strides);
+  shape[d] = len;
+  strides[d] = t->strides[d] * step;
+  return torc__ret(torc__view_of(t, shape, strides, t->ndim,
+                                 t->offset + (len ? s * t->strides[d] : 0)));
+}
+
+torc_tensor *torc_select(const torc_tensor *t, int dim, int64_t index) {
+  CHECK_IN(t, "torc_select");
+  int d = 0;
+  if (t->ndim == 0) {
+    torc_set_error(TORC_ERR_RANGE, "torc_select: cannot index a scalar");
+    return NULL;
+  }
+  if (torc__wrap_dim(dim, t->ndim, "torc_select", &d))
+    return NULL;
+  int64_t size = t->shape[d];
+  if (index < -size || index >= size) {
+    char b[128];
+    torc_set_error(TORC_ERR_RANGE,
+                   "torc_select: index %lld is out of range for dim %d of "
+                   "size %lld (shape %s)",
+                   (long long)index, d, (long long)size,
+                   torc__shape_str(t->shape, t->ndim, b, sizeof b));
+    return NULL;
+  }
+  if (index < 0)
+    index += size;
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++)
+    if (i != d) {
+      shape[n] = t->shape[i];
+      strides[n++] = t->strides[i];
+    }
+  return torc__ret(torc__view_of(t, shape, strides, n,
+                                 t->offset + index * t->strides[d]));
+}
+
+torc_tensor *torc__expand(const torc_tensor *t, const int64_t *shape, int ndim) {
+  char a[128], b[128];
+  if (ndim < t->ndim || ndim > TORC_MAX_DIMS) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_expand: cannot expand shape %s to %s: the target "
+                   "needs at least as many dims",
+                   torc__shape_str(t->shape, t->ndim, a, sizeof a),
+                   torc__shape_str(shape, ndim > TORC_MAX_DIMS ? 0 : ndim, b,
+                                   sizeof b));
+    return NULL;
+  }
+  int64_t nshape[TORC_MAX_DIMS], nstrides[TORC_MAX_DIMS];
+  int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; i++) {
+    int64_t want = shape[i];
+    if (i < lead) {
+      if (want < 0) {
+        torc_set_error(TORC_ERR_SHAPE,
+                       "torc_expand: -1 is not allowed for the new leading "
+                       "dim %d",
+                       i);
+        return NULL;
+      }
+      nshape[i] = want;
+      nstrides[i] = 0;
+      continue;
+    }
+    int64_t have = t->shape[i - lead];
+    if (want == -1)
+      want = have;
+    if (have == want) {
+      nshape[i] = have;
+      nstrides[i] = t->strides[i - lead];
+    } else if (have == 1 && want >= 0) {
+      nshape[i] = want;
+      nstrides[i] = 0;
+    } else {
+      torc_set_error(TORC_ERR_SHAPE,
+                     "torc_expand: cannot expand shape %s to %s: dim %d has "
+                     "size %lld, which is not 1",
+                     torc__shape_str(t->shape, t->ndim, a, sizeof a),
+                     torc__shape_str(shape, ndim, b, sizeof b), i,
+                     (long long)have);
+      return NULL;
+    }
+  }
+  return torc__view_of(t, nshape, nstrides, ndim, t->offset);
+}
+
+torc_tensor *torc_expand(const torc_tensor *t, const int64_t *shape, int ndim) {
+  CHECK_IN(t, "torc_expand");
+  return torc__ret(torc__expand(t, shape, ndim));
+}
+
+torc_tensor *torc_squeeze(const torc_tensor *t, int dim) {
+  CHECK_IN(t, "torc_squeeze");
+  int d = 0;
+  if (torc__wrap_dim(dim, t->ndim, "torc_squeeze", &d))
+    return NULL;
+  if (t->ndim == 0 || t->shape[d] != 1)
+    return torc__ret(torc__view_of(t, t->shape, t->strides, t->ndim, t->offset));
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++)
+    if (i != d) {
+      shape[n] = t->shape[i];
+      strides[n++] = t->strides[i];
+    }
+  return torc__ret(torc__view_of(t, shape, strides, n, t->offset));
+}
+
+torc_tensor *torc_squeeze_all(const torc_tensor *t) {
+  CHECK_IN(t, "torc_squeeze_all");
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] != 1) {
+      shape[n] = t->shape[i];
+      strides[n++] = t->strides[i];
+    }
+  return torc__ret(torc__view_of(t, shape, strides, n, t->offset));
+}
+
+torc_tensor *torc_unsqueeze(const torc_tensor *t, int dim) {
+  CHECK_IN(t, "torc_unsqueeze");
+  if (t->ndim >= TORC_MAX_DIMS) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_unsqueeze: the tensor already has %d dims, the most "
+                   "torc supports",
+                   t->ndim);
+    return NULL;
+  }
+  int d = 0;
+  if (torc__wrap_dim(dim, t->ndim + 1, "torc_unsqueeze", &d))
+    return NULL;
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i <= t->ndim; i++) {
+    if (i == d) {
+      shape[n] = 1;
+      strides[n++] = (i < t->ndim) ? t->strides[i] * t->shape[i] : 1;
+    }
+    if (i < t->ndim) {
+      shape[n] = t->shape[i];
+      strides[n++] = t->strides[i];
+    }
+  }
+  return torc__ret(torc__view_of(t, shape, strides, n, t->offset));
+}
+
+torc_tensor *torc_flatten(const torc_tensor *t, int start_dim, int end_dim) {
+  CHECK_IN(t, "torc_flatten");
+  if (t->ndim == 0) {
+    int64_t one = 1;
+    return torc__ret(torc__reshape(t, &one, 1, 1));
+  }
+  int s = 0, e = 0;
+  if (torc__wrap_dim(start_dim, t->ndim, "torc_flatten", &s) ||
+      torc__wrap_dim(end_dim, t->ndim, "torc_flatten", &e))
+    return NULL;
+  if (s > e) {
+    torc_set_error(TORC_ERR_RANGE,
+                   "torc_flatten: start_dim %d comes after end_dim %d", s, e);
+    return NULL;
+  }
+  int64_t shape[TORC_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < s; i++)
+    shape[n++] = t->shape[i];
+  int64_t m = 1;
+  for (int i = s; i <= e; i++)
+    m *= t->shape[i];
+  shape[n++] = m;
+  for (int i = e + 1; i < t->ndim; i++)
+    shape[n++] = t->shape[i];
+  return torc__ret(torc__reshape(t, shape, n, 1));
+}
+
+torc_tensor *torc_detach(const torc_tensor *t) {
+  CHECK_IN(t, "torc_detach");
+  return torc__ret(torc__view_of(t, t->shape, t->strides, t->ndim, t->offset));
+}
+
+/* ---- copies between layouts, dtypes and devices ---- */
+
+torc_tensor *torc__contiguous(const torc_tensor *t) {
+  if (torc_is_contiguous(t))
+    return torc_retain((torc_tensor *)t);
+  return torc__cast(t, TORC_DTYPE_ANY);
+}
+
+/* A contiguous copy of t on its device in `dtype` (ANY: t's dtype). */
+torc_tensor *torc__cast(const torc_tensor *t, torc_dtype dtype) {
+  if (dtype == TORC_DTYPE_ANY)
+    dtype = t->dtype;
+  torc_tensor *out = torc__empty(t->shape, t->ndim, dtype, t->storage->device);
+  if (out == NULL)
+    return NULL;
+  if (torc__numel(t->shape, t->ndim) > 0 &&
+      torc__kernel_call(TORC__OP_copy, t->dtype, &t, 1, &out, 1, NULL, 0)) {
+    torc_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+torc_tensor *torc_contiguous(const torc_tensor *t) {
+  CHECK_IN(t, "torc_contiguous");
+  return torc__ret(torc__contiguous(t));
+}
+
+torc_tensor *torc_clone(const torc_tensor *t) {
+  CHECK_IN(t, "torc_clone");
+  return torc__ret(torc__cast(t, TORC_DTYPE_ANY));
+}
+
+torc_tensor *torc_to_dtype(const torc_tensor *t, torc_dtype dtype) {
+  CHECK_IN(t, "torc_to_dtype");
+  if (!torc_dtype_valid(dtype)) {
+    torc_set_error(TORC_ERR_DTYPE, "torc_to_dtype: invalid dtype %d",
+                   (int)dtype);
+    return NULL;
+  }
+  if (dtype == t->dtype)
+    return torc__ret(torc_retain((torc_tensor *)t));
+  return torc__ret(torc__cast(t, dtype));
+}
+
+torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
+  if (torc__device_check(dev, "torc_to"))
+    return NULL;
+  torc_device src_dev = t->storage->device;
+  if (torc_device_eq(src_dev, dev))
+    return torc_retain((torc_tensor *)t);
+  torc_tensor *c = torc__contiguous(t);
+  if (c == NULL)
+    return NULL;
+  size_t es = torc_dtype_size(c->dtype);
+  size_t nbytes = (size_t)torc__numel(c->shape, c->ndim) * es;
+  size_t off = (size_t)c->offset * es;
+  torc_tensor *out = torc__empty(c->shape, c->ndim, c->dtype, dev);
+  torc_status st = out ? TORC_OK : torc_last_status();
+  if (out && nbytes) {
+    torc__devtype *sd = torc__devtype_get(src_dev.type);
+    torc__devtype *dd = torc__devtype_get(dev.type);
+    if (torc_device_is_host(src_dev)) {
+      uint32_t flags = 0;
+      if (c->storage->pinned && torc_device_eq(c->storage->pinned_for, dev))
+        flags |= TORC_COPY_ASYNC_PINNED;
+      st = dd->ops.copy_from_host(dd->ops.user, dev.index, out->storage->ptr,
+                                  0, (char *)c->storage->ptr + off, nbytes,
+                                  flags);
+    } else if (torc_device_is_host(dev)) {
+      st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, out->storage->ptr,
+                                c->storage->ptr, off, nbytes);
+    } else { /* between two accelerators: through the host */
+      void *tmp = malloc(nbytes);
+      if (tmp == NULL) {
+        st = torc_set_error(TORC_ERR_OOM,
+                            "torc_to: out of host memory staging %zu bytes",
+                            nbytes);
+      } else {
+        st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, tmp,
+                                  c->storage->ptr, off, nbytes);
+        if (st == TORC_OK)
+          st = dd->ops.copy_from_host(dd->ops.user, dev.index,
+                                      out->storage->ptr, 0, tmp, nbytes, 0);
+        free(tmp);
+      }
+    }
+  }
+  torc_release(c);
+  if (st != TORC_OK) {
+    torc_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+torc_tensor *torc_to(const torc_tensor *t, torc_device dev) {
+  CHECK_IN(t, "torc_to");
+  return torc__ret(torc__to(t, dev));
+}
+
+torc_status torc_copy_(torc_tensor *dst, const torc_tensor *src) {
+  if (dst == NULL || src == NULL)
+    return torc__null_input("torc_copy_");
+  const torc_tensor *pair[2] = {dst, src};
+  torc_status st = torc__same_device("torc_copy_", pair, 2);
+  if (st)
+    return st;
+  torc_tensor *e = torc__expand(src, dst->shape, dst->ndim);
+  if (e == NULL) {
+    char a[128], b[128];
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "torc_copy_: source of shape %s does not broadcast "
+                          "to the destination's shape %s",
+                          torc__shape_str(src->shape, src->ndim, a, sizeof a),
+                          torc__shape_str(dst->shape, dst->ndim, b, sizeof b));
+  }
+  if (torc__numel(dst->shape, dst->ndim) > 0)
+    st = torc__kernel_call(TORC__OP_copy, src->dtype,
+                           (const torc_tensor *const *)&e, 1, &dst, 1, NULL, 0);
+  torc_release(e);
+  if (st == TORC_OK)
+    torc__bump_version(dst);
+  return st;
+}
+
+torc_status torc_fill_(torc_tensor *t, double value) {
+  if (t == NULL)
+    return torc__null_input("torc_fill_");
+  torc_status st;
+  if (torc_is_contiguous(t)) {
+    st = fill_contig(t, value);
+  } else { /* fill a contiguous temporary, then copy through the strides */
+    torc_tensor *tmp = torc__empty(t->shape, t->ndim, t->dtype,
+                                   t->storage->device);
+    if (tmp == NULL)
+      return torc_last_status();
+    st = fill_contig(tmp, value);
+    if (st == TORC_OK)
+      st = torc__kernel_call(TORC__OP_copy, t->dtype,
+                             (const torc_tensor *const *)&tmp, 1, &t, 1, NULL,
+                             0);
+    torc_release(tmp);
+  }
+  if (st == TORC_OK)
+    torc__bump_version(t);
+  return st;
+}
+
+torc_status torc_zero_(torc_tensor *t) { return torc_fill_(t, 0.0); }
+
+torc_status torc_to_host(const torc_tensor *t, void *dst, size_t nbytes) {
+  if (t == NULL)
+    return torc__null_input("torc_to_host");
+  size_t es = torc_dtype_size(t->dtype);
+  size_t need = (size_t)torc__numel(t->shape, t->ndim) * es;
+  if (nbytes != need) {
+    char b[128];
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_to_host: the buffer has %zu bytes; a %s tensor "
+                          "of shape %s needs exactly %zu",
+                          nbytes, torc_dtype_name(t->dtype),
+                          torc__shape_str(t->shape, t->ndim, b, sizeof b),
+                          need);
+  }
+  if (need && dst == NULL)
+    return torc_set_error(TORC_ERR_INVALID, "torc_to_host: dst is NULL");
+  if (need == 0)
+    return TORC_OK;
+  torc_tensor *c = torc__contiguous(t);
+  if (c == NULL)
+    return torc_last_status();
+  torc__devtype *d = torc__devtype_get(c->storage->device.type);
+  torc_status st = d->ops.copy_to_host(d->ops.user, c->storage->device.index,
+                                       dst, c->storage->ptr,
+                                       (size_t)c->offset * es, need);
+  torc_release(c);
+  return st;
+}
+
+static torc_status item_bytes(const torc_tensor *t, const char *fn,
+                              unsigned char buf[8]) {
+  if (t == NULL)
+    return torc__null_input(fn);
+  if (torc__numel(t->shape, t->ndim) != 1) {
+    char b[128];
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "%s: the tensor has shape %s (%lld elements); only a "
+                          "one-element tensor has a single value (reduce it "
+                          "first, e.g. torc_sum or torc_mean)",
+                          fn, torc__shape_str(t->shape, t->ndim, b, sizeof b),
+                          (long long)torc__numel(t->shape, t->ndim));
+  }
+  return torc_to_host(t, buf, torc_dtype_size(t->dtype));
+}
+
+torc_status torc_item(const torc_tensor *t, double *out) {
+  unsigned char buf[8];
+  torc_status st = item_bytes(t, "torc_item", buf);
+  if (st == TORC_OK)
+    *out = torc__load_f64(t->dtype, buf);
+  return st;
+}
+
+torc_status torc_item_i64(const torc_tensor *t, int64_t *out) {
+  unsigned char buf[8];
+  torc_status st = item_bytes(t, "torc_item_i64", buf);
+  if (st)
+    return st;
+  if (torc_dtype_is_float(t->dtype))
+    return torc_set_error(TORC_ERR_DTYPE,
+                          "torc_item_i64: the tensor is %s; use torc_item for "
+                          "floating values",
+                          torc_dtype_name(t->dtype));
+  *out = torc__load_i64(t->dtype, buf);
+  return TORC_OK;
+}

@@ -1,0 +1,74 @@
+/* torc/device.h — devices: a device type registered by a plugin (or the
+ * built-in "cpu") and an index, e.g. cpu, sim:0, cuda:1.
+ */
+#ifndef TORC_DEVICE_H
+#define TORC_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torc/error.h"
+
+TORC_BEGIN_DECLS
+
+/* A device, passed by value. `type` is a run-time id given to each device
+ * type as it is registered (the built-in "cpu" is 0); `index` selects one of
+ * that type's devices. Ids are not stable across processes: store names
+ * (torc_device_str), not ids. */
+typedef struct torc_device {
+  int16_t type;
+  int16_t index;
+} torc_device;
+
+/* The host CPU: always present, even with no plugin loaded. */
+#define TORC_CPU ((torc_device){0, 0})
+
+/* Longest device type name, including the terminating NUL. */
+#define TORC_DEVICE_TYPE_MAX 32
+
+/* Parses "cpu", "sim", "sim:1", "cuda:0" into a device. The type must be
+ * registered (by the built-in cpu or a loaded plugin) and the index must be
+ * below its device count. Errors: TORC_ERR_DEVICE, with the registered
+ * types and their counts in the message. */
+TORC_API torc_status torc_device_parse(const char *name, torc_device *out);
+
+/* Writes the device's name ("cpu", "sim:0") into buf (at most `size` bytes,
+ * NUL-terminated) and returns buf. */
+TORC_API char *torc_device_str(torc_device dev, char *buf, size_t size);
+
+/* The name of a device type id ("cpu", "sim"), or NULL if unknown. */
+TORC_API const char *torc_device_type_name(int type);
+
+/* Number of devices of a registered type (0 for a type whose plugin loaded
+ * but found no hardware, e.g. cuda on a machine without a GPU), or -1 if
+ * `type_name` is not registered. */
+TORC_API int torc_device_count(const char *type_name);
+
+/* 1 if the two devices are the same device. */
+static inline int torc_device_eq(torc_device a, torc_device b) {
+  return a.type == b.type && a.index == b.index;
+}
+
+/* 1 if the core may read and write the device's memory directly (the cpu
+ * device); 0 for accelerators and simulated devices. */
+TORC_API int torc_device_is_host(torc_device dev);
+
+/* Waits until all work queued on `dev` has finished. Errors raised by
+ * asynchronous kernels since the last synchronisation are reported here. */
+TORC_API torc_status torc_synchronize(torc_device dev);
+
+/* Bytes currently allocated by torc on `dev` (tensor storage), for tests
+ * and memory reports. */
+TORC_API size_t torc_device_memory_allocated(torc_device dev);
+
+/* Pinned (page-locked) host memory for fast, asynchronous copies to
+ * `dev`, from the device's plugin; plain aligned host memory when the
+ * device has no such notion. Free with torc_host_free. NULL on failure. */
+TORC_API void *torc_host_alloc(torc_device dev, size_t nbytes);
+
+/* Frees memory from torc_host_alloc. NULL is ignored. */
+TORC_API void torc_host_free(torc_device dev, void *ptr);
+
+TORC_END_DECLS
+
+#endif /* TORC_DEVICE_H */

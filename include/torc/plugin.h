@@ -1,0 +1,274 @@
+/* torc/plugin.h — the plugin ABI. A plugin includes only this header (and
+ * the plain-type headers it pulls in) and links nothing of libtorc: it
+ * reaches the core only through the torc_host table it is handed.
+ *
+ * A plugin is a shared object exporting exactly one symbol,
+ * `torc_plugin_entry`, which returns a torc_plugin_info. The core checks
+ * the ABI major version, then calls `init` with the host table; init
+ * registers devices and kernels (later: module types, data sources, losses,
+ * optimizers, ...).
+ *
+ * ABI rules (learned from ggml, whose tables changed layout under an
+ * unchanged version number):
+ *  - every table, in both directions, begins with its struct_size;
+ *  - tables are append-only: a slot, once released, keeps its offset for
+ *    the life of the ABI major version (tests/test_abi.c freezes them);
+ *  - a reader calls a slot only if it lies within the writer's struct_size
+ *    (TORC_HAS_SLOT); a plugin built against a newer minor version checks
+ *    the host's struct_size before using newer host slots;
+ *  - ops are named by stable strings ("add", "matmul"), never by an enum
+ *    that could renumber; dtypes and status codes are fixed integers.
+ */
+#ifndef TORC_PLUGIN_H
+#define TORC_PLUGIN_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torc/dtype.h"
+#include "torc/error.h"
+
+TORC_BEGIN_DECLS
+
+/* ABI version. A plugin whose major differs from the core's is refused. */
+#define TORC_ABI_MAJOR 1
+/* Minor version: grows when slots are appended. */
+#define TORC_ABI_MINOR 0
+
+/* Name of the one symbol a plugin exports. */
+#define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
+
+/* Marks the entry symbol as exported from a -fvisibility=hidden build. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define TORC_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define TORC_PLUGIN_EXPORT
+#endif
+
+/* Most dimensions a kernel tensor has (equals TORC_MAX_DIMS). */
+#define TORC_KERNEL_MAX_DIMS 8
+
+/* 1 if the table `tbl` (whose writer set struct_size) contains `field`. */
+#define TORC_HAS_SLOT(tbl, type, field)                                        \
+  ((tbl)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* Opaque handle the core gives each loaded plugin; pass it back to the host
+ * functions that take one. */
+typedef struct torc_plugin torc_plugin;
+
+/* Log levels for torc_host.log. */
+typedef enum torc_log_level {
+  TORC_LOG_ERROR = 0,
+  TORC_LOG_WARN = 1,
+  TORC_LOG_INFO = 2,
+  TORC_LOG_DEBUG = 3
+} torc_log_level;
+
+/* ------------------------------------------------------------------------
+ * What a kernel sees.
+ * ---------------------------------------------------------------------- */
+
+/* A tensor as handed to a kernel: the storage's base pointer (a host
+ * pointer, or a device handle the core never dereferences), an offset and
+ * strides in elements (stride 0 marks a broadcast dimension). */
+typedef struct torc_ktensor {
+  void *data;     /* storage base: host pointer or device handle */
+  int64_t offset; /* first element, in elements from data */
+  int32_t dtype;  /* a torc_dtype */
+  int32_t ndim;
+  int64_t shape[TORC_KERNEL_MAX_DIMS];
+  int64_t strides[TORC_KERNEL_MAX_DIMS];
+} torc_ktensor;
+
+/* The arguments of one kernel call. Inputs and outputs follow the op's
+ * contract (include/torc/ops.h, "Kernel contracts"). Pointers are valid
+ * only during the call: a device that runs kernels asynchronously copies
+ * what it needs (params_size tells how many bytes of params). */
+typedef struct torc_kernel_args {
+  size_t struct_size;
+  const char *op;          /* the op's name */
+  int32_t n_in, n_out;
+  const torc_ktensor *in;  /* n_in inputs */
+  const torc_ktensor *out; /* n_out outputs (already allocated) */
+  const void *params;      /* op-specific parameters, or NULL */
+  size_t params_size;
+  int32_t device_index;    /* which device of the kernel's type */
+  int32_t n_threads;       /* CPU threads the kernel may use */
+  void *kernel_data;       /* the `data` given at registration */
+} torc_kernel_args;
+
+/* A kernel: returns TORC_OK or an error (after host->set_error). */
+typedef int (*torc_kernel_fn)(const torc_kernel_args *args);
+
+/* Op parameters (the layouts are frozen, as tables are). */
+
+/* Reductions ("sum", "mean", "prod", "amax", "amin"): reduce the dims whose
+ * bit is set in dims_mask. The output always has the input's ndim, with
+ * size 1 on reduced dims (the core drops them when keepdim is off). */
+typedef struct torc_reduce_params {
+  uint32_t dims_mask;
+  int32_t reserved;
+  double correction; /* for variance-like reductions */
+} torc_reduce_params;
+
+/* "fill_": set every output element to `value` (floating dtypes) or
+ * `ivalue` (integer and bool dtypes, exact for all of int64). */
+typedef struct torc_fill_params {
+  double value;
+  int64_t ivalue;
+} torc_fill_params;
+
+/* "uniform_", "normal_", "randint_": element i (in row-major order of the
+ * contiguous output) is drawn from torc/philox.h at counter offset + i. */
+typedef struct torc_random_params {
+  uint64_t seed;
+  uint64_t offset;
+  double a, b;       /* uniform_: [a, b); normal_: mean a, std b */
+  int64_t low, high; /* randint_: [low, high) */
+} torc_random_params;
+
+/* Kernel registration flags. */
+enum {
+  /* The kernel needs contiguous inputs; the core makes copies if needed. */
+  TORC_KERNEL_CONTIGUOUS = 1u << 0
+};
+
+/* One kernel registration: (device type, op name, dtype) -> fn. Among the
+ * kernels for one key, the highest plugin priority + `priority` wins. */
+typedef struct torc_kernel_reg {
+  size_t struct_size;
+  const char *device_type; /* "cpu", "sim", ... */
+  const char *op;          /* "add", "matmul", ... */
+  int32_t dtype;           /* a torc_dtype, or TORC_DTYPE_ANY */
+  int32_t priority;        /* added to the plugin's priority */
+  torc_kernel_fn fn;
+  void *data;              /* handed back in torc_kernel_args.kernel_data */
+  uint32_t flags;          /* TORC_KERNEL_* */
+} torc_kernel_reg;
+
+/* ------------------------------------------------------------------------
+ * Devices.
+ * ---------------------------------------------------------------------- */
+
+/* Copy flags for copy_from_host. */
+enum {
+  /* The source is pinned memory from host_alloc and the caller keeps it
+   * alive and unchanged until the next synchronize: the copy may be
+   * queued without staging. */
+  TORC_COPY_ASYNC_PINNED = 1u << 0
+};
+
+/* A device type. The core calls these with the `user` pointer given here.
+ * Slots marked optional may be NULL. Memory handles returned by alloc are
+ * opaque to the core: it passes them to kernels and back to free/copy. */
+typedef struct torc_device_ops {
+  size_t struct_size;
+  const char *type; /* the type name, e.g. "sim" (letters, digits, '_') */
+  void *user;
+  /* Number of devices (0 is fine: the type exists, no hardware found). */
+  int (*count)(void *user);
+  /* Allocates nbytes (nbytes may be 0); TORC_ERR_OOM with a message naming
+   * the request, the used and the total bytes when it cannot. */
+  int (*alloc)(void *user, int index, size_t nbytes, void **out);
+  /* Frees after the work queued so far (stream order). */
+  void (*free)(void *user, int index, void *ptr);
+  /* Copies host memory to dst + dst_offset bytes. Unless flags has
+   * TORC_COPY_ASYNC_PINNED, src may be reused as soon as this returns. */
+  int (*copy_from_host)(void *user, int index, void *dst, size_t dst_offset,
+                        const void *src, size_t nbytes, uint32_t flags);
+  /* Copies src + src_offset bytes to host memory; waits for queued work. */
+  int (*copy_to_host)(void *user, int index, void *dst, const void *src,
+                      size_t src_offset, size_t nbytes);
+  /* Waits for queued work; reports errors of asynchronous kernels. */
+  int (*synchronize)(void *user, int index);
+  /* (optional) Pinned host memory for fast copies; NULL = plain memory. */
+  int (*host_alloc)(void *user, size_t nbytes, void **out);
+  /* (optional) Frees host_alloc memory, but only after the queued copies
+   * that read it have run (stream order): the core frees a pinned tensor
+   * as soon as its last reference goes, even right after an async copy. */
+  void (*host_free)(void *user, void *ptr);
+  /* (optional) One line describing device `index`, e.g. its memory. */
+  int (*describe)(void *user, int index, char *buf, size_t size);
+  /* (optional) Called at unload, after every tensor is freed. */
+  void (*shutdown)(void *user);
+} torc_device_ops;
+
+/* ------------------------------------------------------------------------
+ * The host table: what the core offers a plugin.
+ * ---------------------------------------------------------------------- */
+
+typedef struct torc_host {
+  size_t struct_size;
+  uint32_t abi_major, abi_minor;
+  const char *core_version;
+  /* Records an error for the calling thread; returns status. */
+  int (*set_error)(int status, const char *fmt, ...) TORC_PRINTF(2, 3);
+  /* Logs a line to the core's log (stderr by default). */
+  void (*log)(int level, const char *fmt, ...) TORC_PRINTF(2, 3);
+  /* The value of one of the plugin's declared keys from its [plugin.NAME]
+   * section, or its declared default, or NULL. Valid during init. */
+  const char *(*config_get)(torc_plugin *self, const char *key);
+  /* Registers a device type. */
+  int (*register_device)(torc_plugin *self, const torc_device_ops *ops);
+  /* Registers a kernel. Ops the core does not know are logged and
+   * ignored (a newer plugin on an older core). */
+  int (*register_kernel)(torc_plugin *self, const torc_kernel_reg *reg);
+  /* The thread count set by [torc] threads (>= 1). */
+  int (*num_threads)(void);
+  /* The core's vsnprintf-style error setter, for plugins forwarding errors
+   * collected on their own threads. */
+  int (*set_error_v)(int status, const char *fmt, va_list ap);
+} torc_host;
+
+/* ------------------------------------------------------------------------
+ * The plugin's side.
+ * ---------------------------------------------------------------------- */
+
+/* What a plugin provides (torc_plugin_info.provides). */
+enum {
+  TORC_PROVIDES_DEVICE = 1u << 0,
+  TORC_PROVIDES_KERNELS = 1u << 1,
+  TORC_PROVIDES_DATA = 1u << 2,
+  TORC_PROVIDES_LOSS = 1u << 3,
+  TORC_PROVIDES_OPTIM = 1u << 4,
+  TORC_PROVIDES_MODULE = 1u << 5,
+  TORC_PROVIDES_COMM = 1u << 6
+};
+
+/* Plugin flags (torc_plugin_info.flags). */
+enum {
+  /* Never dlclose (plugins pulling CUDA or an OpenMP runtime). */
+  TORC_PLUGIN_NO_UNLOAD = 1u << 0
+};
+
+/* A key the plugin accepts in its [plugin.NAME] section. */
+typedef struct torc_plugin_key {
+  const char *name;
+  const char *help;          /* one line, with the accepted values */
+  const char *default_value; /* or NULL */
+} torc_plugin_key;
+
+/* The plugin's descriptor, returned by torc_plugin_entry. */
+typedef struct torc_plugin_info {
+  size_t struct_size;
+  uint32_t abi_major, abi_minor; /* TORC_ABI_MAJOR, TORC_ABI_MINOR */
+  const char *name;              /* short name: letters, digits, '_', '-' */
+  const char *version;
+  const char *description;       /* one line */
+  uint32_t provides;             /* TORC_PROVIDES_* */
+  uint32_t flags;                /* TORC_PLUGIN_* */
+  const torc_plugin_key *keys;   /* terminated by {NULL}; may be NULL */
+  /* Registers what the plugin provides. Returns TORC_OK, or an error after
+   * host->set_error (the core then unregisters everything it added). */
+  int (*init)(const torc_host *host, torc_plugin *self);
+  /* (optional) Releases the plugin's resources; called at shutdown. */
+  void (*fini)(torc_plugin *self);
+} torc_plugin_info;
+
+/* The entry point's type. */
+typedef const torc_plugin_info *(*torc_plugin_entry_fn)(void);
+
+TORC_END_DECLS
+
+#endif /* TORC_PLUGIN_H */

@@ -1,0 +1,15 @@
+/* torc/torc.h — the umbrella header: everything a user program needs.
+ * Plugins include torc/plugin.h instead.
+ */
+#ifndef TORC_TORC_H
+#define TORC_TORC_H
+
+#include "torc/config.h"
+#include "torc/device.h"
+#include "torc/dtype.h"
+#include "torc/error.h"
+#include "torc/ops.h"
+#include "torc/runtime.h"
+#include "torc/tensor.h"
+
+#endif /* TORC_TORC_H */

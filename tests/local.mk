@@ -1,0 +1,52 @@
+# tests/local.mk — cmocka unit tests (one file per area) and shell tests.
+# `make check` runs them all; TORC_VALGRIND=1 runs each under valgrind.
+LDADD = libtorc.la $(CMOCKA_LIBS) -lm
+TORC_TEST_LINK_FLAGS = $(AM_LDFLAGS) -no-install
+
+UNIT_TESTS = \
+	tests/test_error tests/test_dtype tests/test_tensor tests/test_random \
+	tests/test_ops tests/test_sim tests/test_config tests/test_print \
+	tests/test_plugin tests/test_abi
+
+if HAVE_CMOCKA
+check_PROGRAMS += $(UNIT_TESTS)
+TESTS += $(UNIT_TESTS)
+endif
+TESTS += tests/test_cli.sh tests/test_template.sh
+
+tests_test_error_SOURCES = tests/test_error.c tests/testutil.h
+tests_test_dtype_SOURCES = tests/test_dtype.c tests/testutil.h
+tests_test_tensor_SOURCES = tests/test_tensor.c tests/testutil.h
+tests_test_random_SOURCES = tests/test_random.c tests/testutil.h
+tests_test_ops_SOURCES = tests/test_ops.c tests/testutil.h
+tests_test_sim_SOURCES = tests/test_sim.c tests/testutil.h
+tests_test_config_SOURCES = tests/test_config.c tests/testutil.h
+tests_test_print_SOURCES = tests/test_print.c tests/testutil.h
+tests_test_plugin_SOURCES = tests/test_plugin.c tests/testutil.h
+tests_test_abi_SOURCES = tests/test_abi.c tests/testutil.h
+tests_test_error_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_dtype_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_tensor_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_random_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_ops_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_sim_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_config_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_print_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_plugin_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_abi_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+
+# Every test runs through tests/harness.sh (valgrind on request); tests
+# find the build tree's plugins and the test plugins through the path.
+LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/harness.sh
+SH_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/harness.sh
+TEST_EXTENSIONS = .sh
+AM_TESTS_ENVIRONMENT = \
+	TORC_PLUGIN_PATH='$(abs_top_builddir)/plugins/.libs'; export TORC_PLUGIN_PATH; \
+	TORC_TEST_PLUGIN_DIR='$(abs_top_builddir)/tests/plugins/.libs'; export TORC_TEST_PLUGIN_DIR; \
+	TORC_TOP_SRCDIR='$(abs_top_srcdir)'; export TORC_TOP_SRCDIR; \
+	TORC_TOP_BUILDDIR='$(abs_top_builddir)'; export TORC_TOP_BUILDDIR; \
+	LIBTOOL='$(LIBTOOL)'; export LIBTOOL; MAKE='$(MAKE)'; export MAKE;
+EXTRA_DIST += tests/harness.sh tests/test_cli.sh tests/test_template.sh
+
+include tests/plugins/local.mk
+EXTRA_DIST += tests/valgrind.supp

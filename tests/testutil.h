@@ -1,0 +1,126 @@
+/* tests/testutil.h — shared helpers for the cmocka tests: loading the build
+ * tree's plugins, asserting on error messages, comparing tensors. */
+#ifndef TORC_TESTUTIL_H
+#define TORC_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "torc/torc.h"
+
+/* Exit status automake reads as SKIP. */
+#define TEST_SKIP_STATUS 77
+
+/* Asserts `s` contains `needle`, printing both when it does not. */
+#define assert_contains(s, needle)                                             \
+  do {                                                                         \
+    const char *s_ = (s), *n_ = (needle);                                      \
+    if (s_ == NULL || strstr(s_, n_) == NULL) {                                \
+      print_error("expected \"%s\" in \"%s\"\n", n_, s_ ? s_ : "(null)");      \
+      fail();                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* Asserts the last error contains `needle` and has status `st`. */
+#define assert_error(st, needle)                                               \
+  do {                                                                         \
+    assert_int_equal(torc_last_status(), (st));                                \
+    assert_contains(torc_last_error(), (needle));                              \
+  } while (0)
+
+/* Asserts a torc call returned TORC_OK, printing the error otherwise. */
+#define assert_ok(call)                                                        \
+  do {                                                                         \
+    torc_status st_ = (call);                                                  \
+    if (st_ != TORC_OK) {                                                      \
+      print_error("%s failed: %s\n", #call, torc_last_error());                \
+      fail();                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* Asserts a pointer is non-NULL, printing torc_last_error() otherwise. */
+#define assert_torc(ptr)                                                       \
+  do {                                                                         \
+    if ((ptr) == NULL) {                                                       \
+      print_error("%s returned NULL: %s\n", #ptr, torc_last_error());          \
+      fail();                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* Loads a build-tree plugin by name (found through TORC_PLUGIN_PATH, which
+ * `make check` sets); fails the test with the loader's message if it
+ * cannot. */
+static inline void test_load_plugin(const char *name) {
+  if (torc_plugin_load(name, NULL) != TORC_OK) {
+    print_error("cannot load plugin %s: %s\n", name, torc_last_error());
+    fail();
+  }
+}
+
+/* Group setup that loads ref and sim; teardown shuts torc down. */
+static inline int test_setup_ref_sim(void **state) {
+  (void)state;
+  if (torc_plugin_load("ref", NULL) != TORC_OK ||
+      torc_plugin_load("sim", NULL) != TORC_OK) {
+    fprintf(stderr, "setup: %s\n", torc_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+static inline int test_teardown_all(void **state) {
+  (void)state;
+  torc_shutdown();
+  return 0;
+}
+
+/* Reads a tensor's values as doubles (any dtype, any device) into a
+ * malloc'd array of numel elements; the caller frees it. */
+static inline double *test_values(const torc_tensor *t) {
+  int64_t n = torc_numel(t);
+  torc_tensor *d = torc_to_dtype(t, TORC_F64);
+  if (d == NULL)
+    return NULL;
+  double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+  if (torc_to_host(d, v, sizeof(double) * (size_t)n) != TORC_OK) {
+    free(v);
+    v = NULL;
+  }
+  torc_release(d);
+  return v;
+}
+
+/* Asserts t's values (read as doubles) equal `expect` within `tol`
+ * (absolute + relative), elementwise; prints the first difference. */
+static inline void test_assert_values(const torc_tensor *t,
+                                      const double *expect, int64_t n,
+                                      double tol) {
+  assert_non_null(t);
+  assert_int_equal(torc_numel(t), n);
+  double *v = test_values(t);
+  if (v == NULL) {
+    print_error("reading values failed: %s\n", torc_last_error());
+    fail();
+  }
+  for (int64_t i = 0; i < n; i++) {
+    double d = v[i] - expect[i];
+    int both_nan = v[i] != v[i] && expect[i] != expect[i];
+    if (!both_nan && !(d <= tol * (1 + (expect[i] < 0 ? -expect[i] : expect[i])) &&
+                       -d <= tol * (1 + (expect[i] < 0 ? -expect[i] : expect[i])))) {
+      print_error("element %lld: got %.17g, expected %.17g\n", (long long)i,
+                  v[i], expect[i]);
+      free(v);
+      fail();
+    }
+  }
+  free(v);
+}
+
+#endif /* TORC_TESTUTIL_H */
