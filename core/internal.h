@@ -230,6 +230,111 @@ extern const torc_host torc__host;
 void torc__generator_take(torc_generator *gen, uint64_t n, uint64_t *seed,
                           uint64_t *offset);
 
+/* ---- configuration schema (config.c) ----
+ * The schema registry: each row describes one key of a section, or (key
+ * NULL, type TORC__CFG_SECTION) the section itself. Later parts of the core
+ * add their sections ([data.train], [model], [layer], ...) by registering a
+ * static table of rows, Lua-style:
+ *
+ *   static const torc__config_row layer_rows[] = {
+ *     {"layer", NULL, TORC__CFG_SECTION, NULL, NULL, TORC__CFG_REPEAT,
+ *      "one layer of the model, in order"},
+ *     {"layer", "type", TORC__CFG_ENUM, NULL, "conv2d|relu|linear",
+ *      TORC__CFG_REQUIRED, "the layer's kind"},
+ *     {"layer", "kernel", TORC__CFG_INT, "3", "1..", 0, "kernel size"},
+ *     {NULL}};
+ *   torc__config_schema_add(layer_rows);
+ *
+ * `section` is a name or a pattern where '*' stands for one NAME (letters,
+ * digits, '_', '-'; '*' must end the pattern or precede a '.'), as in
+ * "plugin.*". `key` "*" accepts any other key of the section unchecked
+ * (type TORC__CFG_ANY: [plugin.NAME] passes them to the plugin).
+ * `accepted`: for INT, UINT and FLOAT an inclusive range "LO..HI" where
+ * either side may be left out ("1..", "0..1", NULL = any); for ENUM the
+ * values separated by '|'; for STRING a description used in messages.
+ * `def` is the default as text (validated at registration), NULL = none.
+ * Relative PATH values (and MODULE values containing '/') resolve against
+ * the INI file's folder; [plugins]-style PATHS lists resolve each entry.
+ */
+typedef enum torc__config_type {
+  TORC__CFG_SECTION, /* the row describes the section (key NULL) */
+  TORC__CFG_INT,     /* int64, optional range */
+  TORC__CFG_UINT,    /* uint64 (seeds), optional range */
+  TORC__CFG_FLOAT,   /* finite double, optional range */
+  TORC__CFG_BOOL,    /* yes|no|true|false|on|off|1|0 */
+  TORC__CFG_ENUM,    /* one of accepted ("a|b|c") */
+  TORC__CFG_STRING,  /* any non-empty text */
+  TORC__CFG_PATH,    /* a file or folder; resolved against the INI folder */
+  TORC__CFG_PATHS,   /* colon-separated folders, each resolved */
+  TORC__CFG_BYTES,   /* 4096, 512K, 1M, 2G, 1T (powers of 1024) */
+  TORC__CFG_MODULE,  /* a plugin name, or a path (contains '/') resolved */
+  TORC__CFG_ANY      /* key "*": anything, checked by someone else */
+} torc__config_type;
+
+/* Row flags. */
+enum {
+  TORC__CFG_REQUIRED = 1u << 0, /* key: must be present in each occurrence */
+  TORC__CFG_REPEAT = 1u << 1    /* section: may occur more than once */
+};
+
+typedef struct torc__config_row {
+  const char *section; /* name or pattern ("plugin.*"); NULL ends a table */
+  const char *key;     /* NULL for the section row; "*" = any other key */
+  torc__config_type type;
+  const char *def;      /* default as text, or NULL */
+  const char *accepted; /* range, '|'-list or description; see above */
+  unsigned flags;       /* TORC__CFG_REQUIRED, TORC__CFG_REPEAT */
+  const char *help;     /* one line for `torc help config` */
+} torc__config_row;
+
+/* Adds a table of rows, terminated by a row whose section is NULL. The
+ * table must stay valid for the life of the process (a static array);
+ * adding the same table twice is a no-op. Checks every row (known type,
+ * pattern syntax, enum list, a default that passes its own check, no
+ * (section, key) defined twice) and adds nothing on error (TORC_ERR_INVALID,
+ * naming the row). Thread-safe. Exported (TORC_API, though not public) so
+ * that tests can register sections of their own. */
+TORC_API torc_status torc__config_schema_add(const torc__config_row *rows);
+
+/* Row i (0-based) of the registry, across tables in registration order
+ * (the core's own rows first), or NULL past the end: for `torc help
+ * config`. */
+const torc__config_row *torc__config_schema_row(int i);
+
+/* Index of the first occurrence of `section` in cfg, or -1. */
+int torc__config_find(const torc_config *cfg, const char *section);
+
+/* The value of `key` in section occurrence i as torc_config_section_get
+ * (path values resolved), else the schema's default, else NULL. */
+const char *torc__config_value(const torc_config *cfg, int i, const char *key);
+
+/* Line of section occurrence i / of `key` in it (0: absent or --set). */
+int torc__config_section_line(const torc_config *cfg, int i);
+int torc__config_key_line(const torc_config *cfg, int i, const char *key);
+
+/* Typed reads of a validated key of occurrence i, the schema default
+ * applied. TORC_ERR_CONFIG (with file:line) when the key is absent and has
+ * no default, or when the value does not have the asked-for type. */
+torc_status torc__config_int(const torc_config *cfg, int i, const char *key,
+                             int64_t *out);
+torc_status torc__config_uint(const torc_config *cfg, int i, const char *key,
+                              uint64_t *out);
+torc_status torc__config_float(const torc_config *cfg, int i, const char *key,
+                               double *out);
+torc_status torc__config_bool(const torc_config *cfg, int i, const char *key,
+                              int *out);
+torc_status torc__config_bytes(const torc_config *cfg, int i, const char *key,
+                               uint64_t *out);
+
+/* Records `status` with the message "FILE:LINE: key 'KEY' in [SECTION]:
+ * <fmt...>" for key `key` of occurrence i (LINE: the key's, else the
+ * section's; "--set section.key" for overrides; key NULL: "FILE:LINE:
+ * [SECTION]: ..."). For builders that find a problem in a validated value
+ * (a layer size that does not fit its input). Returns status. */
+torc_status torc__config_error(const torc_config *cfg, int i, const char *key,
+                               torc_status status, const char *fmt, ...)
+    TORC_PRINTF(5, 6);
+
 /* ---- runtime (runtime.c) ---- */
 
 /* Creates the cpu device and reads TORC_LOG once; idempotent. */

@@ -377,12 +377,14 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
       char kbuf[PATH_MAX + 32];
       const char *kpre =
           where(o, o->key_lines ? o->key_lines[i] : o->line, kbuf, sizeof kbuf);
-      dlclose(h);
-      return torc_set_error(
+      /* Format before dlclose: name and info live in the plugin. */
+      torc_status err = torc_set_error(
           TORC_ERR_CONFIG,
           "%skey '%s' in [plugin.%s]: plugin '%s' has no such key; its keys "
           "are: %s (besides module, required and priority)",
           kpre, o->keys[i], name, info->name, len ? list : "(none)");
+      dlclose(h);
+      return err;
     }
   }
   torc__plugin *p = calloc(1, sizeof *p);

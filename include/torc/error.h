@@ -58,6 +58,15 @@ typedef enum torc_status {
 #undef TORC__STATUS_ENUM
 } torc_status;
 
+/* Log levels (torc_logf, torc_set_log_level, and torc_host.log for
+ * plugins). Values are part of the plugin ABI. */
+typedef enum torc_log_level {
+  TORC_LOG_ERROR = 0,
+  TORC_LOG_WARN = 1,
+  TORC_LOG_INFO = 2,
+  TORC_LOG_DEBUG = 3
+} torc_log_level;
+
 /* The short description of a status code ("shape mismatch"); never NULL.
  * Unknown codes give "unknown status". Thread-safe. */
 TORC_API const char *torc_status_str(torc_status status);

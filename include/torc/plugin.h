@@ -57,14 +57,6 @@ TORC_BEGIN_DECLS
  * functions that take one. */
 typedef struct torc_plugin torc_plugin;
 
-/* Log levels for torc_host.log. */
-typedef enum torc_log_level {
-  TORC_LOG_ERROR = 0,
-  TORC_LOG_WARN = 1,
-  TORC_LOG_INFO = 2,
-  TORC_LOG_DEBUG = 3
-} torc_log_level;
-
 /* ------------------------------------------------------------------------
  * What a kernel sees.
  * ---------------------------------------------------------------------- */

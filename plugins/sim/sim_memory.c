@@ -1,0 +1,452 @@
+/* plugins/sim/sim_memory.c — the sim device's memory: opaque handles the
+ * core cannot dereference, mapped through a per-device table to host
+ * buffers; the per-device cap (out of memory); stream-ordered frees; copies
+ * to and from the host; pinned host memory.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+/* A handle is a non-canonical address on 64-bit machines (bits 48-63 are
+ * not copies of bit 47), so that any dereference by the core faults at
+ * once, under ASan and valgrind as without them:
+ *   bits 56-63 tag 0x5a, 48-55 device index, 24-47 generation, 0-23 slot.
+ * On 32-bit machines it points into the kernel's part of the address space
+ * (>= 0xc0000000): tag 2 bits, device 6, generation 4, slot 20. */
+#if UINTPTR_MAX > 0xffffffffu
+#define H_TAG ((uintptr_t)0x5a << 56)
+#define H_TAG_MASK ((uintptr_t)0xff << 56)
+#define H_DEV_SHIFT 48
+#define H_DEV_MASK ((uintptr_t)0xff)
+#define H_GEN_SHIFT 24
+#define H_GEN_MASK ((uintptr_t)0xffffff)
+#define H_SLOT_MASK ((uintptr_t)0xffffff)
+#else
+#define H_TAG ((uintptr_t)0x3 << 30)
+#define H_TAG_MASK ((uintptr_t)0x3 << 30)
+#define H_DEV_SHIFT 24
+#define H_DEV_MASK ((uintptr_t)0x3f)
+#define H_GEN_SHIFT 20
+#define H_GEN_MASK ((uintptr_t)0xf)
+#define H_SLOT_MASK ((uintptr_t)0xfffff)
+#endif
+
+static void *handle_make(int dev, int32_t slot, uint32_t gen) {
+  uintptr_t h = H_TAG | ((uintptr_t)dev & H_DEV_MASK) << H_DEV_SHIFT |
+                ((uintptr_t)gen & H_GEN_MASK) << H_GEN_SHIFT |
+                ((uintptr_t)slot & H_SLOT_MASK);
+  return (void *)h;
+}
+
+sim_device *sim__device(int index) {
+  if (!sim__g.live) /* called after teardown: nothing to report it to */
+    return NULL;
+  if (index < 0 || index >= sim__g.n_devices) {
+    sim__g.host->set_error(TORC_ERR_DEVICE,
+                           "sim: device index %d is out of range: the sim "
+                           "plugin has %d device(s) (set [plugin.sim] devices)",
+                           index, sim__g.n_devices);
+    return NULL;
+  }
+  return &sim__g.devices[index];
+}
+
+void sim__human_bytes(size_t nbytes, char *buf, size_t size) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (nbytes < 1024) {
+    snprintf(buf, size, "%zu B", nbytes);
+    return;
+  }
+  double v = (double)nbytes / 1024.0;
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    u++;
+  }
+  snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+/* What a handle is, without raising anything: 0 a live allocation of dev
+ * (buf and size set), 1 not a sim handle, 2 another sim device's, 3 freed
+ * or never allocated. Called with dev->mu held. */
+static int lookup_locked(sim_device *dev, const void *handle, char **buf,
+                         size_t *size, int *owner) {
+  uintptr_t h = (uintptr_t)handle;
+  if ((h & H_TAG_MASK) != H_TAG)
+    return 1;
+  *owner = (int)((h >> H_DEV_SHIFT) & H_DEV_MASK);
+  if (*owner != (dev->index & (int)H_DEV_MASK))
+    return 2;
+  int32_t slot = (int32_t)(h & H_SLOT_MASK);
+  uint32_t gen = (uint32_t)((h >> H_GEN_SHIFT) & H_GEN_MASK);
+  if (slot >= dev->n_slots || !dev->slots[slot].live ||
+      (dev->slots[slot].gen & H_GEN_MASK) != gen)
+    return 3;
+  *buf = dev->slots[slot].buf;
+  *size = dev->slots[slot].size;
+  return 0;
+}
+
+int sim__resolve_locked(sim_device *dev, const void *handle, char **buf,
+                        size_t *size) {
+  int owner = -1;
+  switch (lookup_locked(dev, handle, buf, size, &owner)) {
+  case 0:
+    return TORC_OK;
+  case 1:
+    return sim__g.host->set_error(
+        TORC_ERR_INTERNAL,
+        "sim:%d: %p is not sim device memory (a host pointer or another "
+        "device type's memory reached the sim device)",
+        dev->index, handle);
+  case 2:
+    return sim__g.host->set_error(
+        TORC_ERR_DEVICE,
+        "sim:%d: memory handle %p belongs to sim:%d; move the tensor with "
+        "torc_to() first",
+        dev->index, handle, owner);
+  default:
+    return sim__g.host->set_error(
+        TORC_ERR_INTERNAL,
+        "sim:%d: memory handle %p was freed (use after free) or never "
+        "allocated",
+        dev->index, handle);
+  }
+}
+
+/* A free slot index (growing the table), or -1 when the table is full or
+ * its growth failed. Called with dev->mu held. */
+static int32_t slot_take_locked(sim_device *dev) {
+  if (dev->free_head >= 0) {
+    int32_t s = dev->free_head;
+    dev->free_head = dev->slots[s].next_free;
+    return s;
+  }
+  if (dev->n_slots == dev->cap_slots) {
+    if ((uintptr_t)dev->cap_slots >= H_SLOT_MASK)
+      return -1;
+    int32_t cap = dev->cap_slots ? dev->cap_slots * 2 : 64;
+    if ((uintptr_t)cap > H_SLOT_MASK + 1)
+      cap = (int32_t)(H_SLOT_MASK + 1);
+    sim_slot *s = realloc(dev->slots, sizeof *s * (size_t)cap);
+    if (s == NULL)
+      return -1;
+    dev->slots = s;
+    dev->cap_slots = cap;
+  }
+  dev->slots[dev->n_slots] = (sim_slot){NULL, 0, 0, -1, 0};
+  return dev->n_slots++;
+}
+
+int sim__alloc(void *user, int index, size_t nbytes, void **out) {
+  (void)user;
+  *out = NULL;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  char want[32], used[32], cap[32];
+  pthread_mutex_lock(&dev->mu);
+  if (nbytes > sim__g.mem_cap || dev->in_use > sim__g.mem_cap - nbytes) {
+    size_t in_use = dev->in_use;
+    pthread_mutex_unlock(&dev->mu);
+    sim__human_bytes(nbytes, want, sizeof want);
+    sim__human_bytes(in_use, used, sizeof used);
+    sim__human_bytes(sim__g.mem_cap, cap, sizeof cap);
+    return sim__g.host->set_error(
+        TORC_ERR_OOM,
+        "sim:%d: out of memory: cannot allocate %zu bytes (%s) with %zu "
+        "bytes (%s) in use of the device's %zu bytes (%s); free tensors you "
+        "no longer need, lower the batch size, or raise [plugin.sim] memory "
+        "(now %s)",
+        index, nbytes, want, in_use, used, sim__g.mem_cap, cap,
+        sim__g.mem_text);
+  }
+  void *buf = malloc(nbytes ? nbytes : 1);
+  int32_t slot = buf ? slot_take_locked(dev) : -1;
+  if (slot < 0) {
+    pthread_mutex_unlock(&dev->mu);
+    free(buf);
+    sim__human_bytes(nbytes, want, sizeof want);
+    return sim__g.host->set_error(
+        TORC_ERR_OOM,
+        "sim:%d: out of host memory allocating %zu bytes (%s) to stand for "
+        "device memory; free tensors or lower the batch size",
+        index, nbytes, want);
+  }
+  sim_slot *s = &dev->slots[slot];
+  s->buf = buf;
+  s->size = nbytes;
+  s->live = 1;
+  s->next_free = -1;
+  dev->in_use += nbytes;
+  if (dev->in_use > dev->peak)
+    dev->peak = dev->in_use;
+  *out = handle_make(index, slot, s->gen);
+  pthread_mutex_unlock(&dev->mu);
+  return TORC_OK;
+}
+
+void sim__free(void *user, int index, void *ptr) {
+  (void)user;
+  if (ptr == NULL)
+    return;
+  if (!sim__g.live)
+    return;
+  if (index < 0 || index >= sim__g.n_devices) {
+    sim__g.host->log(TORC_LOG_ERROR,
+                     "sim: free of %p on device index %d, which does not "
+                     "exist (%d device(s)); ignored",
+                     ptr, index, sim__g.n_devices);
+    return;
+  }
+  sim_device *dev = &sim__g.devices[index];
+  pthread_mutex_lock(&dev->mu);
+  char *buf = NULL;
+  size_t size = 0;
+  int owner = -1;
+  int why = lookup_locked(dev, ptr, &buf, &size, &owner);
+  if (why != 0) {
+    pthread_mutex_unlock(&dev->mu);
+    sim__g.host->log(TORC_LOG_ERROR,
+                     "sim:%d: free of %p, which is %s; ignored", index, ptr,
+                     why == 1   ? "not sim device memory"
+                     : why == 2 ? "memory of another sim device"
+                                : "already freed (double free?)");
+    return;
+  }
+  int32_t slot = (int32_t)((uintptr_t)ptr & H_SLOT_MASK);
+  sim_slot *s = &dev->slots[slot];
+  /* The accounting drops now; the buffer goes after the work queued so far,
+   * which may still read or write it. */
+  dev->in_use -= s->size;
+  s->live = 0;
+  s->buf = NULL;
+  s->size = 0;
+  s->gen++;
+  s->next_free = dev->free_head;
+  dev->free_head = slot;
+  if (dev->pending == 0) {
+    pthread_mutex_unlock(&dev->mu);
+    free(buf);
+    return;
+  }
+  pthread_mutex_unlock(&dev->mu);
+  sim_task *t = calloc(1, sizeof *t);
+  if (t == NULL) { /* no memory for the task: wait for the stream instead */
+    sim__drain(dev, 0);
+    free(buf);
+    return;
+  }
+  t->kind = SIM_TASK_FREE;
+  t->owned = buf;
+  sim__enqueue(dev, t);
+}
+
+void sim__free_table(sim_device *dev) {
+  for (int32_t i = 0; i < dev->n_slots; i++)
+    if (dev->slots[i].live)
+      free(dev->slots[i].buf);
+  free(dev->slots);
+  dev->slots = NULL;
+  dev->n_slots = dev->cap_slots = 0;
+  dev->free_head = -1;
+  dev->in_use = 0;
+}
+
+/* Resolves `handle` + [offset, offset + nbytes) under dev->mu; errors name
+ * the copy's direction. */
+static int resolve_range(sim_device *dev, const void *handle, size_t offset,
+                         size_t nbytes, const char *what, char **out) {
+  char *buf;
+  size_t size;
+  pthread_mutex_lock(&dev->mu);
+  int st = sim__resolve_locked(dev, handle, &buf, &size);
+  pthread_mutex_unlock(&dev->mu);
+  if (st != TORC_OK)
+    return st;
+  if (offset > size || nbytes > size - offset)
+    return sim__g.host->set_error(
+        TORC_ERR_INTERNAL,
+        "sim:%d: %s of %zu bytes at offset %zu overruns the %zu-byte "
+        "allocation %p",
+        dev->index, what, nbytes, offset, size, handle);
+  *out = buf + offset;
+  return TORC_OK;
+}
+
+/* The live pinned block holding [p, p + n), with one more copy in flight,
+ * or NULL when p is not pinned memory from this plugin. */
+static sim_pin *pin_acquire(const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p;
+  pthread_mutex_lock(&sim__g.pin_mu);
+  sim_pin *pin = sim__g.pins;
+  for (; pin; pin = pin->next) {
+    uintptr_t b = (uintptr_t)pin->ptr;
+    if (!pin->dead && a >= b && a - b <= pin->size &&
+        n <= pin->size - (a - b))
+      break;
+  }
+  if (pin)
+    pin->in_flight++;
+  pthread_mutex_unlock(&sim__g.pin_mu);
+  return pin;
+}
+
+/* Unlinks and frees `pin`; called with pin_mu held. */
+static void pin_destroy_locked(sim_pin *pin) {
+  sim_pin **pp = &sim__g.pins;
+  while (*pp != pin)
+    pp = &(*pp)->next;
+  *pp = pin->next;
+  free(pin->ptr);
+  free(pin);
+}
+
+void sim__pin_done(sim_pin *pin) {
+  pthread_mutex_lock(&sim__g.pin_mu);
+  if (--pin->in_flight == 0 && pin->dead)
+    pin_destroy_locked(pin);
+  pthread_mutex_unlock(&sim__g.pin_mu);
+}
+
+void sim__free_pins(void) {
+  while (sim__g.pins) {
+    sim_pin *next = sim__g.pins->next;
+    free(sim__g.pins->ptr);
+    free(sim__g.pins);
+    sim__g.pins = next;
+  }
+}
+
+int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,
+                        const void *src, size_t nbytes, uint32_t flags) {
+  (void)user;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  char *to;
+  int st = resolve_range(dev, dst, dst_offset, nbytes, "copy from the host",
+                         &to);
+  if (st != TORC_OK || nbytes == 0)
+    return st;
+  sim_task *t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return sim__g.host->set_error(TORC_ERR_OOM,
+                                  "sim:%d: out of host memory queueing a "
+                                  "%zu-byte copy",
+                                  index, nbytes);
+  t->kind = SIM_TASK_COPY;
+  t->dst = to;
+  t->nbytes = nbytes;
+  sim_pin *pin = (flags & TORC_COPY_ASYNC_PINNED) ? pin_acquire(src, nbytes)
+                                                   : NULL;
+  int pinned = pin != NULL;
+  if ((flags & TORC_COPY_ASYNC_PINNED) && !pinned) {
+    pthread_mutex_lock(&sim__g.pin_mu);
+    int warn = !sim__g.warned_unpinned;
+    sim__g.warned_unpinned = 1;
+    pthread_mutex_unlock(&sim__g.pin_mu);
+    if (warn)
+      sim__g.host->log(TORC_LOG_WARN,
+                       "sim:%d: an asynchronous copy from %p was flagged "
+                       "pinned but that memory is not from host_alloc; "
+                       "staging it instead (logged once)",
+                       index, src);
+  }
+  if (pinned) {
+    /* Queued as is: the caller keeps the pinned block unchanged until the
+     * next synchronize (TORC_COPY_ASYNC_PINNED); a host_free before the
+     * copy ran is deferred to it (sim__pin_done). */
+    t->src = src;
+    t->pin = pin;
+  } else {
+    /* Staged, so the caller may reuse src as soon as we return. */
+    t->owned = malloc(nbytes);
+    if (t->owned == NULL) {
+      free(t);
+      return sim__g.host->set_error(TORC_ERR_OOM,
+                                    "sim:%d: out of host memory staging a "
+                                    "%zu-byte copy to the device",
+                                    index, nbytes);
+    }
+    memcpy(t->owned, src, nbytes);
+    t->src = t->owned;
+  }
+  pthread_mutex_lock(&dev->mu);
+  if (pinned)
+    dev->n_copies_pinned++;
+  else
+    dev->n_copies_staged++;
+  pthread_mutex_unlock(&dev->mu);
+  sim__enqueue(dev, t);
+  return TORC_OK;
+}
+
+int sim__copy_to_host(void *user, int index, void *dst, const void *src,
+                      size_t src_offset, size_t nbytes) {
+  (void)user;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  char *from;
+  int st = resolve_range(dev, src, src_offset, nbytes, "copy to the host",
+                         &from);
+  if (st != TORC_OK)
+    return st;
+  /* The caller owns `src`: it cannot be freed while we wait, and the buffer
+   * behind it does not move. */
+  st = sim__drain(dev, 1);
+  if (st != TORC_OK)
+    return st;
+  if (nbytes)
+    memcpy(dst, from, nbytes);
+  return TORC_OK;
+}
+
+int sim__host_alloc(void *user, size_t nbytes, void **out) {
+  (void)user;
+  *out = NULL;
+  char want[32];
+  sim__human_bytes(nbytes, want, sizeof want);
+  sim_pin *pin = calloc(1, sizeof *pin);
+  /* Page-aligned, as page-locked memory is. */
+  if (pin == NULL || posix_memalign(&pin->ptr, 4096, nbytes ? nbytes : 1)) {
+    free(pin);
+    return sim__g.host->set_error(TORC_ERR_OOM,
+                                  "sim: out of host memory allocating %zu "
+                                  "bytes (%s) of pinned memory",
+                                  nbytes, want);
+  }
+  pin->size = nbytes;
+  pthread_mutex_lock(&sim__g.pin_mu);
+  pin->next = sim__g.pins;
+  sim__g.pins = pin;
+  pthread_mutex_unlock(&sim__g.pin_mu);
+  *out = pin->ptr;
+  return TORC_OK;
+}
+
+void sim__host_free(void *user, void *ptr) {
+  (void)user;
+  if (ptr == NULL || !sim__g.live) /* after teardown every block is gone */
+    return;
+  pthread_mutex_lock(&sim__g.pin_mu);
+  sim_pin *pin = sim__g.pins;
+  while (pin && (pin->ptr != ptr || pin->dead))
+    pin = pin->next;
+  if (pin && pin->in_flight == 0)
+    pin_destroy_locked(pin);
+  else if (pin) /* queued copies still read it: the last one frees it */
+    pin->dead = 1;
+  pthread_mutex_unlock(&sim__g.pin_mu);
+  if (pin == NULL)
+    sim__g.host->log(TORC_LOG_ERROR,
+                     "sim: host_free of %p, which is not pinned memory from "
+                     "this plugin (double free?); ignored",
+                     ptr);
+}

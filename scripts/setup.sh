@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — installs what is missing (Debian packages only),
+# generates the build system and builds torc in _build/. Idempotent: when
+# nothing is missing and nothing changed it only runs an incremental make.
+#
+#   bash scripts/setup.sh            # install, configure, build
+#   BUILD=_asan CONFIGURE_FLAGS=--enable-sanitizers bash scripts/setup.sh
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-_build}
+case $build in /*) ;; *) build="$top/$build" ;; esac
+
+# Debian packages the build and the tests need.
+packages=(gcc make autoconf automake libtool pkg-config
+          libinih-dev libcmocka-dev valgrind)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: run as root (or install: apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Generate configure when absent or older than its inputs.
+cd "$top"
+if [ ! -x configure ] || [ configure.ac -nt configure ] ||
+   [ -n "$(find . -name 'local.mk' -newer configure -print -quit)" ] ||
+   [ Makefile.am -nt configure ]; then
+  echo "setup: autoreconf"
+  ./autogen.sh
+fi
+
+mkdir -p "$build"
+cd "$build"
+flags="--enable-werror ${CONFIGURE_FLAGS:-}"
+if [ ! -f config.status ] || [ "$top/configure" -nt config.status ] ||
+   [ "$(cat .torc-configure-flags 2>/dev/null)" != "$flags" ]; then
+  echo "setup: configure $flags"
+  # shellcheck disable=SC2086
+  "$top/configure" $flags >configure.out 2>&1 || { cat configure.out; exit 1; }
+  sed -n '/will be built with/,$p' configure.out
+  echo "$flags" > .torc-configure-flags
+fi
+make -j"$(nproc)" >make.out 2>&1 || { tail -50 make.out; exit 1; }
+echo "setup: built in $build"

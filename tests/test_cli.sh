@@ -1,0 +1,341 @@
+#!/bin/sh
+# tests/test_cli.sh — the `torc` command: version, help, usage errors and
+# their exit codes, reserved commands, and `torc plugins` (the plugin list,
+# devices and op table; --config with a missing file, a bad key, and a
+# configuration that loads only ref). Run by `make check` through
+# tests/harness.sh; TORC_VALGRIND=1 runs every torc under valgrind.
+# Prints "PASS: ..." per check; stops at the first failure with a diff.
+
+set -u
+
+if [ -z "${TORC_TOP_BUILDDIR:-}" ] || [ -z "${TORC_TOP_SRCDIR:-}" ]; then
+  echo "SKIP: run through make check (TORC_TOP_BUILDDIR is not set)"
+  exit 77
+fi
+TORC=$TORC_TOP_BUILDDIR/tools/torc
+if [ ! -x "$TORC" ]; then
+  echo "SKIP: $TORC is not built"
+  exit 77
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/torc-cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP
+
+n_pass=0
+what=
+
+# run_torc ARGS...: runs torc (under valgrind when TORC_VALGRIND=1), its
+# output in $tmp/out and $tmp/err, its status in $rc.
+run_torc() {
+  what="torc $*"
+  if [ "${TORC_VALGRIND:-0}" = 1 ]; then
+    # $LIBTOOL is a command line ("/bin/bash .../libtool"): split on purpose.
+    $LIBTOOL --mode=execute valgrind --quiet --error-exitcode=99 \
+      --leak-check=full --show-leak-kinds=definite,indirect,possible \
+      --errors-for-leak-kinds=definite,indirect,possible \
+      --suppressions="$TORC_TOP_SRCDIR/tests/valgrind.supp" \
+      "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
+  else
+    "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
+  fi
+  rc=$?
+}
+
+fail() {
+  echo "FAIL: $what: $*"
+  echo "--- exit status: $rc"
+  echo "--- stdout:"
+  cat "$tmp/out"
+  echo "--- stderr:"
+  cat "$tmp/err"
+  exit 1
+}
+
+pass() {
+  n_pass=$((n_pass + 1))
+  echo "PASS: $what: $*"
+}
+
+expect_rc() {
+  if [ "$rc" -ne "$1" ]; then
+    if [ "$rc" -eq 99 ] && [ "${TORC_VALGRIND:-0}" = 1 ]; then
+      fail "valgrind found errors (status 99), expected status $1"
+    fi
+    fail "expected exit status $1, got $rc"
+  fi
+}
+
+# expect_text FILE EXPECTED: FILE (out or err) equals EXPECTED exactly.
+expect_text() {
+  printf '%s\n' "$2" >"$tmp/expected"
+  if ! cmp -s "$tmp/expected" "$tmp/$1"; then
+    echo "FAIL: $what: std$1 differs from what was expected (diff expected got):"
+    diff -u "$tmp/expected" "$tmp/$1"
+    echo "--- exit status: $rc"
+    exit 1
+  fi
+}
+
+# expect_has FILE STRING / expect_lacks FILE STRING: fixed-string search.
+expect_has() {
+  grep -F -e "$2" "$tmp/$1" >/dev/null ||
+    fail "expected std$1 to contain: $2"
+}
+expect_lacks() {
+  if grep -F -e "$2" "$tmp/$1" >/dev/null; then
+    fail "expected std$1 NOT to contain: $2"
+  fi
+}
+
+expect_empty() {
+  [ -s "$tmp/$1" ] && fail "expected std$1 to be empty"
+  return 0
+}
+
+# The version and ABI the build was made from (config.h, plugin.h).
+version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' \
+  "$TORC_TOP_BUILDDIR/config.h")
+abi_major=$(sed -n 's/^#define TORC_ABI_MAJOR \([0-9]*\).*/\1/p' \
+  "$TORC_TOP_SRCDIR/include/torc/plugin.h")
+abi_minor=$(sed -n 's/^#define TORC_ABI_MINOR \([0-9]*\).*/\1/p' \
+  "$TORC_TOP_SRCDIR/include/torc/plugin.h")
+if [ -z "$version" ] || [ -z "$abi_major" ] || [ -z "$abi_minor" ]; then
+  echo "FAIL: cannot read PACKAGE_VERSION from config.h or TORC_ABI_* from plugin.h"
+  exit 1
+fi
+
+# ---- version ----
+
+run_torc version
+expect_rc 0
+expect_text out "torc $version
+plugin ABI $abi_major.$abi_minor"
+expect_empty err
+pass "prints version $version and ABI $abi_major.$abi_minor"
+
+run_torc --version
+expect_rc 0
+expect_text out "torc $version
+plugin ABI $abi_major.$abi_minor"
+pass "same as torc version"
+
+run_torc version extra
+expect_rc 2
+expect_has err "torc version: unknown argument 'extra'"
+pass "an extra argument is a usage error (2)"
+
+# ---- help ----
+
+run_torc --help
+expect_rc 0
+expect_has out "usage: torc <command> [options]"
+for cmd in plugins version help train eval export bench; do
+  expect_has out "$cmd"
+done
+expect_empty err
+cp "$tmp/out" "$tmp/help"
+pass "usage lists the commands"
+
+for args in "-h" "help"; do
+  run_torc $args
+  expect_rc 0
+  if ! cmp -s "$tmp/help" "$tmp/out"; then
+    echo "FAIL: $what: differs from torc --help (diff --help this):"
+    diff -u "$tmp/help" "$tmp/out"
+    exit 1
+  fi
+  pass "same as torc --help"
+done
+
+run_torc
+expect_rc 2
+expect_has err "usage: torc <command> [options]"
+expect_empty out
+pass "no command: usage on stderr, status 2"
+
+run_torc plugins --help
+expect_rc 0
+expect_has out "usage: torc plugins [--config FILE]"
+expect_has out "--config FILE"
+cp "$tmp/out" "$tmp/help_plugins"
+pass "prints the usage of plugins"
+
+run_torc help plugins
+expect_rc 0
+if ! cmp -s "$tmp/help_plugins" "$tmp/out"; then
+  echo "FAIL: $what: differs from torc plugins --help:"
+  diff -u "$tmp/help_plugins" "$tmp/out"
+  exit 1
+fi
+pass "same as torc plugins --help"
+
+run_torc version --help
+expect_rc 0
+expect_has out "usage: torc version"
+pass "prints the usage of version"
+
+# ---- usage errors ----
+
+run_torc frobnicate
+expect_rc 2
+expect_has err "torc: unknown command 'frobnicate'"
+expect_has err "commands: plugins, version, help"
+expect_empty out
+pass "unknown command: named, commands listed, status 2"
+
+run_torc --frobnicate
+expect_rc 2
+expect_has err "torc: unknown option '--frobnicate'"
+expect_has err "commands: plugins, version, help"
+pass "unknown option: named, commands listed, status 2"
+
+run_torc help frobnicate
+expect_rc 2
+expect_has err "torc: unknown command 'frobnicate'"
+pass "help for an unknown command: status 2"
+
+run_torc plugins --bogus
+expect_rc 2
+expect_has err "torc plugins: unknown option '--bogus'"
+expect_has err "usage: torc plugins [--config FILE]"
+pass "unknown option of plugins: status 2"
+
+run_torc plugins --config
+expect_rc 2
+expect_has err "option '--config' needs a file name"
+pass "--config without a file: status 2"
+
+for cmd in train eval export bench; do
+  run_torc $cmd cfg.ini
+  expect_rc 2
+  expect_text err "torc $cmd: not available yet in this version (see README)"
+  expect_empty out
+  pass "reserved: message on stderr, status 2"
+done
+
+# ---- torc plugins: everything on the search path ----
+
+# The op table's cell under the column whose header starts with HEADER, in
+# the row of OP (columns are found from the header line's positions).
+table_cell() { # OP HEADER
+  awk -v op="$1" -v hdr="$2" '
+    /^Ops:/ { in_ops = 1 }
+    in_ops && /^  op  / {
+      start = index($0, hdr)
+      if (start == 0) exit
+      rest = substr($0, start + length(hdr))
+      match(rest, /[^ ]/)
+      end = RSTART ? start + length(hdr) + RSTART - 1 : 0
+      next
+    }
+    in_ops && start && $1 == op {
+      cell = end ? substr($0, start, end - start) : substr($0, start)
+      sub(/ +$/, "", cell)
+      print cell
+      exit
+    }' "$tmp/out"
+}
+
+run_torc plugins
+expect_rc 0
+expect_empty err
+expect_has out "torc $version, plugin ABI $abi_major.$abi_minor"
+grep -E '^  ref [^ ]+  \(ABI [0-9]+\.[0-9]+, priority -?[0-9]+\)$' "$tmp/out" \
+  >/dev/null || fail "expected a plugin line for ref"
+grep -E '^  sim [^ ]+  \(ABI [0-9]+\.[0-9]+, priority -?[0-9]+\)$' "$tmp/out" \
+  >/dev/null || fail "expected a plugin line for sim"
+expect_has out "/ref.so"
+expect_has out "/sim.so"
+pass "lists ref and sim with their files"
+
+grep -E '^  cpu +1 device  cpu:0$' "$tmp/out" >/dev/null ||
+  fail "expected the device line 'cpu  1 device  cpu:0'"
+grep -E '^  sim +[1-9][0-9]* devices?  sim:0' "$tmp/out" >/dev/null ||
+  fail "expected a device line for sim with sim:0"
+pass "lists the cpu and sim devices"
+
+grep -E '^  op +cpu \(ref\) +sim \(sim\)$' "$tmp/out" >/dev/null ||
+  fail "expected the op table header 'op  cpu (ref)  sim (sim)'"
+cpu_cell=$(table_cell matmul "cpu (ref)")
+sim_cell=$(table_cell matmul "sim (sim)")
+case $cpu_cell in
+  *f32* | *float* | all*) ;;
+  *) fail "expected matmul on cpu to serve f32 (from ref), got cell '$cpu_cell'" ;;
+esac
+case $sim_cell in
+  *f32* | *float* | all*) ;;
+  *) fail "expected matmul on sim to serve f32, got cell '$sim_cell'" ;;
+esac
+pass "op table: matmul on cpu from ref ($cpu_cell) and on sim ($sim_cell)"
+
+# Every op the core names has a row.
+for op in copy add matmul sum relu; do
+  grep -E "^  $op " "$tmp/out" >/dev/null || fail "expected a row for op $op"
+done
+expect_has out "Overridden kernels"
+pass "op table has a row per op and the overridden list"
+
+# ---- torc plugins --config ----
+
+run_torc plugins --config "$tmp/missing.ini"
+expect_rc 2
+expect_has err "$tmp/missing.ini"
+expect_empty out
+pass "missing file: named, status 2"
+
+cat >"$tmp/typo.ini" <<'EOF'
+[torc]
+seed = 1
+thread = 2
+EOF
+run_torc plugins --config "$tmp/typo.ini"
+expect_rc 2
+expect_has err "$tmp/typo.ini:3"
+expect_has err "thread"
+pass "unknown key in [torc]: FILE:LINE, status 2"
+
+cat >"$tmp/badkey.ini" <<'EOF'
+; only ref, with a key ref does not declare
+[plugin.ref]
+module = ref
+no_such_key = 1
+EOF
+run_torc plugins --config "$tmp/badkey.ini"
+expect_rc 2
+expect_has err "$tmp/badkey.ini:4"
+expect_has err "no_such_key"
+pass "unknown plugin key: FILE:LINE, status 2"
+
+cat >"$tmp/ref_only.ini" <<'EOF'
+; loads the reference backend only
+[plugin.ref]
+module = ref
+EOF
+run_torc plugins --config "$tmp/ref_only.ini"
+expect_rc 0
+expect_empty err
+expect_has out "Plugins (1 loaded):"
+grep -E '^  ref [^ ]+  \(ABI' "$tmp/out" >/dev/null ||
+  fail "expected a plugin line for ref"
+if grep -E '^  sim [^ ]+  \(ABI' "$tmp/out" >/dev/null; then
+  fail "sim is listed, but the configuration loads only ref"
+fi
+expect_lacks out "sim:0"
+grep -E '^  op +cpu \(ref\)$' "$tmp/out" >/dev/null ||
+  fail "expected the op table header 'op  cpu (ref)' with no sim column"
+pass "a configuration loading only ref lists ref, not sim"
+
+printf 'this is not a shared object\n' >"$tmp/fake.so"
+cat >"$tmp/fake.ini" <<EOF
+[plugin.fake]
+module = $tmp/fake.so
+EOF
+run_torc plugins --config "$tmp/fake.ini"
+expect_rc 1
+expect_has err "$tmp/fake.so"
+expect_empty out
+pass "a file that is not a plugin: named, runtime error (1)"
+
+echo "test_cli: $n_pass checks passed"
+exit 0

@@ -1,0 +1,686 @@
+/* tests/test_plugin.c — the plugin loader: each way loading can fail (not
+ * found, not a shared object, missing dependency, no entry symbol, ABI
+ * mismatch, failing init, unknown key, insecure permissions) gives its
+ * status and one message naming the plugin, the path and the cause; a
+ * failed init is rolled back; keys reach the plugin; optional slots beyond
+ * a table's struct_size are never called; reloading and shutdown work.
+ * The test plugins live in tests/plugins/ ($TORC_TEST_PLUGIN_DIR). */
+#define _XOPEN_SOURCE 700 /* mkdtemp, setenv, realpath, chown */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#include "torc/plugin.h"
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+static const char *plugin_dir; /* $TORC_TEST_PLUGIN_DIR */
+
+/* "<plugin_dir>/<name>.so" in one of four rotating buffers. */
+static const char *tp_path(const char *name) {
+  static char bufs[4][PATH_MAX];
+  static int next;
+  char *b = bufs[next++ % 4];
+  snprintf(b, PATH_MAX, "%s/%s.so", plugin_dir, name);
+  return b;
+}
+
+/* ---- log capture ---- */
+
+static char log_buf[32768];
+
+static void log_cb(int level, const char *line, void *user) {
+  (void)user;
+  size_t used = strlen(log_buf);
+  if (used + 1 < sizeof log_buf)
+    snprintf(log_buf + used, sizeof log_buf - used, "[%d] %s\n", level, line);
+}
+
+/* Number of captured lines containing `needle`. */
+static int log_count(const char *needle) {
+  int n = 0;
+  for (const char *p = log_buf; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+static int setup(void **state) {
+  (void)state;
+  log_buf[0] = '\0';
+  torc_set_log_level(TORC_LOG_WARN);
+  torc_set_log_callback(log_cb, NULL);
+  torc_clear_error();
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  torc_shutdown();
+  torc_set_log_callback(NULL, NULL);
+  torc_set_log_level(TORC_LOG_WARN);
+  return 0;
+}
+
+/* ---- loading with the error captured at once (the message is only valid
+ * until the next torc call) ---- */
+
+static char err_msg[4096];
+
+static torc_status try_load(const char *module, const torc_plugin_opts *opts) {
+  torc_status st = torc_plugin_load(module, opts);
+  snprintf(err_msg, sizeof err_msg, "%s", st ? torc_last_error() : "");
+  return st;
+}
+
+/* Asserts loading `module` fails with `want`; leaves the message in
+ * err_msg. */
+static void expect_load_error(const char *module, const torc_plugin_opts *opts,
+                              torc_status want) {
+  int before = torc_plugin_count();
+  torc_status st = try_load(module, opts);
+  if (st != want) {
+    print_error("loading %s: expected %s, got %s: %s\n", module,
+                torc_status_name(want), torc_status_name(st), err_msg);
+    fail();
+  }
+  assert_true(err_msg[0] != '\0');
+  print_message("    %s: %s\n", torc_status_name(st), err_msg);
+  /* One line. */
+  assert_null(strchr(err_msg, '\n'));
+  assert_int_equal(torc_plugin_count(), before);
+}
+
+/* ---- temporary folders ---- */
+
+static void make_tmpdir(char *out) {
+  const char *base = getenv("TMPDIR");
+  snprintf(out, PATH_MAX, "%s/torc-test-plugin.XXXXXX",
+           base && *base ? base : "/tmp");
+  if (mkdtemp(out) == NULL) {
+    print_error("mkdtemp %s: %s\n", out, strerror(errno));
+    fail();
+  }
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void copy_file(const char *src, const char *dst, mode_t mode) {
+  FILE *in = fopen(src, "rb");
+  if (in == NULL) {
+    print_error("cannot open %s: %s\n", src, strerror(errno));
+    fail();
+  }
+  FILE *out = fopen(dst, "wb");
+  assert_non_null(out);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    assert_int_equal(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  assert_int_equal(fclose(out), 0);
+  assert_int_equal(chmod(dst, mode), 0);
+}
+
+/* Removes a folder holding plain files only. */
+static void remove_tmpdir(const char *dir) {
+  chmod(dir, 0700);
+  DIR *d = opendir(dir);
+  if (d == NULL)
+    return;
+  struct dirent *e;
+  char path[PATH_MAX + 256];
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* ======================================================================
+ * Failures
+ * ==================================================================== */
+
+/* A bare name that is nowhere: TORC_ERR_IO listing the folders searched. */
+static void test_not_found_lists_folders(void **state) {
+  (void)state;
+  torc_plugin_opts opts = {0};
+  opts.search_path = "/nonexistent/torc-a:/nonexistent/torc-b";
+  expect_load_error("no_such_plugin", &opts, TORC_ERR_IO);
+  assert_contains(err_msg, "no_such_plugin");
+  assert_contains(err_msg, "/nonexistent/torc-a");
+  assert_contains(err_msg, "/nonexistent/torc-b");
+  /* TORC_PLUGIN_PATH's folders are searched (and listed) too. */
+  const char *env = getenv("TORC_PLUGIN_PATH");
+  if (env != NULL && *env != '\0') {
+    char first[PATH_MAX];
+    snprintf(first, sizeof first, "%s", env);
+    char *colon = strchr(first, ':');
+    if (colon)
+      *colon = '\0';
+    assert_contains(err_msg, first);
+  }
+}
+
+/* A path that does not exist: TORC_ERR_IO naming it. */
+static void test_not_found_path(void **state) {
+  (void)state;
+  char dir[PATH_MAX], path[PATH_MAX + 32];
+  make_tmpdir(dir);
+  snprintf(path, sizeof path, "%s/absent.so", dir);
+  expect_load_error(path, NULL, TORC_ERR_IO);
+  assert_contains(err_msg, path);
+  remove_tmpdir(dir);
+}
+
+/* A text file named junk.so: TORC_ERR_PLUGIN with dlerror's text, both by
+ * path and found by name on the search path. */
+static void test_not_a_shared_object(void **state) {
+  (void)state;
+  char dir[PATH_MAX], path[PATH_MAX + 32];
+  make_tmpdir(dir);
+  snprintf(path, sizeof path, "%s/junk.so", dir);
+  write_file(path, "This is not a shared object. It is a text file that "
+                   "happens to be named junk.so, long enough to hold an ELF "
+                   "header if it were one.\n");
+  expect_load_error(path, NULL, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, path);
+  assert_contains(err_msg, "invalid ELF header"); /* dlerror's words */
+
+  torc_plugin_opts opts = {0};
+  opts.search_path = dir;
+  expect_load_error("junk", &opts, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, path);
+  assert_contains(err_msg, "invalid ELF header");
+  remove_tmpdir(dir);
+}
+
+/* A plugin whose shared-library dependency is absent. */
+static void test_missing_dependency(void **state) {
+  (void)state;
+  const char *path = tp_path("missing_dep");
+  expect_load_error(path, NULL, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, path);
+  assert_contains(err_msg, "libtorc_missing_dep.so.1");
+  assert_contains(err_msg, "cannot open shared object file");
+  assert_int_equal(log_count("loaded although"), 0);
+}
+
+/* A shared object without torc_plugin_entry. */
+static void test_no_entry_symbol(void **state) {
+  (void)state;
+  const char *path = tp_path("no_entry");
+  expect_load_error(path, NULL, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, path);
+  assert_contains(err_msg, "torc_plugin_entry");
+  assert_int_equal(log_count("init called"), 0);
+}
+
+/* The next ABI major: TORC_ERR_ABI with both versions and the fix; init is
+ * never called. */
+static void test_abi_mismatch(void **state) {
+  (void)state;
+  const char *path = tp_path("bad_abi");
+  expect_load_error(path, NULL, TORC_ERR_ABI);
+  assert_contains(err_msg, "bad_abi");
+  assert_contains(err_msg, path);
+  char theirs[32], ours[32];
+  snprintf(theirs, sizeof theirs, "%d.0", TORC_ABI_MAJOR + 1);
+  snprintf(ours, sizeof ours, "%d.%d", TORC_ABI_MAJOR, TORC_ABI_MINOR);
+  assert_contains(err_msg, theirs);
+  assert_contains(err_msg, ours);
+  assert_contains(err_msg, "rebuild");
+  assert_int_equal(log_count("init called"), 0);
+}
+
+/* init registers a device type and a kernel, then fails: the plugin's
+ * message is reported and both registrations are rolled back, leaving
+ * what other plugins registered untouched. */
+static void test_init_failure_rolls_back(void **state) {
+  (void)state;
+  test_load_plugin("ref");
+  int kernels = torc_kernel_count();
+  int plugins = torc_plugin_count();
+  assert_true(kernels > 0);
+
+  for (int round = 0; round < 2; round++) { /* a failed plugin is not kept */
+    expect_load_error(tp_path("init_fail"), NULL, TORC_ERR_PLUGIN);
+    assert_contains(err_msg, "init_fail");
+    assert_contains(err_msg, "the widget driver is not installed; install "
+                             "it or remove [plugin.init_fail]");
+    assert_int_equal(torc_kernel_count(), kernels);
+    assert_int_equal(torc_plugin_count(), plugins);
+    assert_int_equal(torc_device_count("initfaildev"), -1);
+    for (int i = 0; i < kernels; i++) {
+      torc_kernel_summary k;
+      assert_ok(torc_kernel_get(i, &k));
+      assert_string_not_equal(k.provider, "init_fail");
+    }
+  }
+
+  /* cpu add is ref's again, not the priority-1000 kernel of init_fail. */
+  float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+  torc_tensor *ta = torc_from_host(a, TORC_SHAPE(3), TORC_F32, TORC_CPU);
+  torc_tensor *tb = torc_from_host(b, TORC_SHAPE(3), TORC_F32, TORC_CPU);
+  torc_tensor *tc = torc_add(ta, tb);
+  assert_torc(tc);
+  const double want[3] = {11, 22, 33};
+  test_assert_values(tc, want, 3, 0);
+  torc_release(ta);
+  torc_release(tb);
+  torc_release(tc);
+}
+
+/* NULL or empty module: an error, not a crash. */
+static void test_bad_arguments(void **state) {
+  (void)state;
+  assert_int_not_equal(torc_plugin_load(NULL, NULL), TORC_OK);
+  assert_true(torc_last_error()[0] != '\0');
+  assert_int_not_equal(torc_plugin_load("", NULL), TORC_OK);
+  assert_true(torc_last_error()[0] != '\0');
+  assert_int_equal(torc_plugin_count(), 0);
+}
+
+/* ======================================================================
+ * Keys and tables
+ * ==================================================================== */
+
+/* Given keys reach the plugin through host->config_get. */
+static void test_keys_reach_the_plugin(void **state) {
+  (void)state;
+  torc_set_log_level(TORC_LOG_INFO);
+  const char *keys[] = {"devices", "greeting"};
+  const char *values[] = {"3", "good morning"};
+  torc_plugin_opts opts = {0};
+  opts.keys = keys;
+  opts.values = values;
+  opts.n_keys = 2;
+  assert_ok(try_load(tp_path("goodkeys"), &opts));
+  assert_int_equal(torc_device_count("testdev"), 3);
+  assert_int_equal(log_count("greeting 'good morning'"), 1);
+
+  assert_int_equal(torc_plugin_count(), 1);
+  torc_plugin_summary s;
+  assert_ok(torc_plugin_get(0, &s));
+  assert_string_equal(s.name, "goodkeys");
+  assert_string_equal(s.version, "1.2.3");
+  char real[PATH_MAX];
+  assert_non_null(realpath(tp_path("goodkeys"), real));
+  assert_string_equal(s.path, real);
+  assert_int_equal(s.provides, TORC_PROVIDES_DEVICE);
+  assert_int_equal(s.abi_major, TORC_ABI_MAJOR);
+}
+
+/* Undeclared keys take the plugin's declared defaults. */
+static void test_key_defaults(void **state) {
+  (void)state;
+  torc_set_log_level(TORC_LOG_INFO);
+  assert_ok(try_load(tp_path("goodkeys"), NULL));
+  assert_int_equal(torc_device_count("testdev"), 1);
+  assert_int_equal(log_count("greeting 'hello'"), 1);
+}
+
+/* A key the plugin does not declare: refused, naming the key and the keys
+ * the plugin accepts; init never runs. */
+static void test_unknown_key(void **state) {
+  (void)state;
+  torc_set_log_level(TORC_LOG_INFO);
+  const char *keys[] = {"devicez"};
+  const char *values[] = {"2"};
+  torc_plugin_opts opts = {0};
+  opts.keys = keys;
+  opts.values = values;
+  opts.n_keys = 1;
+  expect_load_error(tp_path("goodkeys"), &opts, TORC_ERR_CONFIG);
+  assert_contains(err_msg, "goodkeys");
+  assert_contains(err_msg, "devicez");
+  assert_contains(err_msg, "devices");
+  assert_contains(err_msg, "greeting");
+  assert_int_equal(log_count("goodkeys: init"), 0);
+  assert_int_equal(torc_device_count("testdev"), -1);
+}
+
+/* A bad value the plugin's init rejects: its message comes through and
+ * nothing stays registered. */
+static void test_bad_key_value(void **state) {
+  (void)state;
+  const char *keys[] = {"devices"};
+  const char *values[] = {"9"};
+  torc_plugin_opts opts = {0};
+  opts.keys = keys;
+  opts.values = values;
+  opts.n_keys = 1;
+  int before = torc_plugin_count();
+  assert_int_not_equal(try_load(tp_path("goodkeys"), &opts), TORC_OK);
+  assert_contains(err_msg, "devices = '9' is not a number from 0 to 4");
+  assert_int_equal(torc_plugin_count(), before);
+  assert_int_equal(torc_device_count("testdev"), -1);
+}
+
+/* goodkeys' device: memory through its copy slots, accounted by the core. */
+static void test_device_of_a_plugin(void **state) {
+  (void)state;
+  const char *keys[] = {"devices"};
+  const char *values[] = {"2"};
+  torc_plugin_opts opts = {0};
+  opts.keys = keys;
+  opts.values = values;
+  opts.n_keys = 1;
+  assert_ok(try_load(tp_path("goodkeys"), &opts));
+  torc_device dev;
+  assert_ok(torc_device_parse("testdev:1", &dev));
+  assert_false(torc_device_is_host(dev));
+  assert_int_not_equal(torc_device_parse("testdev:2", &dev), TORC_OK);
+  assert_ok(torc_device_parse("testdev:1", &dev));
+
+  const float v[6] = {1.5f, -2, 3, 4.25f, 5, -6};
+  torc_tensor *t = torc_from_host(v, TORC_SHAPE(2, 3), TORC_F32, dev);
+  assert_torc(t);
+  assert_int_equal(torc_device_memory_allocated(dev), sizeof v);
+  float back[6] = {0};
+  assert_ok(torc_to_host(t, back, sizeof back));
+  assert_memory_equal(back, v, sizeof v);
+  torc_release(t);
+  assert_int_equal(torc_device_memory_allocated(dev), 0);
+}
+
+/* goodkeys' descriptor ends before fini and its device table before
+ * host_alloc; the slots past struct_size report if called. The core must
+ * give plain memory for host_alloc and skip shutdown and fini. */
+static void test_slots_beyond_struct_size(void **state) {
+  (void)state;
+  assert_ok(try_load(tp_path("goodkeys"), NULL));
+  torc_device dev;
+  assert_ok(torc_device_parse("testdev:0", &dev));
+  unsigned char *p = torc_host_alloc(dev, 256);
+  if (p == NULL) {
+    print_error("torc_host_alloc: %s\n", torc_last_error());
+    fail();
+  }
+  memset(p, 0x5a, 256);
+  torc_host_free(dev, p);
+  torc_tensor *t = torc_empty_pinned(TORC_SHAPE(4), TORC_F32, dev);
+  assert_torc(t);
+  torc_release(t);
+  torc_shutdown();
+  assert_int_equal(log_count("beyond"), 0);
+}
+
+/* Loading a plugin whose name is loaded is a no-op: init runs once. */
+static void test_load_twice_is_noop(void **state) {
+  (void)state;
+  torc_set_log_level(TORC_LOG_INFO);
+  torc_plugin_opts opts = {0};
+  opts.search_path = plugin_dir;
+  assert_ok(try_load(tp_path("goodkeys"), NULL));
+  assert_ok(try_load(tp_path("goodkeys"), NULL));
+  assert_ok(try_load("goodkeys", &opts)); /* by name: the same plugin */
+  assert_int_equal(torc_plugin_count(), 1);
+  assert_int_equal(log_count("goodkeys: init"), 1);
+  assert_int_equal(torc_device_count("testdev"), 1);
+}
+
+/* After torc_shutdown nothing is loaded, and loading again works. */
+static void test_shutdown_then_reload(void **state) {
+  (void)state;
+  torc_set_log_level(TORC_LOG_INFO);
+  const float v[3] = {1, 2, 3};
+  for (int round = 0; round < 2; round++) {
+    assert_ok(try_load(tp_path("goodkeys"), NULL));
+    assert_int_equal(torc_plugin_count(), 1);
+    torc_device dev;
+    assert_ok(torc_device_parse("testdev:0", &dev));
+    torc_tensor *t = torc_from_host(v, TORC_SHAPE(3), TORC_F32, dev);
+    assert_torc(t);
+    float back[3];
+    assert_ok(torc_to_host(t, back, sizeof back));
+    assert_memory_equal(back, v, sizeof v);
+    torc_release(t);
+    torc_shutdown();
+    assert_int_equal(torc_plugin_count(), 0);
+    assert_int_equal(torc_device_count("testdev"), -1);
+    assert_int_not_equal(torc_device_parse("testdev:0", &dev), TORC_OK);
+  }
+  assert_int_equal(log_count("goodkeys: init"), 2);
+}
+
+static torc_status apply_ini(const char *text);
+
+/* ======================================================================
+ * Permissions
+ * ==================================================================== */
+
+/* A copy of goodkeys in a fresh private folder; returns its path in so. */
+static void private_copy(char *dir, char *so) {
+  make_tmpdir(dir);
+  snprintf(so, PATH_MAX + 32, "%s/goodkeys.so", dir);
+  copy_file(tp_path("goodkeys"), so, 0755);
+}
+
+/* Asserts loading `so` is refused for its permissions, naming `culprit`,
+ * without the file ever being mapped. */
+static void expect_insecure(const char *so, const char *culprit) {
+  unsetenv("TORC_TEST_GOODKEYS_MAPPED");
+  expect_load_error(so, NULL, TORC_ERR_PERMISSION);
+  assert_contains(err_msg, culprit);
+  assert_null(getenv("TORC_TEST_GOODKEYS_MAPPED"));
+  assert_int_equal(torc_device_count("testdev"), -1);
+}
+
+/* A world-writable folder (not sticky) on the path is refused; a sticky
+ * one, as /tmp, is accepted: others cannot replace its entries. */
+static void test_insecure_folder(void **state) {
+  (void)state;
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  private_copy(dir, so);
+  assert_ok(try_load(so, NULL)); /* the private copy loads */
+  torc_shutdown();
+
+  assert_int_equal(chmod(dir, 0777), 0);
+  expect_insecure(so, dir);
+  assert_int_equal(chmod(dir, 0775), 0); /* group-writable */
+  expect_insecure(so, dir);
+
+  assert_int_equal(chmod(dir, 01777), 0);
+  assert_ok(try_load(so, NULL));
+  assert_int_equal(torc_device_count("testdev"), 1);
+  remove_tmpdir(dir);
+}
+
+/* A plugin file writable by group or others is refused. */
+static void test_insecure_file(void **state) {
+  (void)state;
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  private_copy(dir, so);
+  assert_int_equal(chmod(so, 0757), 0);
+  expect_insecure(so, so);
+  assert_int_equal(chmod(so, 0775), 0);
+  expect_insecure(so, so);
+  assert_int_equal(chmod(so, 0755), 0);
+  assert_ok(try_load(so, NULL));
+  remove_tmpdir(dir);
+}
+
+/* allow_insecure loads it anyway, with a warning naming the folder. */
+static void test_allow_insecure(void **state) {
+  (void)state;
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  private_copy(dir, so);
+  assert_int_equal(chmod(dir, 0777), 0);
+  torc_plugin_opts opts = {0};
+  opts.allow_insecure = 1;
+  assert_ok(try_load(so, &opts));
+  assert_int_equal(torc_device_count("testdev"), 1);
+  assert_contains(log_buf, "[1] "); /* TORC_LOG_WARN */
+  assert_contains(log_buf, dir);
+  torc_shutdown();
+
+  /* The same through a configuration file: [plugins] allow_insecure. */
+  log_buf[0] = '\0';
+  char ini[2 * PATH_MAX];
+  snprintf(ini, sizeof ini,
+           "[plugins]\n"
+           "allow_insecure = yes\n"
+           "[plugin.goodkeys]\n"
+           "module = %s\n",
+           so);
+  if (apply_ini(ini) != TORC_OK) {
+    print_error("torc_config_apply: %s\n", err_msg);
+    fail();
+  }
+  assert_int_equal(torc_device_count("testdev"), 1);
+  assert_contains(log_buf, "[1] ");
+  assert_contains(log_buf, dir);
+  remove_tmpdir(dir);
+}
+
+/* A file or folder owned by another user (not root) is refused. */
+static void test_foreign_owner(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("not root: cannot give a file to another user; ownership "
+                  "checks skipped\n");
+    skip();
+  }
+  const uid_t other = 65534; /* nobody */
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  private_copy(dir, so);
+  assert_int_equal(chown(so, other, (gid_t)-1), 0);
+  expect_insecure(so, so);
+  assert_int_equal(chown(so, 0, (gid_t)-1), 0);
+  assert_int_equal(chown(dir, other, (gid_t)-1), 0);
+  expect_insecure(so, dir);
+  assert_int_equal(chown(dir, 0, (gid_t)-1), 0);
+  assert_ok(try_load(so, NULL));
+  remove_tmpdir(dir);
+}
+
+/* ======================================================================
+ * Through a configuration file
+ * ==================================================================== */
+
+static torc_status apply_ini(const char *text) {
+  torc_config *cfg = torc_config_parse(text, "test.ini");
+  if (cfg == NULL) {
+    snprintf(err_msg, sizeof err_msg, "%s", torc_last_error());
+    print_error("parsing test.ini: %s\n", err_msg);
+    fail();
+  }
+  torc_status st = torc_config_apply(cfg);
+  snprintf(err_msg, sizeof err_msg, "%s", st ? torc_last_error() : "");
+  torc_config_free(cfg);
+  return st;
+}
+
+/* required = no: the failure is a warning and the next plugin loads. */
+static void test_config_optional_plugin_fails(void **state) {
+  (void)state;
+  char ini[2 * PATH_MAX];
+  snprintf(ini, sizeof ini,
+           "[plugins]\n"
+           "path = %s\n"
+           "[plugin.missing_dep]\n"
+           "module = missing_dep\n"
+           "required = no\n"
+           "[plugin.goodkeys]\n"
+           "module = goodkeys\n"
+           "devices = 2\n",
+           plugin_dir);
+  if (apply_ini(ini) != TORC_OK) {
+    print_error("torc_config_apply: %s\n", err_msg);
+    fail();
+  }
+  assert_contains(log_buf, "[1] "); /* a warning */
+  assert_contains(log_buf, "missing_dep");
+  assert_contains(log_buf, "libtorc_missing_dep.so.1");
+  assert_int_equal(torc_plugin_count(), 1);
+  assert_int_equal(torc_device_count("testdev"), 2);
+}
+
+/* required (the default): the failure stops apply, naming file and line. */
+static void test_config_required_plugin_fails(void **state) {
+  (void)state;
+  char ini[2 * PATH_MAX];
+  snprintf(ini, sizeof ini,
+           "[plugins]\n"
+           "path = %s\n"
+           "[plugin.missing_dep]\n"
+           "module = missing_dep\n",
+           plugin_dir);
+  assert_int_equal(apply_ini(ini), TORC_ERR_PLUGIN);
+  print_message("    %s\n", err_msg);
+  assert_contains(err_msg, "test.ini:3:"); /* the [plugin.missing_dep] line */
+  assert_contains(err_msg, "libtorc_missing_dep.so.1");
+  assert_int_equal(torc_plugin_count(), 0);
+}
+
+/* A misspelt plugin key in the INI: an error at its line, with the keys
+ * the plugin accepts. */
+static void test_config_unknown_key(void **state) {
+  (void)state;
+  char ini[2 * PATH_MAX];
+  snprintf(ini, sizeof ini,
+           "[plugins]\n"
+           "path = %s\n"
+           "[plugin.goodkeys]\n"
+           "module = goodkeys\n"
+           "devicez = 2\n",
+           plugin_dir);
+  assert_int_equal(apply_ini(ini), TORC_ERR_CONFIG);
+  print_message("    %s\n", err_msg);
+  assert_contains(err_msg, "test.ini:5");
+  assert_contains(err_msg, "devicez");
+  assert_contains(err_msg, "devices");
+  assert_contains(err_msg, "greeting");
+  assert_int_equal(torc_plugin_count(), 0);
+}
+
+int main(void) {
+  plugin_dir = getenv("TORC_TEST_PLUGIN_DIR");
+  if (plugin_dir == NULL || *plugin_dir == '\0') {
+    printf("test_plugin: TORC_TEST_PLUGIN_DIR is unset; run it through "
+           "`make check`, which builds the test plugins and sets it\n");
+    return TEST_SKIP_STATUS;
+  }
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_not_found_lists_folders),
+      T(test_not_found_path),
+      T(test_not_a_shared_object),
+      T(test_missing_dependency),
+      T(test_no_entry_symbol),
+      T(test_abi_mismatch),
+      T(test_init_failure_rolls_back),
+      T(test_bad_arguments),
+      T(test_keys_reach_the_plugin),
+      T(test_key_defaults),
+      T(test_unknown_key),
+      T(test_bad_key_value),
+      T(test_device_of_a_plugin),
+      T(test_slots_beyond_struct_size),
+      T(test_load_twice_is_noop),
+      T(test_shutdown_then_reload),
+      T(test_insecure_folder),
+      T(test_insecure_file),
+      T(test_allow_insecure),
+      T(test_foreign_owner),
+      T(test_config_optional_plugin_fails),
+      T(test_config_required_plugin_fails),
+      T(test_config_unknown_key),
+  };
+#undef T
+  return cmocka_run_group_tests_name("plugin", tests, NULL, NULL);
+}

@@ -1,0 +1,1084 @@
+/* tests/test_sim.c — the sim plugin (a simulated accelerator): ops on sim
+ * match ref on the cpu bit for bit, moving tensors, mixed-device errors,
+ * the memory cap, asynchronous streams and their sticky errors, pinned
+ * memory, several devices, and the plugin's keys. One cmocka group per
+ * configuration: each group loads ref and sim with its keys and shuts
+ * torc down at the end, since plugins are process-wide.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <time.h>
+
+#include "testutil.h"
+
+/* ---- helpers ---- */
+
+static torc_device sim_dev(int index) {
+  char name[16];
+  torc_device d = TORC_CPU;
+  snprintf(name, sizeof name, "sim:%d", index);
+  if (torc_device_parse(name, &d) != TORC_OK) {
+    print_error("torc_device_parse(%s): %s\n", name, torc_last_error());
+    fail();
+  }
+  return d;
+}
+
+/* Loads ref, then sim with n key/value pairs. */
+static int load_sim(const char *const *keys, const char *const *values,
+                    int n) {
+  torc_plugin_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.keys = keys;
+  opts.values = values;
+  opts.n_keys = n;
+  if (torc_plugin_load("ref", NULL) != TORC_OK ||
+      torc_plugin_load("sim", &opts) != TORC_OK) {
+    fprintf(stderr, "setup: %s\n", torc_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A deterministic test pattern of n doubles in roughly [-4, 4], with
+ * repeats (so comparisons see equal elements) and exact zeros. */
+static void pattern(double *v, int64_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (int64_t i = 0; i < n; i++) {
+    x = x * 1664525u + 1013904223u;
+    int k = (int)(x >> 24) % 33 - 16; /* -16 .. 16 */
+    v[i] = (i % 7 == 3) ? 0.0 : k * 0.25 + ((x >> 8) & 0xff) / 1024.0;
+  }
+}
+
+/* A cpu tensor of `shape` and dtype holding pattern(seed); `positive`
+ * maps values to |v| + 0.5 (for log, sqrt, pow). */
+static torc_tensor *make_cpu(const int64_t *shape, int ndim, torc_dtype dt,
+                             uint32_t seed, int positive) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  assert_non_null(v);
+  pattern(v, n, seed);
+  if (positive)
+    for (int64_t i = 0; i < n; i++)
+      v[i] = fabs(v[i]) + 0.5;
+  torc_tensor *d = torc_from_host(v, shape, ndim, TORC_F64, TORC_CPU);
+  free(v);
+  assert_torc(d);
+  torc_tensor *t = torc_to_dtype(d, dt);
+  torc_release(d);
+  assert_torc(t);
+  return t;
+}
+
+/* Asserts a (on cpu) and b (on sim) have the same dtype, shape and bytes. */
+static void assert_same(const torc_tensor *a, const torc_tensor *b,
+                        const char *what) {
+  if (a == NULL || b == NULL) {
+    print_error("%s: %s is NULL: %s\n", what, a ? "sim result" : "cpu result",
+                torc_last_error());
+    fail();
+  }
+  char da[96], db[96];
+  torc_describe(a, da, sizeof da);
+  torc_describe(b, db, sizeof db);
+  assert_true(torc_device_is_host(torc_device_of(a)));
+  assert_false(torc_device_is_host(torc_device_of(b)));
+  if (torc_dtype_of(a) != torc_dtype_of(b) || torc_ndim(a) != torc_ndim(b) ||
+      memcmp(torc_shape(a), torc_shape(b),
+             sizeof(int64_t) * (size_t)torc_ndim(a)) != 0) {
+    print_error("%s: cpu gives %s, sim gives %s\n", what, da, db);
+    fail();
+  }
+  size_t es = torc_dtype_size(torc_dtype_of(a));
+  size_t nbytes = (size_t)torc_numel(a) * es;
+  unsigned char *ha = malloc(nbytes + 1), *hb = malloc(nbytes + 1);
+  assert_non_null(ha);
+  assert_non_null(hb);
+  assert_ok(torc_to_host(a, ha, nbytes));
+  assert_ok(torc_to_host(b, hb, nbytes));
+  for (size_t i = 0; i < nbytes; i++)
+    if (ha[i] != hb[i]) {
+      print_error("%s (%s): element %zu differs between cpu and sim\n", what,
+                  da, i / es);
+      free(ha);
+      free(hb);
+      fail();
+    }
+  free(ha);
+  free(hb);
+}
+
+typedef torc_tensor *(*unary_fn)(const torc_tensor *);
+typedef torc_tensor *(*binary_fn)(const torc_tensor *, const torc_tensor *);
+typedef torc_status (*inplace_fn)(torc_tensor *, const torc_tensor *);
+
+/* ---- group: default configuration (1 device, 1G, no latency) ---- */
+
+static void test_device_registered(void **state) {
+  (void)state;
+  assert_int_equal(torc_device_count("sim"), 1);
+  torc_device d = sim_dev(0);
+  assert_false(torc_device_is_host(d));
+  char buf[32];
+  assert_string_equal(torc_device_str(d, buf, sizeof buf), "sim:0");
+  torc_device plain;
+  assert_ok(torc_device_parse("sim", &plain));
+  assert_true(torc_device_eq(plain, d));
+  torc_device bad;
+  assert_int_equal(torc_device_parse("sim:1", &bad), TORC_ERR_DEVICE);
+  assert_contains(torc_last_error(), "sim:1");
+  assert_ok(torc_synchronize(d));
+}
+
+static void test_round_trip_every_dtype(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  for (int dt = 0; dt < TORC_DTYPE_COUNT; dt++) {
+    torc_tensor *c = make_cpu(TORC_SHAPE(3, 5), (torc_dtype)dt, 7u + dt, 0);
+    torc_tensor *s = torc_to(c, sim);
+    assert_torc(s);
+    assert_true(torc_device_eq(torc_device_of(s), sim));
+    assert_false(torc_shares_storage(c, s));
+    torc_tensor *back = torc_to(s, TORC_CPU);
+    assert_torc(back);
+    assert_true(torc_device_is_host(torc_device_of(back)));
+    size_t nb = 15 * torc_dtype_size((torc_dtype)dt);
+    assert_memory_equal(torc_data(c), torc_data(back), nb);
+    assert_same(c, s, torc_dtype_name((torc_dtype)dt));
+    /* to() onto the device a tensor is on gives the tensor itself */
+    torc_tensor *same = torc_to(s, sim);
+    assert_ptr_equal(same, s);
+    torc_release(same);
+    torc_release(back);
+    torc_release(s);
+    torc_release(c);
+  }
+}
+
+static void test_from_host_and_item(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  const float v[6] = {1.5f, -2.0f, 3.25f, 0.0f, 8.0f, -0.5f};
+  torc_tensor *s = torc_from_host(v, TORC_SHAPE(2, 3), TORC_F32, sim);
+  assert_torc(s);
+  assert_true(torc_is_contiguous(s));
+  float out[6];
+  assert_ok(torc_to_host(s, out, sizeof out));
+  assert_memory_equal(out, v, sizeof v);
+  /* a view on the device: row 1, read through the device's copy */
+  torc_tensor *row = torc_select(s, 0, 1);
+  assert_torc(row);
+  float r[3];
+  assert_ok(torc_to_host(row, r, sizeof r));
+  assert_memory_equal(r, v + 3, sizeof r);
+  torc_tensor *sum = torc_sum(s, NULL, 0, 0);
+  double total;
+  assert_ok(torc_item(sum, &total));
+  assert_true(total == 10.25);
+  char buf[64];
+  assert_contains(torc_describe(s, buf, sizeof buf), "sim:0");
+  torc_release(sum);
+  torc_release(row);
+  torc_release(s);
+}
+
+static void test_unary_ops_match_ref(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    unary_fn fn;
+    int positive;
+  } ops[] = {{"neg", torc_neg, 0},         {"abs", torc_abs, 0},
+             {"sign", torc_sign, 0},       {"square", torc_square, 0},
+             {"relu", torc_relu, 0},       {"exp", torc_exp, 0},
+             {"log", torc_log, 1},         {"sqrt", torc_sqrt, 1},
+             {"sin", torc_sin, 0},         {"cos", torc_cos, 0},
+             {"tanh", torc_tanh, 0},       {"sigmoid", torc_sigmoid, 0},
+             {"reciprocal", torc_reciprocal, 1}};
+  static const torc_dtype dts[] = {TORC_F32, TORC_F64, TORC_F16, TORC_BF16,
+                                   TORC_I32, TORC_I64};
+  torc_device sim = sim_dev(0);
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+      torc_tensor *c = make_cpu(TORC_SHAPE(4, 6), dts[d], (uint32_t)(o * 11 + d),
+                                ops[o].positive);
+      torc_tensor *s = torc_to(c, sim);
+      assert_torc(s);
+      torc_tensor *rc = ops[o].fn(c), *rs = ops[o].fn(s);
+      char what[64];
+      snprintf(what, sizeof what, "%s(%s)", ops[o].name,
+               torc_dtype_name(dts[d]));
+      assert_same(rc, rs, what);
+      /* a strided input: the transpose */
+      torc_tensor *tc = torc_transpose(c, 0, 1), *ts = torc_transpose(s, 0, 1);
+      torc_tensor *rtc = ops[o].fn(tc), *rts = ops[o].fn(ts);
+      snprintf(what, sizeof what, "%s(%s, transposed)", ops[o].name,
+               torc_dtype_name(dts[d]));
+      assert_same(rtc, rts, what);
+      torc_release(rtc);
+      torc_release(rts);
+      torc_release(tc);
+      torc_release(ts);
+      torc_release(rc);
+      torc_release(rs);
+      torc_release(s);
+      torc_release(c);
+    }
+}
+
+static void test_binary_ops_match_ref(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    binary_fn fn;
+    int positive;
+  } ops[] = {{"add", torc_add, 0},         {"sub", torc_sub, 0},
+             {"mul", torc_mul, 0},         {"div", torc_div, 1},
+             {"pow", torc_pow, 1},         {"maximum", torc_maximum, 0},
+             {"minimum", torc_minimum, 0}, {"eq", torc_eq, 0},
+             {"ne", torc_ne, 0},           {"lt", torc_lt, 0},
+             {"le", torc_le, 0},           {"gt", torc_gt, 0},
+             {"ge", torc_ge, 0}};
+  /* (a dtype, b dtype): same dtypes and promotions */
+  static const torc_dtype pairs[][2] = {{TORC_F32, TORC_F32},
+                                        {TORC_F64, TORC_F64},
+                                        {TORC_I32, TORC_I32},
+                                        {TORC_I64, TORC_F32},
+                                        {TORC_U8, TORC_I32},
+                                        {TORC_F16, TORC_BF16}};
+  torc_device sim = sim_dev(0);
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+      int pos = ops[o].positive || pairs[p][0] == TORC_U8;
+      /* a: [3, 4], b: [4] (broadcast), and a column [3, 1] */
+      torc_tensor *ac = make_cpu(TORC_SHAPE(3, 4), pairs[p][0],
+                                 (uint32_t)(100 + o), pos);
+      torc_tensor *bc = make_cpu(TORC_SHAPE(4), pairs[p][1],
+                                 (uint32_t)(200 + p), ops[o].positive);
+      torc_tensor *kc = make_cpu(TORC_SHAPE(3, 1), pairs[p][1],
+                                 (uint32_t)(300 + p), ops[o].positive);
+      torc_tensor *as = torc_to(ac, sim), *bs = torc_to(bc, sim),
+                  *ks = torc_to(kc, sim);
+      char what[80];
+      snprintf(what, sizeof what, "%s(%s, %s)", ops[o].name,
+               torc_dtype_name(pairs[p][0]), torc_dtype_name(pairs[p][1]));
+      torc_tensor *rc = ops[o].fn(ac, bc), *rs = ops[o].fn(as, bs);
+      assert_same(rc, rs, what);
+      torc_tensor *rkc = ops[o].fn(ac, kc), *rks = ops[o].fn(as, ks);
+      assert_same(rkc, rks, what);
+      torc_release(rkc);
+      torc_release(rks);
+      torc_release(rc);
+      torc_release(rs);
+      torc_release(ks);
+      torc_release(bs);
+      torc_release(as);
+      torc_release(kc);
+      torc_release(bc);
+      torc_release(ac);
+    }
+}
+
+static void test_inplace_ops_match_ref(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    inplace_fn fn;
+  } ops[] = {{"add_", torc_add_},
+             {"sub_", torc_sub_},
+             {"mul_", torc_mul_},
+             {"div_", torc_div_}};
+  torc_device sim = sim_dev(0);
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+    torc_tensor *ac = make_cpu(TORC_SHAPE(5, 3), TORC_F32, 31, 0);
+    torc_tensor *bc = make_cpu(TORC_SHAPE(3), TORC_F32, 32, 1);
+    torc_tensor *as = torc_to(ac, sim), *bs = torc_to(bc, sim);
+    assert_torc(as);
+    uint64_t v0 = torc_version(as);
+    assert_ok(ops[o].fn(ac, bc));
+    assert_ok(ops[o].fn(as, bs));
+    assert_true(torc_version(as) > v0);
+    assert_same(ac, as, ops[o].name);
+    torc_release(bs);
+    torc_release(as);
+    torc_release(bc);
+    torc_release(ac);
+  }
+}
+
+static void test_reductions_and_matmul_match_ref(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  static const torc_dtype dts[] = {TORC_F32, TORC_F64, TORC_I32, TORC_BOOL};
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+    torc_tensor *c = make_cpu(TORC_SHAPE(3, 4, 5), dts[d], (uint32_t)(50 + d), 0);
+    torc_tensor *s = torc_to(c, sim);
+    const int d1[] = {1}, d02[] = {0, 2};
+    struct {
+      const char *name;
+      torc_tensor *(*fn)(const torc_tensor *, const int *, int, int);
+      const int *dims;
+      int n;
+      int keep;
+      int float_only;
+    } cases[] = {{"sum all", torc_sum, NULL, 0, 0, 0},
+                 {"sum dim 1", torc_sum, d1, 1, 0, 0},
+                 {"sum dims 0,2 keepdim", torc_sum, d02, 2, 1, 0},
+                 {"mean dim 1", torc_mean, d1, 1, 0, 1},
+                 {"prod dims 0,2", torc_prod, d02, 2, 0, 0},
+                 {"amax dim 1", torc_amax, d1, 1, 1, 0},
+                 {"amin all", torc_amin, NULL, 0, 0, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+      if (cases[k].float_only && !torc_dtype_is_float(dts[d]))
+        continue;
+      if (dts[d] == TORC_BOOL && cases[k].fn != torc_sum)
+        continue;
+      torc_tensor *rc = cases[k].fn(c, cases[k].dims, cases[k].n, cases[k].keep);
+      torc_tensor *rs = cases[k].fn(s, cases[k].dims, cases[k].n, cases[k].keep);
+      char what[80];
+      snprintf(what, sizeof what, "%s (%s)", cases[k].name,
+               torc_dtype_name(dts[d]));
+      assert_same(rc, rs, what);
+      torc_release(rc);
+      torc_release(rs);
+    }
+    torc_release(s);
+    torc_release(c);
+  }
+  /* matmul: 2-D, batched with a broadcast operand, 1-D dot, transposed */
+  static const torc_dtype mdts[] = {TORC_F32, TORC_F64, TORC_I64};
+  for (size_t d = 0; d < sizeof mdts / sizeof mdts[0]; d++) {
+    torc_tensor *a = make_cpu(TORC_SHAPE(2, 3, 4), mdts[d], 61, 0);
+    torc_tensor *b = make_cpu(TORC_SHAPE(4, 5), mdts[d], 62, 0);
+    torc_tensor *v = make_cpu(TORC_SHAPE(4), mdts[d], 63, 0);
+    torc_tensor *as = torc_to(a, sim), *bs = torc_to(b, sim),
+                *vs = torc_to(v, sim);
+    torc_tensor *r1 = torc_matmul(a, b), *r1s = torc_matmul(as, bs);
+    assert_same(r1, r1s, "matmul batched");
+    torc_tensor *r2 = torc_matmul(v, v), *r2s = torc_matmul(vs, vs);
+    assert_same(r2, r2s, "matmul dot");
+    torc_tensor *bt = torc_transpose(b, 0, 1), *bts = torc_transpose(bs, 0, 1);
+    torc_tensor *r3 = torc_matmul(bt, v), *r3s = torc_matmul(bts, vs);
+    assert_same(r3, r3s, "matmul transposed x vector");
+    torc_release(r3);
+    torc_release(r3s);
+    torc_release(bt);
+    torc_release(bts);
+    torc_release(r2);
+    torc_release(r2s);
+    torc_release(r1);
+    torc_release(r1s);
+    torc_release(vs);
+    torc_release(bs);
+    torc_release(as);
+    torc_release(v);
+    torc_release(b);
+    torc_release(a);
+  }
+}
+
+static void test_creation_casts_views_match_ref(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  torc_tensor *pc, *ps;
+  pc = torc_zeros(TORC_SHAPE(2, 3), TORC_I32, TORC_CPU);
+  ps = torc_zeros(TORC_SHAPE(2, 3), TORC_I32, sim);
+  assert_same(pc, ps, "zeros");
+  torc_release(pc);
+  torc_release(ps);
+  pc = torc_full(TORC_SHAPE(4), -2.5, TORC_BF16, TORC_CPU);
+  ps = torc_full(TORC_SHAPE(4), -2.5, TORC_BF16, sim);
+  assert_same(pc, ps, "full");
+  torc_release(pc);
+  torc_release(ps);
+  pc = torc_arange(-3, 7, 0.5, TORC_F32, TORC_CPU);
+  ps = torc_arange(-3, 7, 0.5, TORC_F32, sim);
+  assert_same(pc, ps, "arange");
+  torc_release(pc);
+  torc_release(ps);
+  pc = torc_linspace(0, 1, 11, TORC_F64, TORC_CPU);
+  ps = torc_linspace(0, 1, 11, TORC_F64, sim);
+  assert_same(pc, ps, "linspace");
+  torc_release(pc);
+  torc_release(ps);
+  pc = torc_eye(3, 4, TORC_U8, TORC_CPU);
+  ps = torc_eye(3, 4, TORC_U8, sim);
+  assert_same(pc, ps, "eye");
+  torc_release(pc);
+  torc_release(ps);
+
+  /* casts between every pair of dtypes, from a strided source */
+  torc_tensor *c = make_cpu(TORC_SHAPE(4, 6), TORC_F64, 77, 0);
+  torc_tensor *s = torc_to(c, sim);
+  torc_tensor *cv = torc_slice(c, 1, 0, TORC_END, 2);
+  torc_tensor *sv = torc_slice(s, 1, 0, TORC_END, 2);
+  assert_false(torc_is_contiguous(sv));
+  for (int from = 0; from < TORC_DTYPE_COUNT; from++) {
+    torc_tensor *fc = torc_to_dtype(cv, (torc_dtype)from);
+    torc_tensor *fs = torc_to_dtype(sv, (torc_dtype)from);
+    for (int to = 0; to < TORC_DTYPE_COUNT; to++) {
+      torc_tensor *tc = torc_to_dtype(fc, (torc_dtype)to);
+      torc_tensor *ts = torc_to_dtype(fs, (torc_dtype)to);
+      char what[64];
+      snprintf(what, sizeof what, "cast %s -> %s",
+               torc_dtype_name((torc_dtype)from), torc_dtype_name((torc_dtype)to));
+      assert_same(tc, ts, what);
+      torc_release(tc);
+      torc_release(ts);
+    }
+    torc_release(fc);
+    torc_release(fs);
+  }
+  /* views then copies: clone, contiguous of a permute, reshape of it */
+  torc_tensor *cc = torc_clone(cv), *sc = torc_clone(sv);
+  assert_same(cc, sc, "clone of a slice");
+  const int perm[] = {1, 0};
+  torc_tensor *pc2 = torc_permute(c, perm, 2), *ps2 = torc_permute(s, perm, 2);
+  torc_tensor *kc = torc_contiguous(pc2), *ks = torc_contiguous(ps2);
+  assert_same(kc, ks, "contiguous of a permute");
+  torc_tensor *rc = torc_reshape(pc2, TORC_SHAPE(-1)),
+              *rs = torc_reshape(ps2, TORC_SHAPE(-1));
+  assert_same(rc, rs, "reshape of a permute");
+  /* copy_ with broadcast and cast, fill_ and zero_ on the device */
+  torc_tensor *dc = torc_empty(TORC_SHAPE(3, 4, 6), TORC_F32, TORC_CPU);
+  torc_tensor *ds = torc_empty(TORC_SHAPE(3, 4, 6), TORC_F32, sim);
+  assert_ok(torc_copy_(dc, c));
+  assert_ok(torc_copy_(ds, s));
+  assert_same(dc, ds, "copy_ broadcast");
+  torc_tensor *dcv = torc_select(dc, 0, 1), *dsv = torc_select(ds, 0, 1);
+  assert_ok(torc_fill_(dcv, 0.75));
+  assert_ok(torc_fill_(dsv, 0.75));
+  assert_same(dc, ds, "fill_ on a view");
+  assert_ok(torc_zero_(dc));
+  assert_ok(torc_zero_(ds));
+  assert_same(dc, ds, "zero_");
+  torc_release(dcv);
+  torc_release(dsv);
+  torc_release(dc);
+  torc_release(ds);
+  torc_release(rc);
+  torc_release(rs);
+  torc_release(kc);
+  torc_release(ks);
+  torc_release(pc2);
+  torc_release(ps2);
+  torc_release(cc);
+  torc_release(sc);
+  torc_release(cv);
+  torc_release(sv);
+  torc_release(s);
+  torc_release(c);
+}
+
+static void test_random_matches_ref(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  static const torc_dtype dts[] = {TORC_F32, TORC_F64, TORC_F16};
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+    torc_generator *gc = torc_generator_new(1234), *gs = torc_generator_new(1234);
+    torc_tensor *uc = torc_rand(TORC_SHAPE(7, 9), dts[d], TORC_CPU, gc);
+    torc_tensor *us = torc_rand(TORC_SHAPE(7, 9), dts[d], sim, gs);
+    assert_same(uc, us, "rand");
+    torc_tensor *nc = torc_randn(TORC_SHAPE(33), dts[d], TORC_CPU, gc);
+    torc_tensor *ns = torc_randn(TORC_SHAPE(33), dts[d], sim, gs);
+    assert_same(nc, ns, "randn");
+    torc_tensor *pc = torc_bernoulli(uc, gc), *ps = torc_bernoulli(us, gs);
+    assert_same(pc, ps, "bernoulli");
+    torc_release(pc);
+    torc_release(ps);
+    torc_release(nc);
+    torc_release(ns);
+    torc_release(uc);
+    torc_release(us);
+    torc_generator_free(gc);
+    torc_generator_free(gs);
+  }
+  torc_generator *gc = torc_generator_new(99), *gs = torc_generator_new(99);
+  torc_tensor *ic = torc_randint(-5, 17, TORC_SHAPE(50), TORC_I64, TORC_CPU, gc);
+  torc_tensor *is = torc_randint(-5, 17, TORC_SHAPE(50), TORC_I64, sim, gs);
+  assert_same(ic, is, "randint");
+  torc_release(ic);
+  torc_release(is);
+  torc_generator_free(gc);
+  torc_generator_free(gs);
+}
+
+static void test_mixed_devices_fail(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  int64_t live = torc_tensor_live_count();
+  torc_tensor *c = torc_ones(TORC_SHAPE(2, 2), TORC_F32, TORC_CPU);
+  torc_tensor *s = torc_ones(TORC_SHAPE(2, 2), TORC_F32, sim);
+  assert_torc(c);
+  assert_torc(s);
+  torc_clear_error();
+  assert_null(torc_add(c, s));
+  assert_error(TORC_ERR_DEVICE, "cpu");
+  assert_contains(torc_last_error(), "sim:0");
+  assert_contains(torc_last_error(), "torc_to");
+  assert_null(torc_matmul(s, c));
+  assert_error(TORC_ERR_DEVICE, "sim:0");
+  assert_contains(torc_last_error(), "cpu");
+  assert_int_equal(torc_add_(s, c), TORC_ERR_DEVICE);
+  assert_int_equal(torc_copy_(c, s), TORC_ERR_DEVICE);
+  assert_contains(torc_last_error(), "sim:0");
+  /* the fix the message gives works */
+  torc_tensor *moved = torc_to(c, sim);
+  torc_tensor *sum = torc_add(moved, s);
+  assert_torc(sum);
+  const double two[4] = {2, 2, 2, 2};
+  test_assert_values(sum, two, 4, 0);
+  torc_release(sum);
+  torc_release(moved);
+  torc_release(s);
+  torc_release(c);
+  assert_int_equal(torc_tensor_live_count(), live);
+}
+
+static void test_data_on_sim_fails(void **state) {
+  (void)state;
+  torc_tensor *s = torc_zeros(TORC_SHAPE(3), TORC_F32, sim_dev(0));
+  assert_torc(s);
+  torc_clear_error();
+  assert_null(torc_data(s));
+  assert_error(TORC_ERR_DEVICE, "sim:0");
+  assert_contains(torc_last_error(), "torc_to_host");
+  /* the wrong-size read is an error too, not an overrun */
+  float small[2];
+  assert_int_not_equal(torc_to_host(s, small, sizeof small), TORC_OK);
+  torc_release(s);
+}
+
+static void test_memory_accounting(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  assert_ok(torc_synchronize(sim));
+  size_t base = torc_device_memory_allocated(sim);
+  torc_tensor *a = torc_zeros(TORC_SHAPE(100, 10), TORC_F64, sim);
+  assert_torc(a);
+  assert_int_equal(torc_device_memory_allocated(sim), base + 8000);
+  torc_tensor *v = torc_slice(a, 0, 10, 20, 1); /* a view: no memory */
+  assert_int_equal(torc_device_memory_allocated(sim), base + 8000);
+  torc_tensor *b = torc_exp(v);
+  assert_torc(b);
+  assert_int_equal(torc_device_memory_allocated(sim), base + 8000 + 800);
+  torc_release(a);
+  assert_int_equal(torc_device_memory_allocated(sim), base + 8000 + 800);
+  torc_release(v); /* last reference to a's storage */
+  assert_int_equal(torc_device_memory_allocated(sim), base + 800);
+  double ones[100];
+  for (int i = 0; i < 100; i++)
+    ones[i] = 1.0;
+  test_assert_values(b, ones, 100, 0);
+  torc_release(b);
+  assert_int_equal(torc_device_memory_allocated(sim), base);
+  /* a failed op leaves nothing allocated behind */
+  torc_tensor *c = torc_ones(TORC_SHAPE(4), TORC_F32, sim);
+  torc_tensor *h = torc_ones(TORC_SHAPE(4), TORC_F32, TORC_CPU);
+  assert_null(torc_mul(c, h));
+  torc_release(c);
+  torc_release(h);
+  assert_int_equal(torc_device_memory_allocated(sim), base);
+}
+
+static void test_pinned_memory(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  enum { N = 3000 };
+  torc_tensor *p = torc_empty_pinned(TORC_SHAPE(N), TORC_F32, sim);
+  assert_torc(p);
+  assert_int_equal(torc_is_pinned(p), 1);
+  assert_true(torc_device_is_host(torc_device_of(p)));
+  float *pv = torc_data(p);
+  assert_non_null(pv);
+  assert_int_equal((uintptr_t)pv % 64, 0);
+  for (int i = 0; i < N; i++)
+    pv[i] = (float)i * 0.5f - 100.0f;
+  /* pinned -> device (queued without staging), compute, device -> pinned */
+  torc_tensor *s = torc_to(p, sim);
+  assert_torc(s);
+  torc_tensor *two = torc_full(TORC_SHAPE(1), 2.0, TORC_F32, sim);
+  torc_tensor *r = torc_mul(s, two);
+  assert_torc(r);
+  torc_tensor *q = torc_empty_pinned(TORC_SHAPE(N), TORC_F32, sim);
+  assert_torc(q);
+  assert_ok(torc_to_host(r, torc_data(q), sizeof(float) * N));
+  const float *qv = torc_data(q);
+  for (int i = 0; i < N; i++)
+    if (qv[i] != 2.0f * ((float)i * 0.5f - 100.0f)) {
+      print_error("element %d: %g\n", i, (double)qv[i]);
+      fail();
+    }
+  /* back to a plain cpu tensor: not pinned */
+  torc_tensor *c = torc_to(r, TORC_CPU);
+  assert_torc(c);
+  assert_int_equal(torc_is_pinned(c), 0);
+  assert_memory_equal(torc_data(c), qv, sizeof(float) * N);
+  /* a pinned tensor released right after its copy was queued: the sim
+   * waits for the stream before freeing it (as cudaFreeHost does) */
+  torc_tensor *p2 = torc_empty_pinned(TORC_SHAPE(N), TORC_F32, sim);
+  memcpy(torc_data(p2), pv, sizeof(float) * N);
+  torc_tensor *s2 = torc_to(p2, sim);
+  torc_release(p2);
+  assert_same(p, s2, "copy from a released pinned tensor");
+  /* raw pinned blocks */
+  void *raw = torc_host_alloc(sim, 12345);
+  assert_non_null(raw);
+  memset(raw, 0x5a, 12345);
+  torc_host_free(sim, raw);
+  torc_host_free(sim, NULL);
+  torc_release(s2);
+  torc_release(c);
+  torc_release(q);
+  torc_release(r);
+  torc_release(two);
+  torc_release(s);
+  torc_release(p);
+}
+
+/* ---- group: memory cap of 1M ---- */
+
+static int setup_small_memory(void **state) {
+  (void)state;
+  static const char *const k[] = {"memory"}, *const v[] = {"1M"};
+  return load_sim(k, v, 1);
+}
+
+static void test_out_of_memory(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  size_t base = torc_device_memory_allocated(sim);
+  int64_t live = torc_tensor_live_count();
+  /* 512 KiB fits */
+  torc_tensor *a = torc_empty(TORC_SHAPE(131072), TORC_F32, sim);
+  assert_torc(a);
+  /* 768 KiB more does not */
+  torc_clear_error();
+  assert_null(torc_empty(TORC_SHAPE(196608), TORC_F32, sim));
+  assert_error(TORC_ERR_OOM, "sim:0");
+  assert_contains(torc_last_error(), "786432 bytes");  /* requested */
+  assert_contains(torc_last_error(), "524288 bytes");  /* in use */
+  assert_contains(torc_last_error(), "1048576 bytes"); /* the cap */
+  assert_contains(torc_last_error(), "[plugin.sim] memory");
+  assert_contains(torc_last_error(), "lower the batch size");
+  /* nor does an op whose output would not fit */
+  torc_tensor *h = torc_empty(TORC_SHAPE(100000), TORC_F32, sim); /* 400000 */
+  assert_torc(h);
+  torc_clear_error();
+  assert_null(torc_neg(h)); /* needs 400000 more, 924288 in use */
+  assert_error(TORC_ERR_OOM, "400000 bytes");
+  assert_contains(torc_last_error(), "924288 bytes");
+  torc_release(h);
+  /* a single request over the cap */
+  assert_null(torc_empty(TORC_SHAPE(2, 1024, 1024), TORC_U8, sim));
+  assert_error(TORC_ERR_OOM, "2097152 bytes");
+  /* freeing makes room again */
+  torc_release(a);
+  torc_tensor *c = torc_ones(TORC_SHAPE(196608), TORC_F32, sim);
+  assert_torc(c);
+  torc_release(c);
+  torc_tensor *d = torc_ones(TORC_SHAPE(65536), TORC_F32, sim); /* 256K */
+  assert_torc(d);
+  double s;
+  torc_tensor *sum = torc_sum(d, NULL, 0, 0);
+  assert_ok(torc_item(sum, &s));
+  assert_true(s == 65536.0);
+  torc_release(sum);
+  torc_release(d);
+  /* exactly the cap fits */
+  torc_tensor *full = torc_empty(TORC_SHAPE(1024, 1024), TORC_U8, sim);
+  assert_torc(full);
+  torc_release(full);
+  assert_int_equal(torc_device_memory_allocated(sim), base);
+  assert_int_equal(torc_tensor_live_count(), live);
+}
+
+/* ---- group: 1M and a latency: asynchronous streams ---- */
+
+#define LATENCY_US 20000 /* per kernel */
+
+static int setup_async(void **state) {
+  (void)state;
+  static const char *const k[] = {"memory", "latency_us"},
+                           *const v[] = {"1M", "20000"};
+  return load_sim(k, v, 2);
+}
+
+static void test_async_chain(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  enum { CHAIN = 12 };
+  const float one = 1.0f;
+  torc_tensor *x = torc_from_host(&one, TORC_SHAPE(1), TORC_F32, sim);
+  assert_torc(x);
+  assert_ok(torc_synchronize(sim));
+  double t0 = now_s();
+  /* x = x + x, CHAIN times: one kernel each, each kernel delayed */
+  for (int i = 0; i < CHAIN; i++) {
+    torc_tensor *y = torc_add(x, x);
+    assert_torc(y);
+    torc_release(x);
+    x = y;
+  }
+  double issued = now_s() - t0;
+  float got = 0;
+  assert_ok(torc_to_host(x, &got, sizeof got));
+  double done = now_s() - t0;
+  assert_true(got == 4096.0f);
+  /* the kernels alone take CHAIN * latency; launching them must not */
+  double work = CHAIN * LATENCY_US * 1e-6;
+  if (!(done >= work * 0.99) || !(issued < work * 0.5)) {
+    print_error("launching took %.3f s, finishing %.3f s; the kernels take "
+                "%.3f s: launches are not asynchronous\n",
+                issued, done, work);
+    fail();
+  }
+  /* torc_synchronize waits too */
+  t0 = now_s();
+  torc_tensor *z = torc_neg(x);
+  torc_tensor *w = torc_neg(z);
+  assert_ok(torc_synchronize(sim));
+  assert_true(now_s() - t0 >= 2 * LATENCY_US * 1e-6 * 0.99);
+  float wv = 0;
+  assert_ok(torc_to_host(w, &wv, sizeof wv));
+  assert_true(wv == 4096.0f);
+  torc_release(w);
+  torc_release(z);
+  torc_release(x);
+}
+
+static void test_async_free_is_stream_ordered(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  size_t base = torc_device_memory_allocated(sim);
+  /* a (512K) and h = -a (512K) fill the 1M device. Releasing a while -a is
+   * still queued drops its bytes from the accounting at once, so another
+   * 512K fits, while a's buffer lives until -a has run. */
+  torc_tensor *a = torc_full(TORC_SHAPE(131072), 3.0, TORC_F32, sim);
+  assert_torc(a);
+  torc_tensor *h = torc_neg(a);
+  assert_torc(h);
+  torc_release(a);
+  torc_tensor *c = torc_full(TORC_SHAPE(131072), 5.0, TORC_F32, sim);
+  assert_torc(c);
+  float v[4];
+  torc_tensor *hv = torc_slice(h, 0, 131068, TORC_END, 1);
+  assert_ok(torc_to_host(hv, v, sizeof v));
+  for (int i = 0; i < 4; i++)
+    assert_true(v[i] == -3.0f);
+  torc_tensor *cv = torc_slice(c, 0, 0, 4, 1);
+  assert_ok(torc_to_host(cv, v, sizeof v));
+  for (int i = 0; i < 4; i++)
+    assert_true(v[i] == 5.0f);
+  torc_release(cv);
+  torc_release(hv);
+  torc_release(c);
+  torc_release(h);
+  assert_ok(torc_synchronize(sim));
+  assert_int_equal(torc_device_memory_allocated(sim), base);
+}
+
+static void test_async_staged_copy(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  /* the source of a plain (unpinned) copy may be reused as soon as the
+   * copy returns, even while the device is busy */
+  torc_tensor *busy = torc_ones(TORC_SHAPE(8), TORC_F32, sim);
+  torc_tensor *busy2 = torc_exp(busy);
+  float src[64];
+  for (int i = 0; i < 64; i++)
+    src[i] = (float)i;
+  torc_tensor *s = torc_from_host(src, TORC_SHAPE(64), TORC_F32, sim);
+  assert_torc(s);
+  for (int i = 0; i < 64; i++)
+    src[i] = -1.0f;
+  float out[64];
+  assert_ok(torc_to_host(s, out, sizeof out));
+  for (int i = 0; i < 64; i++)
+    assert_true(out[i] == (float)i);
+  torc_release(s);
+  torc_release(busy2);
+  torc_release(busy);
+}
+
+/* ---- group: injected kernel failures (sticky errors) ---- */
+
+static int setup_fail_op(void **state) {
+  (void)state;
+  static const char *const k[] = {"fail_op", "latency_us"},
+                           *const v[] = {"sqrt", "1000"};
+  return load_sim(k, v, 2);
+}
+
+static void test_sticky_error_at_synchronize(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  torc_tensor *x = torc_ones(TORC_SHAPE(4), TORC_F32, sim);
+  torc_tensor *x64 = torc_ones(TORC_SHAPE(4), TORC_F64, sim);
+  /* launches succeed: the failure happens later, on the stream */
+  torc_tensor *r = torc_sqrt(x);
+  assert_torc(r);
+  torc_tensor *r64 = torc_sqrt(x64);
+  assert_torc(r64);
+  torc_tensor *ok = torc_neg(x); /* later work still runs */
+  assert_torc(ok);
+  torc_clear_error();
+  assert_int_equal(torc_synchronize(sim), TORC_ERR_DEVICE);
+  /* the first failure wins */
+  assert_error(TORC_ERR_DEVICE, "sim:0");
+  assert_contains(torc_last_error(), "'sqrt' (f32)");
+  assert_contains(torc_last_error(), "fail_op");
+  /* reported once, then cleared */
+  assert_ok(torc_synchronize(sim));
+  const double m1[4] = {-1, -1, -1, -1};
+  test_assert_values(ok, m1, 4, 0);
+  torc_release(ok);
+  torc_release(r64);
+  torc_release(r);
+  torc_release(x64);
+  torc_release(x);
+}
+
+static void test_sticky_error_at_copy(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  torc_tensor *x = torc_full(TORC_SHAPE(3), 4.0, TORC_F32, sim);
+  torc_tensor *r = torc_sqrt(x);
+  assert_torc(r);
+  float v[3];
+  torc_clear_error();
+  /* reading any tensor of the device reports it */
+  assert_int_equal(torc_to_host(x, v, sizeof v), TORC_ERR_DEVICE);
+  assert_error(TORC_ERR_DEVICE, "'sqrt'");
+  assert_ok(torc_to_host(x, v, sizeof v));
+  assert_true(v[0] == 4.0f && v[2] == 4.0f);
+  torc_release(r);
+  torc_release(x);
+}
+
+/* ---- group: two devices ---- */
+
+static int setup_two_devices(void **state) {
+  (void)state;
+  static const char *const k[] = {"devices", "memory"},
+                           *const v[] = {"2", "64K"};
+  return load_sim(k, v, 2);
+}
+
+static void test_two_devices(void **state) {
+  (void)state;
+  assert_int_equal(torc_device_count("sim"), 2);
+  torc_device s0 = sim_dev(0), s1 = sim_dev(1);
+  assert_false(torc_device_eq(s0, s1));
+  torc_device bad;
+  assert_int_equal(torc_device_parse("sim:2", &bad), TORC_ERR_DEVICE);
+  size_t base0 = torc_device_memory_allocated(s0);
+  size_t base1 = torc_device_memory_allocated(s1);
+  torc_tensor *c = make_cpu(TORC_SHAPE(5, 7), TORC_F32, 5, 0);
+  torc_tensor *a = torc_to(c, s0), *b = torc_to(c, s1);
+  assert_torc(a);
+  assert_torc(b);
+  assert_int_equal(torc_device_memory_allocated(s0), base0 + 140);
+  assert_int_equal(torc_device_memory_allocated(s1), base1 + 140);
+  torc_clear_error();
+  assert_null(torc_add(a, b));
+  assert_error(TORC_ERR_DEVICE, "sim:0");
+  assert_contains(torc_last_error(), "sim:1");
+  assert_contains(torc_last_error(), "torc_to");
+  /* between devices through torc_to, and each device computes alone */
+  torc_tensor *b0 = torc_to(b, s0);
+  assert_torc(b0);
+  assert_true(torc_device_eq(torc_device_of(b0), s0));
+  torc_tensor *sum0 = torc_add(a, b0);
+  torc_tensor *sum1 = torc_add(b, b);
+  torc_tensor *sumc = torc_add(c, c);
+  assert_same(sumc, sum0, "add on sim:0");
+  assert_same(sumc, sum1, "add on sim:1");
+  torc_tensor *back = torc_to(sum1, s0);
+  assert_same(sumc, back, "sim:1 -> sim:0");
+  /* the caps are per device: 64K each */
+  torc_tensor *big0 = torc_empty(TORC_SHAPE(16384), TORC_F32, s0); /* 64K */
+  assert_null(big0);
+  assert_error(TORC_ERR_OOM, "sim:0");
+  torc_release(back);
+  torc_release(sumc);
+  torc_release(sum1);
+  torc_release(sum0);
+  torc_release(b0);
+  torc_release(b);
+  torc_release(a);
+  torc_release(c);
+  torc_tensor *big1 = torc_empty(TORC_SHAPE(16384), TORC_F32, s1);
+  assert_torc(big1);
+  torc_tensor *big0b = torc_empty(TORC_SHAPE(16384), TORC_F32, s0);
+  assert_torc(big0b);
+  torc_release(big0b);
+  torc_release(big1);
+  assert_ok(torc_synchronize(s0));
+  assert_ok(torc_synchronize(s1));
+  assert_int_equal(torc_device_memory_allocated(s0), base0);
+  assert_int_equal(torc_device_memory_allocated(s1), base1);
+}
+
+/* ---- group: the plugin's keys (each test loads and shuts down) ---- */
+
+static int teardown_each(void **state) {
+  (void)state;
+  torc_shutdown();
+  return 0;
+}
+
+static void expect_bad_key(const char *key, const char *value,
+                           const char *expected) {
+  const char *const k[] = {key}, *const v[] = {value};
+  torc_plugin_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.keys = k;
+  opts.values = v;
+  opts.n_keys = 1;
+  torc_clear_error();
+  assert_int_not_equal(torc_plugin_load("sim", &opts), TORC_OK);
+  char want[200];
+  snprintf(want, sizeof want, "sim: key '%s' = '%s': expected %s", key, value,
+           expected);
+  assert_contains(torc_last_error(), want);
+  /* a failed init leaves no sim device behind */
+  assert_int_equal(torc_device_count("sim"), -1);
+  torc_shutdown();
+}
+
+static void test_bad_keys(void **state) {
+  (void)state;
+  const char *bytes = "a byte count like 512M or 2G";
+  expect_bad_key("memory", "abc", bytes);
+  expect_bad_key("memory", "0", bytes);
+  expect_bad_key("memory", "12X", bytes);
+  expect_bad_key("memory", "-5M", bytes);
+  expect_bad_key("memory", "99999999999999999999G", bytes);
+  expect_bad_key("devices", "x", "a number of devices from 0 to 64");
+  expect_bad_key("devices", "65", "a number of devices from 0 to 64");
+  expect_bad_key("devices", "-1", "a number of devices from 0 to 64");
+  expect_bad_key("latency_us", "1ms", "microseconds from 0 to 60000000");
+  expect_bad_key("fail_op", "add;neg", "an op name like add or matmul");
+}
+
+static void test_good_keys(void **state) {
+  (void)state;
+  /* suffixes, as documented */
+  static const char *const k[] = {"memory", "devices"};
+  static const char *const sizes[] = {"3K", "3k", "3KiB", "3KB", "3072",
+                                      "3072B"};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    const char *v[] = {sizes[i], "1"};
+    assert_int_equal(load_sim(k, v, 2), 0);
+    torc_device sim = sim_dev(0);
+    torc_tensor *ok = torc_empty(TORC_SHAPE(3072), TORC_U8, sim);
+    assert_torc(ok);
+    assert_null(torc_empty(TORC_SHAPE(1), TORC_U8, sim));
+    assert_error(TORC_ERR_OOM, "3072 bytes");
+    torc_release(ok);
+    torc_shutdown();
+  }
+  /* zero devices: the type exists, no device does */
+  const char *v0[] = {"1G", "0"};
+  assert_int_equal(load_sim(k, v0, 2), 0);
+  assert_int_equal(torc_device_count("sim"), 0);
+  torc_device d;
+  assert_int_equal(torc_device_parse("sim:0", &d), TORC_ERR_DEVICE);
+  torc_shutdown();
+  /* defaults: one device; reloading after a shutdown works */
+  assert_int_equal(load_sim(NULL, NULL, 0), 0);
+  assert_int_equal(torc_device_count("sim"), 1);
+  torc_tensor *t = torc_ones(TORC_SHAPE(2), TORC_F32, sim_dev(0));
+  const double one2[2] = {1, 1};
+  test_assert_values(t, one2, 2, 0);
+  torc_release(t);
+  torc_shutdown();
+}
+
+static void test_sim_kernels_registered(void **state) {
+  (void)state;
+  assert_int_equal(load_sim(NULL, NULL, 0), 0);
+  int n = torc_kernel_count(), n_sim = 0, n_cpu = 0;
+  for (int i = 0; i < n; i++) {
+    torc_kernel_summary k;
+    assert_ok(torc_kernel_get(i, &k));
+    if (strcmp(k.device_type, "sim") == 0) {
+      n_sim++;
+      assert_string_equal(k.provider, "sim");
+    } else if (strcmp(k.device_type, "cpu") == 0 &&
+               strcmp(k.provider, "ref") == 0) {
+      n_cpu++;
+    }
+  }
+  /* the very same table as ref's */
+  assert_true(n_sim > 0);
+  assert_int_equal(n_sim, n_cpu);
+  torc_shutdown();
+}
+
+int main(void) {
+  const struct CMUnitTest basic[] = {
+      cmocka_unit_test(test_device_registered),
+      cmocka_unit_test(test_round_trip_every_dtype),
+      cmocka_unit_test(test_from_host_and_item),
+      cmocka_unit_test(test_unary_ops_match_ref),
+      cmocka_unit_test(test_binary_ops_match_ref),
+      cmocka_unit_test(test_inplace_ops_match_ref),
+      cmocka_unit_test(test_reductions_and_matmul_match_ref),
+      cmocka_unit_test(test_creation_casts_views_match_ref),
+      cmocka_unit_test(test_random_matches_ref),
+      cmocka_unit_test(test_mixed_devices_fail),
+      cmocka_unit_test(test_data_on_sim_fails),
+      cmocka_unit_test(test_memory_accounting),
+      cmocka_unit_test(test_pinned_memory),
+  };
+  const struct CMUnitTest small_memory[] = {
+      cmocka_unit_test(test_out_of_memory),
+  };
+  const struct CMUnitTest async[] = {
+      cmocka_unit_test(test_async_chain),
+      cmocka_unit_test(test_async_free_is_stream_ordered),
+      cmocka_unit_test(test_async_staged_copy),
+  };
+  const struct CMUnitTest sticky[] = {
+      cmocka_unit_test(test_sticky_error_at_synchronize),
+      cmocka_unit_test(test_sticky_error_at_copy),
+  };
+  const struct CMUnitTest two[] = {
+      cmocka_unit_test(test_two_devices),
+  };
+  const struct CMUnitTest keys[] = {
+      cmocka_unit_test_teardown(test_bad_keys, teardown_each),
+      cmocka_unit_test_teardown(test_good_keys, teardown_each),
+      cmocka_unit_test_teardown(test_sim_kernels_registered, teardown_each),
+  };
+  if (getenv("TORC_PLUGIN_PATH") == NULL) {
+    printf("test_sim: TORC_PLUGIN_PATH is not set (run through make check); "
+           "skipped\n");
+    return TEST_SKIP_STATUS;
+  }
+  int failed = 0;
+  failed += cmocka_run_group_tests_name("sim", basic, test_setup_ref_sim,
+                                        test_teardown_all);
+  failed += cmocka_run_group_tests_name("sim_oom", small_memory,
+                                        setup_small_memory, test_teardown_all);
+  failed += cmocka_run_group_tests_name("sim_async", async, setup_async,
+                                        test_teardown_all);
+  failed += cmocka_run_group_tests_name("sim_sticky", sticky, setup_fail_op,
+                                        test_teardown_all);
+  failed += cmocka_run_group_tests_name("sim_two_devices", two,
+                                        setup_two_devices, test_teardown_all);
+  failed += cmocka_run_group_tests_name("sim_keys", keys, NULL, NULL);
+  return failed;
+}

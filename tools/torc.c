@@ -1,0 +1,600 @@
+/* tools/torc.c — the `torc` command: a thin program over the public API.
+ * `torc plugins` lists the loaded plugins, the devices and which provider
+ * serves each op on each device type; `torc version` prints the versions.
+ * train, eval, export and bench are reserved for later releases.
+ * Exit status (as /work/shared/CONFIG.md): 0 ok, 1 runtime error, 2 usage
+ * or configuration error.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "torc/plugin.h" /* TORC_ABI_*, TORC_PROVIDES_*: constants only */
+#include "torc/torc.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* ---- usage ---- */
+
+static const char usage_main[] =
+    "usage: torc <command> [options]\n"
+    "\n"
+    "Commands:\n"
+    "  plugins [--config FILE]  list plugins, devices, and which provider\n"
+    "                           serves each op on each device type\n"
+    "  version                  print the torc version and plugin ABI\n"
+    "  help [COMMAND]           print this help, or a command's\n"
+    "  train, eval, export, bench\n"
+    "                           reserved: not available yet in this version\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help               print this help (`torc COMMAND --help`: the\n"
+    "                           command's)\n"
+    "  --version                same as `torc version`\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime error, 2 usage or configuration "
+    "error.\n";
+
+static const char usage_plugins[] =
+    "usage: torc plugins [--config FILE]\n"
+    "\n"
+    "Loads plugins and lists them (name, version, ABI, priority, what each\n"
+    "provides, its file), the device types with their devices, and a table\n"
+    "of the ops: for each op and device type, the dtypes served and by which\n"
+    "provider, and the kernels another provider overrides.\n"
+    "\n"
+    "Options:\n"
+    "  --config FILE  load the plugins an INI file names ([plugins],\n"
+    "                 [plugin.NAME]; see CONFIG.md) and apply its [torc]\n"
+    "                 section; without it, every plugin on the search path\n"
+    "                 (TORC_PLUGIN_PATH, then the install folder) is loaded\n"
+    "  -h, --help     print this help\n";
+
+static const char usage_version[] =
+    "usage: torc version\n"
+    "\n"
+    "Prints the torc library version and the plugin ABI version (a plugin\n"
+    "loads when its ABI major equals this one).\n";
+
+static const char usage_help[] =
+    "usage: torc help [COMMAND]\n"
+    "\n"
+    "Prints the list of commands, or the help of COMMAND.\n";
+
+static const char *const reserved_commands[] = {"train", "eval", "export",
+                                                "bench", NULL};
+
+static const char commands_line[] =
+    "commands: plugins, version, help (reserved: train, eval, export, "
+    "bench); `torc --help` for details\n";
+
+static int is_help_flag(const char *a) {
+  return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
+static int is_reserved(const char *cmd) {
+  for (int i = 0; reserved_commands[i]; i++)
+    if (strcmp(cmd, reserved_commands[i]) == 0)
+      return 1;
+  return 0;
+}
+
+static int reserved(const char *cmd) {
+  fprintf(stderr, "torc %s: not available yet in this version (see README)\n",
+          cmd);
+  return EXIT_USAGE;
+}
+
+static int unknown_command(const char *cmd) {
+  fprintf(stderr, "torc: unknown command '%s'\n%s", cmd, commands_line);
+  return EXIT_USAGE;
+}
+
+/* ---- output helpers ---- */
+
+/* A growable string, for table cells. */
+typedef struct text {
+  char *s;
+  size_t len, cap;
+} text;
+
+static void text_add(text *t, const char *s) {
+  size_t n = strlen(s);
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    while (cap < t->len + n + 1)
+      cap *= 2;
+    char *p = realloc(t->s, cap);
+    if (p == NULL) {
+      fprintf(stderr, "torc: out of memory\n");
+      exit(EXIT_RUNTIME);
+    }
+    t->s = p;
+    t->cap = cap;
+  }
+  memcpy(t->s + t->len, s, n + 1);
+  t->len += n;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (p == NULL) {
+    fprintf(stderr, "torc: out of memory\n");
+    exit(EXIT_RUNTIME);
+  }
+  return p;
+}
+
+/* "device, kernels" from TORC_PROVIDES_* bits. */
+static void provides_str(uint32_t provides, char *buf, size_t size) {
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } kinds[] = {{TORC_PROVIDES_DEVICE, "device"},
+               {TORC_PROVIDES_KERNELS, "kernels"},
+               {TORC_PROVIDES_DATA, "data"},
+               {TORC_PROVIDES_LOSS, "losses"},
+               {TORC_PROVIDES_OPTIM, "optimizers"},
+               {TORC_PROVIDES_MODULE, "modules"},
+               {TORC_PROVIDES_COMM, "communicators"}};
+  size_t len = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if ((provides & kinds[i].bit) && len < size)
+      len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+                              kinds[i].name);
+  if (len == 0)
+    snprintf(buf, size, "nothing declared");
+}
+
+/* dtype sets: bit d for torc_dtype d, plus one bit for TORC_DTYPE_ANY. */
+#define DT_ANY_BIT (1u << TORC_DTYPE_COUNT)
+#define DT_FLOATS                                                              \
+  ((1u << TORC_F32) | (1u << TORC_F64) | (1u << TORC_F16) | (1u << TORC_BF16))
+#define DT_INTS ((1u << TORC_I32) | (1u << TORC_I64) | (1u << TORC_U8))
+#define DT_ALL (DT_FLOATS | DT_INTS | (1u << TORC_BOOL))
+
+static unsigned dtype_bit(torc_dtype dt) {
+  return torc_dtype_valid(dt) ? 1u << dt : DT_ANY_BIT;
+}
+
+/* "float int", "f32 f64 i64", "all", "any": the compact set names. */
+static void dtypes_str(unsigned mask, text *out) {
+  int first = 1;
+#define ADD(word)                                                              \
+  do {                                                                         \
+    if (!first)                                                                \
+      text_add(out, " ");                                                      \
+    text_add(out, word);                                                       \
+    first = 0;                                                                 \
+  } while (0)
+  if (mask & DT_ANY_BIT)
+    ADD("any");
+  if ((mask & DT_ALL) == DT_ALL) {
+    ADD("all");
+    return;
+  }
+  if ((mask & DT_FLOATS) == DT_FLOATS)
+    ADD("float");
+  for (int d = 0; d < TORC_DTYPE_COUNT; d++) {
+    unsigned bit = 1u << d;
+    if (!(mask & bit))
+      continue;
+    if ((bit & DT_FLOATS) && (mask & DT_FLOATS) == DT_FLOATS)
+      continue;
+    if ((bit & DT_INTS) && (mask & DT_INTS) == DT_INTS) {
+      if (d == TORC_I32)
+        ADD("int");
+      continue;
+    }
+    ADD(torc_dtype_name((torc_dtype)d));
+  }
+#undef ADD
+}
+
+/* ---- torc plugins ---- */
+
+static void list_plugins(void) {
+  int n = torc_plugin_count();
+  printf("Plugins (%d loaded):\n", n);
+  if (n == 0)
+    printf("  none\n");
+  for (int i = 0; i < n; i++) {
+    torc_plugin_summary p;
+    if (torc_plugin_get(i, &p) != TORC_OK)
+      continue;
+    char provides[160];
+    provides_str(p.provides, provides, sizeof provides);
+    printf("  %s %s  (ABI %u.%u, priority %d)\n", p.name,
+           p.version ? p.version : "?", p.abi_major, p.abi_minor, p.priority);
+    if (p.description && *p.description)
+      printf("      %s\n", p.description);
+    printf("      provides: %s\n", provides);
+    printf("      file: %s\n", p.path ? p.path : "?");
+  }
+}
+
+/* The device types: registered ones (ids are small integers; see
+ * torc_device_type_name), then any type that has kernels but no device. */
+typedef struct devlist {
+  const char **names;
+  int n, cap;
+} devlist;
+
+static void devlist_add(devlist *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->names[i], name) == 0)
+      return;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 8;
+    const char **p = realloc(l->names, sizeof *p * (size_t)l->cap);
+    if (p == NULL) {
+      fprintf(stderr, "torc: out of memory\n");
+      exit(EXIT_RUNTIME);
+    }
+    l->names = p;
+  }
+  l->names[l->n++] = name;
+}
+
+static void list_devices(const devlist *types) {
+  printf("\nDevices:\n");
+  size_t w = 4;
+  for (int i = 0; i < types->n; i++)
+    if (strlen(types->names[i]) > w)
+      w = strlen(types->names[i]);
+  for (int i = 0; i < types->n; i++) {
+    const char *name = types->names[i];
+    int count = torc_device_count(name);
+    if (count < 0) {
+      printf("  %-*s  not registered (kernels only: no plugin loaded that "
+             "provides this device)\n",
+             (int)w, name);
+      continue;
+    }
+    printf("  %-*s  %d device%s", (int)w, name, count, count == 1 ? "" : "s");
+    /* Each device's name; the plugin's one-line description of a device is
+     * not reachable through the public API yet. */
+    int shown = count <= 8 ? count : 3;
+    for (int k = 0; k < shown; k++)
+      printf("%s%s:%d", k ? " " : "  ", name, k);
+    if (shown < count)
+      printf(" ... %s:%d", name, count - 1);
+    if (count == 0)
+      printf("  (no hardware found)");
+    printf("\n");
+  }
+}
+
+typedef struct kernels {
+  torc_kernel_summary *k;
+  int n;
+} kernels;
+
+/* The provider serving most (op, dtype) keys of a device type, or NULL. */
+static const char *main_provider(const kernels *ks, const char *dev) {
+  const char *best = NULL;
+  int best_n = 0;
+  for (int i = 0; i < ks->n; i++) {
+    const torc_kernel_summary *a = &ks->k[i];
+    if (!a->active || strcmp(a->device_type, dev) != 0)
+      continue;
+    int n = 0;
+    for (int j = 0; j < ks->n; j++)
+      n += ks->k[j].active && strcmp(ks->k[j].device_type, dev) == 0 &&
+           strcmp(ks->k[j].provider, a->provider) == 0;
+    if (n > best_n) {
+      best = a->provider;
+      best_n = n;
+    }
+  }
+  return best;
+}
+
+/* The cell of (op, device type): the column's main provider's dtypes
+ * first, then "DTYPES (PROVIDER)" for every other provider; "-" if none. */
+static char *cell(const kernels *ks, const char *op, const char *dev,
+                  const char *main_prov) {
+  enum { MAXP = 16 };
+  const char *prov[MAXP];
+  unsigned mask[MAXP];
+  int np = 0;
+  for (int i = 0; i < ks->n; i++) {
+    const torc_kernel_summary *k = &ks->k[i];
+    if (!k->active || strcmp(k->op, op) != 0 ||
+        strcmp(k->device_type, dev) != 0)
+      continue;
+    int j = 0;
+    while (j < np && strcmp(prov[j], k->provider) != 0)
+      j++;
+    if (j == np) {
+      if (np == MAXP)
+        continue;
+      prov[np] = k->provider;
+      mask[np++] = 0;
+    }
+    mask[j] |= dtype_bit(k->dtype);
+  }
+  text t = {0};
+  if (np == 0) {
+    text_add(&t, "-");
+    return t.s;
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int j = 0; j < np; j++) {
+      int is_main = main_prov && strcmp(prov[j], main_prov) == 0;
+      if (is_main != (pass == 0))
+        continue;
+      if (t.len)
+        text_add(&t, ", ");
+      dtypes_str(mask[j], &t);
+      if (!is_main) {
+        text_add(&t, " (");
+        text_add(&t, prov[j]);
+        text_add(&t, ")");
+      }
+    }
+  return t.s;
+}
+
+static void op_table(const kernels *ks, const devlist *types) {
+  const char *const *ops = torc_op_names();
+  int n_ops = 0;
+  while (ops && ops[n_ops])
+    n_ops++;
+  int n_cols = types->n;
+
+  printf("\nOps: the dtypes each device type serves, by the provider named "
+         "in the\n"
+         "column header unless a cell names another in parentheses.\n"
+         "  float = f32 f64 f16 bf16, int = i32 i64 u8, all = float int "
+         "bool,\n"
+         "  any = one kernel for every dtype, - = no kernel.\n");
+
+  char **headers = xcalloc((size_t)n_cols, sizeof *headers);
+  const char **mains = xcalloc((size_t)n_cols, sizeof *mains);
+  char **cells = xcalloc((size_t)n_cols * (size_t)(n_ops ? n_ops : 1),
+                         sizeof *cells);
+  size_t *width = xcalloc((size_t)n_cols, sizeof *width);
+  size_t op_w = 2;
+  for (int o = 0; o < n_ops; o++)
+    if (strlen(ops[o]) > op_w)
+      op_w = strlen(ops[o]);
+  for (int c = 0; c < n_cols; c++) {
+    mains[c] = main_provider(ks, types->names[c]);
+    text h = {0};
+    text_add(&h, types->names[c]);
+    if (mains[c]) {
+      text_add(&h, " (");
+      text_add(&h, mains[c]);
+      text_add(&h, ")");
+    }
+    headers[c] = h.s;
+    width[c] = h.len;
+    for (int o = 0; o < n_ops; o++) {
+      char *s = cell(ks, ops[o], types->names[c], mains[c]);
+      cells[(size_t)o * (size_t)n_cols + (size_t)c] = s;
+      if (strlen(s) > width[c])
+        width[c] = strlen(s);
+    }
+  }
+
+  printf("  %-*s", (int)op_w, "op");
+  for (int c = 0; c < n_cols; c++)
+    printf("  %-*s", c + 1 < n_cols ? (int)width[c] : 0, headers[c]);
+  printf("\n");
+  for (int o = 0; o < n_ops; o++) {
+    printf("  %-*s", (int)op_w, ops[o]);
+    for (int c = 0; c < n_cols; c++)
+      printf("  %-*s", c + 1 < n_cols ? (int)width[c] : 0,
+             cells[(size_t)o * (size_t)n_cols + (size_t)c]);
+    printf("\n");
+  }
+
+  for (int c = 0; c < n_cols; c++) {
+    free(headers[c]);
+    for (int o = 0; o < n_ops; o++)
+      free(cells[(size_t)o * (size_t)n_cols + (size_t)c]);
+  }
+  free(headers);
+  free(mains);
+  free(cells);
+  free(width);
+}
+
+/* Registrations that lost to another provider for the same key. */
+static void overridden(const kernels *ks) {
+  int n = 0;
+  for (int i = 0; i < ks->n; i++) {
+    const torc_kernel_summary *k = &ks->k[i];
+    if (k->active)
+      continue;
+    /* The active registration of the same (op, device, dtype). */
+    const torc_kernel_summary *win = NULL;
+    for (int j = 0; j < ks->n && win == NULL; j++) {
+      const torc_kernel_summary *w = &ks->k[j];
+      if (w->active && w->dtype == k->dtype && strcmp(w->op, k->op) == 0 &&
+          strcmp(w->device_type, k->device_type) == 0)
+        win = w;
+    }
+    if (n++ == 0)
+      printf("\nOverridden kernels (registered, not used):\n");
+    printf("  %s on %s, %s: %s (priority %d)", k->op, k->device_type,
+           torc_dtype_name(k->dtype), k->provider, k->priority);
+    if (win)
+      printf(" -> %s (priority %d)\n", win->provider, win->priority);
+    else
+      printf("\n");
+  }
+  if (n == 0)
+    printf("\nOverridden kernels: none.\n");
+}
+
+static int report(void) {
+  kernels ks = {0};
+  ks.n = torc_kernel_count();
+  ks.k = xcalloc((size_t)(ks.n > 0 ? ks.n : 1), sizeof *ks.k);
+  for (int i = 0; i < ks.n; i++)
+    if (torc_kernel_get(i, &ks.k[i]) != TORC_OK) {
+      fprintf(stderr, "torc plugins: %s\n", torc_last_error());
+      free(ks.k);
+      return EXIT_RUNTIME;
+    }
+
+  /* Device type ids are int16 run-time ids, small and dense in practice;
+   * no public call gives their number, so probe the id range. */
+  devlist types = {0};
+  for (int id = 0; id <= INT16_MAX; id++) {
+    const char *name = torc_device_type_name(id);
+    if (name)
+      devlist_add(&types, name);
+  }
+  if (types.n == 0)
+    devlist_add(&types, "cpu");
+  for (int i = 0; i < ks.n; i++)
+    devlist_add(&types, ks.k[i].device_type);
+
+  printf("torc %s, plugin ABI %d.%d\n\n", torc_version_string(),
+         TORC_ABI_MAJOR, TORC_ABI_MINOR);
+  list_plugins();
+  list_devices(&types);
+  op_table(&ks, &types);
+  overridden(&ks);
+  free(types.names);
+  free(ks.k);
+  return EXIT_OK;
+}
+
+static int cmd_plugins(int argc, char **argv) {
+  const char *config = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help_flag(a)) {
+      fputs(usage_plugins, stdout);
+      return EXIT_OK;
+    } else if (strcmp(a, "--config") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "torc plugins: option '--config' needs a file name\n"
+                        "usage: torc plugins [--config FILE]\n");
+        return EXIT_USAGE;
+      }
+      config = argv[++i];
+    } else if (strncmp(a, "--config=", 9) == 0) {
+      config = a + 9;
+    } else {
+      fprintf(stderr,
+              "torc plugins: unknown %s '%s'\n"
+              "usage: torc plugins [--config FILE]  (`torc plugins --help` "
+              "for details)\n",
+              a[0] == '-' ? "option" : "argument", a);
+      return EXIT_USAGE;
+    }
+  }
+
+  if (config) {
+    torc_config *cfg = torc_config_load(config);
+    if (cfg == NULL) {
+      fprintf(stderr, "torc plugins: %s\n", torc_last_error());
+      return EXIT_USAGE;
+    }
+    torc_status st = torc_config_apply(cfg);
+    torc_config_free(cfg);
+    if (st != TORC_OK) {
+      fprintf(stderr, "torc plugins: %s\n", torc_last_error());
+      /* A file or setting the configuration names is the user's to fix. */
+      return st == TORC_ERR_CONFIG || st == TORC_ERR_IO ? EXIT_USAGE
+                                                        : EXIT_RUNTIME;
+    }
+  } else if (torc_plugin_load_all() < 0) {
+    fprintf(stderr, "torc plugins: %s\n", torc_last_error());
+    return EXIT_RUNTIME;
+  }
+  return report();
+}
+
+/* ---- torc version ---- */
+
+static int cmd_version(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (is_help_flag(argv[i])) {
+      fputs(usage_version, stdout);
+      return EXIT_OK;
+    }
+    fprintf(stderr, "torc version: unknown %s '%s'\nusage: torc version\n",
+            argv[i][0] == '-' ? "option" : "argument", argv[i]);
+    return EXIT_USAGE;
+  }
+  printf("torc %s\nplugin ABI %d.%d\n", torc_version_string(), TORC_ABI_MAJOR,
+         TORC_ABI_MINOR);
+  return EXIT_OK;
+}
+
+/* ---- torc help ---- */
+
+static int cmd_help(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage_main, stdout);
+    return EXIT_OK;
+  }
+  if (argc > 2) {
+    fprintf(stderr, "torc help: expected one command, got %d arguments\n"
+                    "usage: torc help [COMMAND]\n",
+            argc - 1);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "plugins") == 0)
+    fputs(usage_plugins, stdout);
+  else if (strcmp(cmd, "version") == 0)
+    fputs(usage_version, stdout);
+  else if (strcmp(cmd, "help") == 0)
+    fputs(usage_help, stdout);
+  else if (is_reserved(cmd))
+    return reserved(cmd);
+  else
+    return unknown_command(cmd);
+  return EXIT_OK;
+}
+
+/* ---- main ---- */
+
+static int run(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage_main, stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (is_help_flag(cmd)) {
+    fputs(usage_main, stdout);
+    return EXIT_OK;
+  }
+  if (strcmp(cmd, "--version") == 0)
+    return cmd_version(1, argv + 1);
+  if (cmd[0] == '-') {
+    fprintf(stderr, "torc: unknown option '%s'\n%s", cmd, commands_line);
+    return EXIT_USAGE;
+  }
+  if (strcmp(cmd, "plugins") == 0)
+    return cmd_plugins(argc - 1, argv + 1);
+  if (strcmp(cmd, "version") == 0)
+    return cmd_version(argc - 1, argv + 1);
+  if (strcmp(cmd, "help") == 0)
+    return cmd_help(argc - 1, argv + 1);
+  if (is_reserved(cmd))
+    return reserved(cmd);
+  return unknown_command(cmd);
+}
+
+int main(int argc, char **argv) {
+  int rc = run(argc, argv);
+  torc_shutdown();
+  /* Output that could not be written (a full disk, a closed pipe) is a
+   * failure, not a silent success. */
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "torc: writing to standard output failed\n");
+    if (rc == EXIT_OK)
+      rc = EXIT_RUNTIME;
+  }
+  return rc;
+}
