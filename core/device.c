@@ -311,6 +311,22 @@ torc_status torc__device_check(torc_device dev, const char *what) {
 
 int torc_device_is_host(torc_device dev) { return dev.type == 0; }
 
+torc_status torc_device_describe(torc_device dev, char *buf, size_t size) {
+  torc_status st = torc__device_check(dev, "torc_device_describe");
+  if (st)
+    return st;
+  torc__devtype *d = torc__devtype_get(dev.type);
+  if (size == 0)
+    return TORC_OK;
+  buf[0] = '\0';
+  if (d->ops.describe &&
+      d->ops.describe(d->ops.user, dev.index, buf, size) == TORC_OK &&
+      buf[0] != '\0')
+    return TORC_OK;
+  torc_device_str(dev, buf, size);
+  return TORC_OK;
+}
+
 torc_status torc_synchronize(torc_device dev) {
   torc_status st = torc__device_check(dev, "torc_synchronize");
   if (st)

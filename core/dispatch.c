@@ -22,11 +22,12 @@ typedef struct kbest {
   torc_kernel_fn fn;
   void *data;
   uint32_t flags;
-  const kentry *entry_unused;
+  uint64_t seq; /* the winning registration */
 } kbest;
 
 static kentry *entries;
 static int n_entries, cap_entries;
+static kentry *sorted; /* entries sorted for listing; NULL when stale */
 static uint64_t next_seq;
 /* best[devtype][op][dtype + 1]; slot 0 is TORC_DTYPE_ANY. */
 static kbest best[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT][TORC_DTYPE_COUNT + 1];
@@ -75,6 +76,7 @@ static void recompute(int devtype, int op, int dtype) {
     b->fn = win->fn;
     b->data = win->data;
     b->flags = win->flags;
+    b->seq = win->seq;
   } else {
     memset(b, 0, sizeof *b);
   }
@@ -133,6 +135,8 @@ int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
   e->flags = TORC_HAS_SLOT(reg, torc_kernel_reg, flags) ? reg->flags : 0;
   e->owner = owner;
   recompute(devtype, op, e->dtype);
+  free(sorted);
+  sorted = NULL;
   pthread_mutex_unlock(&reg_lock);
   return TORC_OK;
 }
@@ -145,6 +149,8 @@ void torc__kernel_unregister_owner(torc__plugin *owner) {
       entries[w++] = entries[i];
   int removed = n_entries - w;
   n_entries = w;
+  free(sorted);
+  sorted = NULL;
   if (removed) {
     memset(best, 0, sizeof best);
     for (int i = 0; i < n_entries; i++)
@@ -157,6 +163,8 @@ void torc__registry_clear(void) {
   pthread_mutex_lock(&reg_lock);
   free(entries);
   entries = NULL;
+  free(sorted);
+  sorted = NULL;
   n_entries = cap_entries = 0;
   memset(best, 0, sizeof best);
   memset(fallback_logged, 0, sizeof fallback_logged);
@@ -199,14 +207,17 @@ torc_status torc_kernel_get(int i, torc_kernel_summary *out) {
                           "torc_kernel_get: index %d out of range (%d kernels)",
                           i, n_entries);
   }
-  /* Sort a copy so registration order (tie-breaking) is never disturbed. */
-  kentry *sorted = malloc((size_t)n_entries * sizeof *sorted);
+  /* A sorted copy, kept until the registry changes, so registration order
+   * (tie-breaking) is never disturbed and listing stays O(n log n). */
   if (sorted == NULL) {
-    pthread_mutex_unlock(&reg_lock);
-    return torc_set_error(TORC_ERR_OOM, "out of memory");
+    sorted = malloc((size_t)n_entries * sizeof *sorted);
+    if (sorted == NULL) {
+      pthread_mutex_unlock(&reg_lock);
+      return torc_set_error(TORC_ERR_OOM, "out of memory");
+    }
+    memcpy(sorted, entries, (size_t)n_entries * sizeof *sorted);
+    qsort(sorted, (size_t)n_entries, sizeof *sorted, cmp_entry);
   }
-  memcpy(sorted, entries, (size_t)n_entries * sizeof *sorted);
-  qsort(sorted, (size_t)n_entries, sizeof *sorted, cmp_entry);
   const kentry *e = &sorted[i];
   out->op = torc__ops[e->op].name;
   out->device_type = torc_device_type_name(e->devtype);
@@ -214,8 +225,7 @@ torc_status torc_kernel_get(int i, torc_kernel_summary *out) {
   out->provider = e->owner ? torc__plugin_name(e->owner) : "core";
   out->priority = e->priority;
   const kbest *b = &best[e->devtype][e->op][e->dtype + 1];
-  out->active = b->fn == e->fn && b->data == e->data;
-  free(sorted);
+  out->active = b->fn != NULL && b->seq == e->seq;
   pthread_mutex_unlock(&reg_lock);
   return TORC_OK;
 }

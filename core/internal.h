@@ -15,7 +15,7 @@
 #include "torc/plugin.h"
 #include "torc/torc.h"
 
-#define TORC__MAX_DEVICE_TYPES 16
+#define TORC__MAX_DEVICE_TYPES TORC_MAX_DEVICE_TYPES
 
 /* ---- errors (error.c) ---- */
 

@@ -1,7 +1,8 @@
 /* core/print.c — tensor printing in PyTorch 1.13's format (the rules of
  * torch/_tensor_str.py: precision 4, int/fixed/scientific mode, aligned
  * widths, 80-column wrapping, "..." summaries beyond 1000 elements), plus
- * the one-line torc_describe. Values are read through the device's copy.
+ * the one-line torc_describe. Host tensors are read in place through their
+ * strides; device tensors through the device's copy, edge items only.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -245,6 +246,36 @@ static torc_status gather_block(const torc_tensor *t, gathered *g,
   return TORC_OK;
 }
 
+/* The gathered values of a tensor in host memory, read through its
+ * strides: gathered index k of a summarised dim maps to k for the head and
+ * size - 2 * EDGEITEMS + k for the tail. */
+static void gather_host(const torc_tensor *t, gathered *g) {
+  torc_dtype dt = torc_dtype_of(t);
+  size_t esize = torc_dtype_size(dt);
+  const char *base = torc_data(t); /* the first element */
+  const int64_t *strides = torc_strides(t);
+  int64_t idx[TORC_MAX_DIMS] = {0};
+  for (int64_t gi = 0; gi < g->n; gi++) {
+    int64_t off = 0;
+    for (int d = 0; d < g->ndim; d++) {
+      int64_t src = idx[d];
+      if (g->summarised[d] && src >= PRINT_EDGEITEMS)
+        src += g->shape[d] - 2 * PRINT_EDGEITEMS;
+      off += src * strides[d];
+    }
+    const char *p = base + off * (int64_t)esize;
+    if (g->fv != NULL)
+      g->fv[gi] = torc__load_f64(dt, p);
+    else
+      g->iv[gi] = torc__load_i64(dt, p);
+    for (int d = g->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < g->gshape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
 static torc_status gather(const torc_tensor *t, int summarise, gathered *g) {
   memset(g, 0, sizeof *g);
   g->ndim = torc_ndim(t);
@@ -268,16 +299,28 @@ static torc_status gather(const torc_tensor *t, int summarise, gathered *g) {
     g->fv = malloc(n_alloc * sizeof *g->fv);
   else
     g->iv = malloc(n_alloc * sizeof *g->iv);
-  /* The largest block is the whole gathered array (no summarised dim). */
-  void *host = malloc(n_alloc * torc_dtype_size(dt));
-  if ((g->fv == NULL && g->iv == NULL) || host == NULL) {
-    free(host);
-    gathered_free(g);
+  if (g->fv == NULL && g->iv == NULL)
     return torc_set_error(TORC_ERR_OOM,
                           "torc_fprint: cannot allocate %zu bytes to print a "
                           "tensor of %lld elements",
-                          n_alloc * (sizeof(double) + torc_dtype_size(dt)),
-                          (long long)g->n);
+                          n_alloc * sizeof(double), (long long)g->n);
+
+  /* Host memory is read in place through the strides: no copy, no kernel
+   * (so printing works before any plugin is loaded). */
+  if (torc_device_is_host(torc_device_of(t))) {
+    gather_host(t, g);
+    return TORC_OK;
+  }
+
+  /* The largest block is the whole gathered array (no summarised dim). */
+  void *host = malloc(n_alloc * torc_dtype_size(dt));
+  if (host == NULL) {
+    gathered_free(g);
+    return torc_set_error(TORC_ERR_OOM,
+                          "torc_fprint: cannot allocate %zu bytes to copy a "
+                          "tensor of %lld elements from %s",
+                          n_alloc * torc_dtype_size(dt), (long long)g->n,
+                          torc__devname(torc_device_of(t)));
   }
 
   /* One block per choice of head or tail along each summarised dim. */

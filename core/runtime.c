@@ -35,6 +35,13 @@ void torc__ensure_init(void) {
 
 const char *torc_version_string(void) { return PACKAGE_VERSION; }
 
+void torc_abi_version(int *major, int *minor) {
+  if (major)
+    *major = TORC_ABI_MAJOR;
+  if (minor)
+    *minor = TORC_ABI_MINOR;
+}
+
 torc_status torc_set_num_threads(int n) {
   if (n < 1 || n > 1024)
     return torc_set_error(TORC_ERR_INVALID,
@@ -48,7 +55,7 @@ torc_status torc_set_num_threads(int n) {
 int torc_get_num_threads(void) { return n_threads; }
 
 void torc_set_log_level(int level) {
-  torc__ensure_init();
+  pthread_once(&init_once, init_once_fn);
   log_level = level < TORC_LOG_ERROR   ? TORC_LOG_ERROR
               : level > TORC_LOG_DEBUG ? TORC_LOG_DEBUG
                                        : level;
@@ -62,7 +69,9 @@ void torc_set_log_callback(torc_log_cb cb, void *user) {
 }
 
 void torc__log_v(int level, const char *fmt, va_list ap) {
-  torc__ensure_init();
+  /* Only the log level: no device set-up here, since the device registry
+   * logs while holding its lock. */
+  pthread_once(&init_once, init_once_fn);
   if (level > log_level)
     return;
   char line[1536];

@@ -249,10 +249,14 @@ expect_has out "/ref.so"
 expect_has out "/sim.so"
 pass "lists ref and sim with their files"
 
-grep -E '^  cpu +1 device  cpu:0$' "$tmp/out" >/dev/null ||
-  fail "expected the device line 'cpu  1 device  cpu:0'"
-grep -E '^  sim +[1-9][0-9]* devices?  sim:0' "$tmp/out" >/dev/null ||
-  fail "expected a device line for sim with sim:0"
+grep -E '^  cpu +1 device$' "$tmp/out" >/dev/null ||
+  fail "expected the device line 'cpu  1 device'"
+grep -E '^    cpu:0 +host memory$' "$tmp/out" >/dev/null ||
+  fail "expected 'cpu:0  host memory' under it"
+grep -E '^  sim +[1-9][0-9]* devices?$' "$tmp/out" >/dev/null ||
+  fail "expected a device line for sim"
+grep -E '^    sim:0 +simulated accelerator, .* in use$' "$tmp/out" >/dev/null ||
+  fail "expected sim:0 with the plugin's description (its memory in use)"
 pass "lists the cpu and sim devices"
 
 grep -E '^  op +cpu \(ref\) +sim \(sim\)$' "$tmp/out" >/dev/null ||
@@ -325,6 +329,64 @@ expect_lacks out "sim:0"
 grep -E '^  op +cpu \(ref\)$' "$tmp/out" >/dev/null ||
   fail "expected the op table header 'op  cpu (ref)' with no sim column"
 pass "a configuration loading only ref lists ref, not sim"
+
+# The same file loaded a second time under another name, at a higher
+# priority: that copy serves every cpu kernel and ref's are listed as
+# overridden.
+cat >"$tmp/override.ini" <<'EOF'
+[plugin.ref]
+module = ref
+[plugin.fast]
+module = ref
+priority = 10
+EOF
+run_torc plugins --config "$tmp/override.ini"
+expect_rc 0
+expect_empty err
+expect_has out "Plugins (2 loaded):"
+grep -E '^  fast [^ ]+  \(ABI [0-9]+\.[0-9]+, priority 10\)$' "$tmp/out" \
+  >/dev/null || fail "expected the plugin line of fast with priority 10"
+grep -E '^  op +cpu \(fast\)$' "$tmp/out" >/dev/null ||
+  fail "expected the op table header 'op  cpu (fast)'"
+cpu_cell=$(table_cell matmul "cpu (fast)")
+case $cpu_cell in
+  *"(ref)"* | "" | -) fail "expected matmul on cpu served by fast alone, got '$cpu_cell'" ;;
+esac
+expect_has out "Overridden kernels (registered, not used):"
+grep -E '^  matmul on cpu \[[a-z0-9 ]+\]: ref \(priority 0\) overridden by fast \(priority 10\)$' \
+  "$tmp/out" >/dev/null ||
+  fail "expected the line 'matmul on cpu [DTYPES]: ref (priority 0) overridden by fast (priority 10)'"
+pass "a higher-priority provider: column named after it, ref listed as overridden"
+
+# A device type without kernels (tests/plugins/goodkeys registers
+# "testdev"): its column shows "-" for every op.
+goodkeys=${TORC_TEST_PLUGIN_DIR:-}/goodkeys.so
+if [ -f "$goodkeys" ]; then
+  cat >"$tmp/testdev.ini" <<EOF
+[plugin.ref]
+module = ref
+[plugin.goodkeys]
+module = $goodkeys
+devices = 2
+greeting = hi
+EOF
+  run_torc plugins --config "$tmp/testdev.ini"
+  expect_rc 0
+  expect_has out "  goodkeys 1.2.3  (ABI 1.0, priority 0)"
+  expect_has out "      provides: device"
+  grep -E '^  testdev +2 devices$' "$tmp/out" >/dev/null ||
+    fail "expected the device line 'testdev  2 devices'"
+  grep -E '^    testdev:1 ' "$tmp/out" >/dev/null ||
+    fail "expected a line for testdev:1"
+  grep -E '^  op +cpu \(ref\) +testdev$' "$tmp/out" >/dev/null ||
+    fail "expected the op table header 'op  cpu (ref)  testdev'"
+  testdev_cell=$(table_cell matmul testdev)
+  [ "$testdev_cell" = "-" ] ||
+    fail "expected '-' for matmul on testdev, got '$testdev_cell'"
+  pass "a device type with no kernels: listed, its column all '-'"
+else
+  echo "SKIP: $goodkeys is not built (tests/plugins); device without kernels not checked"
+fi
 
 printf 'this is not a shared object\n' >"$tmp/fake.so"
 cat >"$tmp/fake.ini" <<EOF

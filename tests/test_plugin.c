@@ -1,10 +1,11 @@
 /* tests/test_plugin.c — the plugin loader: each way loading can fail (not
  * found, not a shared object, missing dependency, no entry symbol, ABI
- * mismatch, failing init, unknown key, insecure permissions) gives its
- * status and one message naming the plugin, the path and the cause; a
- * failed init is rolled back; keys reach the plugin; optional slots beyond
- * a table's struct_size are never called; reloading and shutdown work.
- * The test plugins live in tests/plugins/ ($TORC_TEST_PLUGIN_DIR). */
+ * mismatch, short or NULL descriptor, failing init, unknown key, insecure
+ * permissions) gives its status and one message naming the plugin, the
+ * path and the cause; a failed init is rolled back; keys reach the plugin;
+ * optional slots beyond a table's struct_size are never called; reloading
+ * and shutdown work. The test plugins live in tests/plugins/
+ * ($TORC_TEST_PLUGIN_DIR). */
 #define _XOPEN_SOURCE 700 /* mkdtemp, setenv, realpath, chown */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +22,11 @@
 #endif
 
 static const char *plugin_dir; /* $TORC_TEST_PLUGIN_DIR */
+
+/* Folders made by the current test; teardown removes them, even after a
+ * failed assertion. */
+static char tmpdirs[4][PATH_MAX];
+static int n_tmpdirs;
 
 /* "<plugin_dir>/<name>.so" in one of four rotating buffers. */
 static const char *tp_path(const char *name) {
@@ -59,9 +65,13 @@ static int setup(void **state) {
   return 0;
 }
 
+static void remove_tmpdir(const char *dir);
+
 static int teardown(void **state) {
   (void)state;
   torc_shutdown();
+  while (n_tmpdirs > 0)
+    remove_tmpdir(tmpdirs[--n_tmpdirs]);
   torc_set_log_callback(NULL, NULL);
   torc_set_log_level(TORC_LOG_WARN);
   return 0;
@@ -106,6 +116,8 @@ static void make_tmpdir(char *out) {
     print_error("mkdtemp %s: %s\n", out, strerror(errno));
     fail();
   }
+  assert_true(n_tmpdirs < 4);
+  snprintf(tmpdirs[n_tmpdirs++], PATH_MAX, "%s", out);
 }
 
 static void write_file(const char *path, const char *text) {
@@ -132,8 +144,11 @@ static void copy_file(const char *src, const char *dst, mode_t mode) {
   assert_int_equal(chmod(dst, mode), 0);
 }
 
-/* Removes a folder holding plain files only. */
+/* Removes a folder holding plain files only (and gives it back to us if a
+ * test gave it away). */
 static void remove_tmpdir(const char *dir) {
+  if (geteuid() == 0 && chown(dir, 0, (gid_t)-1) != 0)
+    print_message("cannot take %s back: %s\n", dir, strerror(errno));
   chmod(dir, 0700);
   DIR *d = opendir(dir);
   if (d == NULL)
@@ -183,7 +198,6 @@ static void test_not_found_path(void **state) {
   snprintf(path, sizeof path, "%s/absent.so", dir);
   expect_load_error(path, NULL, TORC_ERR_IO);
   assert_contains(err_msg, path);
-  remove_tmpdir(dir);
 }
 
 /* A text file named junk.so: TORC_ERR_PLUGIN with dlerror's text, both by
@@ -205,7 +219,6 @@ static void test_not_a_shared_object(void **state) {
   expect_load_error("junk", &opts, TORC_ERR_PLUGIN);
   assert_contains(err_msg, path);
   assert_contains(err_msg, "invalid ELF header");
-  remove_tmpdir(dir);
 }
 
 /* A plugin whose shared-library dependency is absent. */
@@ -244,6 +257,26 @@ static void test_abi_mismatch(void **state) {
   assert_contains(err_msg, ours);
   assert_contains(err_msg, "rebuild");
   assert_int_equal(log_count("init called"), 0);
+}
+
+/* A descriptor that ends before init: refused, and the slot past its
+ * struct_size is never read. */
+static void test_descriptor_too_short(void **state) {
+  (void)state;
+  const char *path = tp_path("short_info");
+  expect_load_error(path, NULL, TORC_ERR_ABI);
+  assert_contains(err_msg, path);
+  assert_contains(err_msg, "rebuild");
+  assert_int_equal(log_count("init called"), 0);
+}
+
+/* An entry point returning NULL: refused with a message, no crash. */
+static void test_entry_returns_null(void **state) {
+  (void)state;
+  const char *path = tp_path("null_info");
+  expect_load_error(path, NULL, TORC_ERR_ABI);
+  assert_contains(err_msg, path);
+  assert_contains(err_msg, "NULL");
 }
 
 /* init registers a device type and a kernel, then fails: the plugin's
@@ -497,7 +530,6 @@ static void test_insecure_folder(void **state) {
   assert_int_equal(chmod(dir, 01777), 0);
   assert_ok(try_load(so, NULL));
   assert_int_equal(torc_device_count("testdev"), 1);
-  remove_tmpdir(dir);
 }
 
 /* A plugin file writable by group or others is refused. */
@@ -511,7 +543,6 @@ static void test_insecure_file(void **state) {
   expect_insecure(so, so);
   assert_int_equal(chmod(so, 0755), 0);
   assert_ok(try_load(so, NULL));
-  remove_tmpdir(dir);
 }
 
 /* allow_insecure loads it anyway, with a warning naming the folder. */
@@ -544,7 +575,6 @@ static void test_allow_insecure(void **state) {
   assert_int_equal(torc_device_count("testdev"), 1);
   assert_contains(log_buf, "[1] ");
   assert_contains(log_buf, dir);
-  remove_tmpdir(dir);
 }
 
 /* A file or folder owned by another user (not root) is refused. */
@@ -565,7 +595,6 @@ static void test_foreign_owner(void **state) {
   expect_insecure(so, dir);
   assert_int_equal(chown(dir, 0, (gid_t)-1), 0);
   assert_ok(try_load(so, NULL));
-  remove_tmpdir(dir);
 }
 
 /* ======================================================================
@@ -663,6 +692,8 @@ int main(void) {
       T(test_missing_dependency),
       T(test_no_entry_symbol),
       T(test_abi_mismatch),
+      T(test_descriptor_too_short),
+      T(test_entry_returns_null),
       T(test_init_failure_rolls_back),
       T(test_bad_arguments),
       T(test_keys_reach_the_plugin),

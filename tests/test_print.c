@@ -511,6 +511,9 @@ static void test_sim_device(void **state) {
   /* torch.arange(2000, device='cuda')  (summary read from the device) */
   check_text(on_sim(torc_arange(0, 2000, 1, TORC_I64, TORC_CPU)),
              "tensor([   0,    1,    2,  ..., 1997, 1998, 1999], device='sim:0')");
+  /* torch.tensor(3.5, device='cuda')  (0-dim, read from the device) */
+  check_text(on_sim(torc_full(NULL, 0, 3.5, TORC_F32, TORC_CPU)),
+             "tensor(3.5000, device='sim:0')");
   /* torch.tensor([], device='cuda') */
   check_text(on_sim(torc_zeros(TORC_SHAPE(0), TORC_F32, TORC_CPU)),
              "tensor([], device='sim:0')");
@@ -647,6 +650,24 @@ static void test_in_scope(void **state) {
   torc_scope_end(token);
 }
 
+/* Host tensors print with no plugin loaded: their memory is read in place,
+ * strided views included (no copy kernel needed). */
+static void test_no_plugin(void **state) {
+  (void)state;
+  torc_shutdown();
+  assert_int_equal(torc_plugin_count(), 0);
+  torc_tensor *a = f32((const float[]){0, 1, 2, 3, 4, 5}, TORC_SHAPE(2, 3));
+  assert_torc(a);
+  /* torch.arange(6.).reshape(2,3).t() */
+  check_text(torc_transpose(a, 0, 1), "tensor([[0., 3.],\n"
+                                      "        [1., 4.],\n"
+                                      "        [2., 5.]])");
+  torc_release(a);
+  /* Restore what the group's other tests expect. */
+  test_load_plugin("ref");
+  test_load_plugin("sim");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_fixed, setup, teardown),
@@ -667,6 +688,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fprint_print, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_in_scope, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_plugin, setup, teardown),
   };
   return cmocka_run_group_tests_name("print", tests, test_setup_ref_sim,
                                      test_teardown_all);

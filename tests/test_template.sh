@@ -10,8 +10,9 @@
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-[ -n "${TORC_TOP_SRCDIR:-}" ] && [ -n "${TORC_TOP_BUILDDIR:-}" ] ||
+if [ -z "${TORC_TOP_SRCDIR:-}" ] || [ -z "${TORC_TOP_BUILDDIR:-}" ]; then
   skip "TORC_TOP_SRCDIR/TORC_TOP_BUILDDIR unset: run through make check"
+fi
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 command -v "$PKG_CONFIG" >/dev/null 2>&1 || skip "no pkg-config ($PKG_CONFIG)"
 CC=${CC:-cc}
@@ -21,6 +22,7 @@ command -v "${MAKE%% *}" >/dev/null 2>&1 || skip "no make ($MAKE)"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/torc-template.XXXXXX") ||
   fail "cannot create a temporary folder"
+# shellcheck disable=SC2317 # called by the trap
 cleanup() { chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
@@ -38,10 +40,12 @@ run() {
   fi
 }
 
-# ---- 1. install into a temporary DESTDIR ----
-# MAKEFLAGS is cleared: this make is not a child of the running one (no
-# jobserver), and it only copies what `make check` has already built.
-if ! MAKEFLAGS= MFLAGS= "$MAKE" -C "$TORC_TOP_BUILDDIR" install \
+# The makes below are not children of the running `make check` (no
+# jobserver, and its command-line variables such as TESTS are not theirs).
+unset MAKEFLAGS MFLAGS MAKELEVEL
+
+# ---- 1. install into a temporary DESTDIR (copies what is built) ----
+if ! "$MAKE" -C "$TORC_TOP_BUILDDIR" install \
      DESTDIR="$dest" >"$tmp/install.log" 2>&1; then
   cat "$tmp/install.log"
   fail "make install DESTDIR=$dest failed"
@@ -67,14 +71,15 @@ libdir=
 for f in $libs; do
   case $f in -L*) libdir=${f#-L} ;; esac
 done
-[ -n "$libdir" ] && [ -e "$libdir/libtorc.so" ] ||
+if [ -z "$libdir" ] || [ ! -e "$libdir/libtorc.so" ]; then
   fail "no installed libtorc.so in '$libdir' (pkg-config --libs torc: $libs)"
+fi
 
 # ---- 3. build the template out of tree with its own Makefile ----
 cp -R "$TORC_TOP_SRCDIR/examples/plugin-template" "$tmp/template" ||
   fail "cannot copy the template"
 chmod -R u+w "$tmp/template"
-if ! MAKEFLAGS= MFLAGS= "$MAKE" -C "$tmp/template" PKG_CONFIG="$PKG_CONFIG" \
+if ! "$MAKE" -C "$tmp/template" PKG_CONFIG="$PKG_CONFIG" \
      CC="$CC" CFLAGS="-O1 -g -Werror" >"$tmp/build.log" 2>&1; then
   cat "$tmp/build.log"
   fail "building the template with its Makefile failed"
@@ -83,14 +88,14 @@ so=$tmp/template/example.so
 [ -f "$so" ] || fail "the template's Makefile built no example.so"
 # Its headers came from the installed tree, not the source tree.
 # shellcheck disable=SC2086
-hdr=$("$CC" $cflags -M "$tmp/template/template.c" | tr ' \\' '\n\n' |
+hdr=$("$CC" $cflags -M "$tmp/template/template.c" | tr ' ' '\n' |
   grep 'torc/plugin\.h$' | head -n 1)
 case $hdr in
   "$dest"/*) ;;
   *) fail "template.c included torc/plugin.h from '$hdr', not from $dest" ;;
 esac
 if command -v nm >/dev/null 2>&1; then
-  MAKEFLAGS= MFLAGS= "$MAKE" -s -C "$tmp/template" check-exports ||
+  "$MAKE" -s -C "$tmp/template" check-exports ||
     fail "example.so exports more than torc_plugin_entry"
 fi
 

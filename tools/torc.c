@@ -253,17 +253,19 @@ static void list_devices(const devlist *types) {
              (int)w, name);
       continue;
     }
-    printf("  %-*s  %d device%s", (int)w, name, count, count == 1 ? "" : "s");
-    /* Each device's name; the plugin's one-line description of a device is
-     * not reachable through the public API yet. */
-    int shown = count <= 8 ? count : 3;
-    for (int k = 0; k < shown; k++)
-      printf("%s%s:%d", k ? " " : "  ", name, k);
-    if (shown < count)
-      printf(" ... %s:%d", name, count - 1);
-    if (count == 0)
-      printf("  (no hardware found)");
-    printf("\n");
+    printf("  %-*s  %d device%s%s\n", (int)w, name, count,
+           count == 1 ? "" : "s", count == 0 ? " (no hardware found)" : "");
+    for (int k = 0; k < count && k < 8; k++) {
+      char dname[64], desc[256];
+      snprintf(dname, sizeof dname, "%s:%d", name, k);
+      torc_device dev;
+      if (torc_device_parse(dname, &dev) != TORC_OK ||
+          torc_device_describe(dev, desc, sizeof desc) != TORC_OK)
+        snprintf(desc, sizeof desc, "%s", torc_last_error());
+      printf("    %-*s  %s\n", (int)w + 2, dname, desc);
+    }
+    if (count > 8)
+      printf("    ... %s:%d\n", name, count - 1);
   }
 }
 
@@ -403,31 +405,74 @@ static void op_table(const kernels *ks, const devlist *types) {
   free(width);
 }
 
-/* Registrations that lost to another provider for the same key. */
-static void overridden(const kernels *ks) {
-  int n = 0;
-  for (int i = 0; i < ks->n; i++) {
-    const torc_kernel_summary *k = &ks->k[i];
-    if (k->active)
-      continue;
-    /* The active registration of the same (op, device, dtype). */
-    const torc_kernel_summary *win = NULL;
-    for (int j = 0; j < ks->n && win == NULL; j++) {
-      const torc_kernel_summary *w = &ks->k[j];
-      if (w->active && w->dtype == k->dtype && strcmp(w->op, k->op) == 0 &&
-          strcmp(w->device_type, k->device_type) == 0)
-        win = w;
-    }
-    if (n++ == 0)
-      printf("\nOverridden kernels (registered, not used):\n");
-    printf("  %s on %s, %s: %s (priority %d)", k->op, k->device_type,
-           torc_dtype_name(k->dtype), k->provider, k->priority);
-    if (win)
-      printf(" -> %s (priority %d)\n", win->provider, win->priority);
-    else
-      printf("\n");
+/* Registrations that lost to another provider for the same key, one line
+ * per (op, device type, provider, winner) with the dtypes concerned. */
+typedef struct override_group {
+  const torc_kernel_summary *loser, *winner;
+  unsigned mask;
+} override_group;
+
+static const torc_kernel_summary *winner_of(const kernels *ks,
+                                            const torc_kernel_summary *k) {
+  for (int j = 0; j < ks->n; j++) {
+    const torc_kernel_summary *w = &ks->k[j];
+    if (w->active && w->dtype == k->dtype && strcmp(w->op, k->op) == 0 &&
+        strcmp(w->device_type, k->device_type) == 0)
+      return w;
   }
-  if (n == 0)
+  return NULL;
+}
+
+static int same_provider(const torc_kernel_summary *a,
+                         const torc_kernel_summary *b) {
+  if (a == NULL || b == NULL)
+    return a == b;
+  return strcmp(a->provider, b->provider) == 0 && a->priority == b->priority;
+}
+
+static void overridden(const kernels *ks, const devlist *types) {
+  const char *const *ops = torc_op_names();
+  int n_lines = 0;
+  for (int o = 0; ops && ops[o]; o++)
+    for (int c = 0; c < types->n; c++) {
+      enum { MAXG = 16 };
+      override_group g[MAXG];
+      int ng = 0;
+      for (int i = 0; i < ks->n; i++) {
+        const torc_kernel_summary *k = &ks->k[i];
+        if (k->active || strcmp(k->op, ops[o]) != 0 ||
+            strcmp(k->device_type, types->names[c]) != 0)
+          continue;
+        const torc_kernel_summary *w = winner_of(ks, k);
+        int j = 0;
+        while (j < ng &&
+               !(same_provider(g[j].loser, k) && same_provider(g[j].winner, w)))
+          j++;
+        if (j == ng) {
+          if (ng == MAXG)
+            continue;
+          g[ng].loser = k;
+          g[ng].winner = w;
+          g[ng++].mask = 0;
+        }
+        g[j].mask |= dtype_bit(k->dtype);
+      }
+      for (int j = 0; j < ng; j++) {
+        if (n_lines++ == 0)
+          printf("\nOverridden kernels (registered, not used):\n");
+        text dts = {0};
+        dtypes_str(g[j].mask, &dts);
+        printf("  %s on %s [%s]: %s (priority %d)", ops[o], types->names[c],
+               dts.s, g[j].loser->provider, g[j].loser->priority);
+        if (g[j].winner)
+          printf(" overridden by %s (priority %d)\n", g[j].winner->provider,
+                 g[j].winner->priority);
+        else
+          printf(" not used\n");
+        free(dts.s);
+      }
+    }
+  if (n_lines == 0)
     printf("\nOverridden kernels: none.\n");
 }
 
@@ -442,10 +487,8 @@ static int report(void) {
       return EXIT_RUNTIME;
     }
 
-  /* Device type ids are int16 run-time ids, small and dense in practice;
-   * no public call gives their number, so probe the id range. */
   devlist types = {0};
-  for (int id = 0; id <= INT16_MAX; id++) {
+  for (int id = 0; id < TORC_MAX_DEVICE_TYPES; id++) {
     const char *name = torc_device_type_name(id);
     if (name)
       devlist_add(&types, name);
@@ -455,12 +498,14 @@ static int report(void) {
   for (int i = 0; i < ks.n; i++)
     devlist_add(&types, ks.k[i].device_type);
 
-  printf("torc %s, plugin ABI %d.%d\n\n", torc_version_string(),
-         TORC_ABI_MAJOR, TORC_ABI_MINOR);
+  int abi_major, abi_minor;
+  torc_abi_version(&abi_major, &abi_minor);
+  printf("torc %s, plugin ABI %d.%d\n\n", torc_version_string(), abi_major,
+         abi_minor);
   list_plugins();
   list_devices(&types);
   op_table(&ks, &types);
-  overridden(&ks);
+  overridden(&ks, &types);
   free(types.names);
   free(ks.k);
   return EXIT_OK;
@@ -525,8 +570,10 @@ static int cmd_version(int argc, char **argv) {
             argv[i][0] == '-' ? "option" : "argument", argv[i]);
     return EXIT_USAGE;
   }
-  printf("torc %s\nplugin ABI %d.%d\n", torc_version_string(), TORC_ABI_MAJOR,
-         TORC_ABI_MINOR);
+  int abi_major, abi_minor;
+  torc_abi_version(&abi_major, &abi_minor);
+  printf("torc %s\nplugin ABI %d.%d\n", torc_version_string(), abi_major,
+         abi_minor);
   return EXIT_OK;
 }
 

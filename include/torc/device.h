@@ -36,8 +36,17 @@ TORC_API torc_status torc_device_parse(const char *name, torc_device *out);
  * NUL-terminated) and returns buf. */
 TORC_API char *torc_device_str(torc_device dev, char *buf, size_t size);
 
-/* The name of a device type id ("cpu", "sim"), or NULL if unknown. */
+/* Most device types registered at once; ids run from 0 to this - 1. */
+#define TORC_MAX_DEVICE_TYPES 16
+
+/* The name of a device type id ("cpu", "sim"), or NULL if no type has that
+ * id (ids of unloaded plugins' types are left empty, not reused at once). */
 TORC_API const char *torc_device_type_name(int type);
+
+/* One line from the device's plugin describing it (its memory, say), or
+ * its name when the plugin gives none. Errors: TORC_ERR_DEVICE. */
+TORC_API torc_status torc_device_describe(torc_device dev, char *buf,
+                                          size_t size);
 
 /* Number of devices of a registered type (0 for a type whose plugin loaded
  * but found no hardware, e.g. cuda on a machine without a GPU), or -1 if

@@ -14,6 +14,10 @@ TORC_BEGIN_DECLS
 /* The library's version string, e.g. "0.1.0". */
 TORC_API const char *torc_version_string(void);
 
+/* The plugin ABI version of the running library (which may differ from the
+ * TORC_ABI_* constants a program was compiled with). Either may be NULL. */
+TORC_API void torc_abi_version(int *major, int *minor);
+
 /* Options for torc_plugin_load; zero-initialise, then set what you need. */
 typedef struct torc_plugin_opts {
   /* Name under which the plugin's [plugin.NAME] keys are looked up and it

@@ -11,7 +11,8 @@ TEST_PLUGIN_EXPORT = -export-symbols-regex '^torc_plugin_entry$$'
 check_LTLIBRARIES += \
 	tests/plugins/bad_abi.la tests/plugins/no_entry.la \
 	tests/plugins/init_fail.la tests/plugins/missing_dep.la \
-	tests/plugins/goodkeys.la
+	tests/plugins/goodkeys.la tests/plugins/short_info.la \
+	tests/plugins/null_info.la
 
 tests_plugins_bad_abi_la_SOURCES = tests/plugins/bad_abi.c
 tests_plugins_bad_abi_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
@@ -23,6 +24,12 @@ tests_plugins_no_entry_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 
 tests_plugins_init_fail_la_SOURCES = tests/plugins/init_fail.c
 tests_plugins_init_fail_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
+
+tests_plugins_short_info_la_SOURCES = tests/plugins/short_info.c
+tests_plugins_short_info_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
+
+tests_plugins_null_info_la_SOURCES = tests/plugins/null_info.c
+tests_plugins_null_info_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
 
 tests_plugins_goodkeys_la_SOURCES = tests/plugins/goodkeys.c
 tests_plugins_goodkeys_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
