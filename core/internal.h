@@ -85,7 +85,15 @@ struct torc_tensor {
   int64_t strides[TORC_MAX_DIMS];
   int64_t offset;
   torc_storage *storage;
-  void *autograd; /* reserved for autograd metadata */
+  /* autograd (autograd.c) */
+  uint8_t requires_grad;
+  uint8_t retain_grad;
+  uint8_t is_view;          /* shares storage with a base tensor */
+  int16_t output_nr;        /* which output of grad_fn this is */
+  struct torc__node *grad_fn;  /* producer (strong); NULL for leaves */
+  struct torc__node *grad_acc; /* leaf's AccumulateGrad (weak) */
+  torc_tensor *grad;           /* accumulated gradient (strong) */
+  struct torc__hooks *hooks;
 };
 
 /* Allocates a storage of nbytes on dev (refcount 1). */
@@ -208,6 +216,141 @@ void torc__registry_clear(void);
 /* [torc] fallback = cpu: run ops missing on a device on the cpu, with
  * copies, logged once per (op, device). */
 void torc__set_fallback(int on);
+
+/* ---- autograd (autograd.c: the tape and the engine; derivatives.c: the
+ * backward formulas) ---- */
+
+#define TORC__MAX_SAVED 8
+#define TORC__MAX_OUTPUTS 4
+
+typedef struct torc__node torc__node;
+
+/* A backward formula: from the gradients of the node's outputs (gout[i],
+ * never NULL: missing ones are zeros) compute the gradients of its inputs
+ * into gin[i] (new references) for each i with torc__needs_grad(n, i).
+ * Runs in no-grad mode with scopes suspended, so it may call the public
+ * ops freely and must release what it creates. A gradient may have the
+ * broadcast shape or another dtype/device than the input: the engine sums
+ * it to the input's shape and casts/moves it. */
+typedef torc_status (*torc__backward_fn)(torc__node *n,
+                                         torc_tensor *const *gout,
+                                         torc_tensor **gin);
+
+typedef struct torc__edge {
+  torc__node *node; /* strong; NULL when the input needs no grad */
+  int input_nr;     /* which output of `node` the input was */
+} torc__edge;
+
+typedef struct torc__inmeta {
+  int ndim;
+  torc_dtype dtype;
+  torc_device device;
+  int64_t shape[TORC_MAX_DIMS];
+} torc__inmeta;
+
+struct torc__node {
+  _Atomic int refcount;
+  const char *name;     /* "MulBackward" */
+  const char *op;       /* forward op name, for messages */
+  torc__backward_fn fn; /* NULL for AccumulateGrad */
+  uint64_t seq;         /* creation order */
+  int n_in, n_out;
+  torc__edge *next;     /* n_in */
+  torc__inmeta *in;     /* n_in */
+  torc__inmeta out[TORC__MAX_OUTPUTS];
+  torc_tensor *out_weak[TORC__MAX_OUTPUTS]; /* for retain_grad and hooks */
+  torc_tensor *saved[TORC__MAX_SAVED];      /* detached views */
+  uint64_t saved_version[TORC__MAX_SAVED];
+  int n_saved;
+  int freed;            /* saved tensors released by a backward */
+  torc_tensor *leaf;    /* AccumulateGrad: the leaf (strong) */
+  uint8_t view;         /* made by a view op: outputs share the input's data */
+  uint64_t walk_gen;    /* engine bookkeeping (autograd.c) */
+  int walk_idx;
+  unsigned char params[96]; /* op parameters the formula needs */
+};
+
+/* 1 if ops should record: grad mode enabled and some input requires grad. */
+int torc__should_record(const torc_tensor *const *in, int n);
+
+/* 1 in inference mode (no version bumps). */
+int torc__inference_mode(void);
+
+/* A node for op `op` over n inputs (edges to their producers); NULL and an
+ * error on OOM. The caller saves what the formula needs, then attaches the
+ * outputs with torc__node_attach (which hands the reference over). */
+torc__node *torc__node_new(const char *name, const char *op,
+                           torc__backward_fn fn, const torc_tensor *const *in,
+                           int n_in);
+
+/* Saves t (as a detached view, with its current version) in slot order. */
+torc_status torc__node_save(torc__node *n, const torc_tensor *t);
+
+/* Makes the outputs non-leaves produced by n; consumes the caller's
+ * reference to n. */
+void torc__node_attach(torc__node *n, torc_tensor *const *out, int n_out);
+
+/* Releases a node reference (recursively frees the graph behind it). */
+void torc__node_release(torc__node *n);
+
+/* 1 if input i of n needs a gradient. */
+static inline int torc__needs_grad(const torc__node *n, int i) {
+  return n->next[i].node != NULL;
+}
+
+/* Records op `op` from ops.def for a unary/binary op with the formula in
+ * derivatives.c's table (no-op if the op is not differentiable or nothing
+ * requires grad). Returns an error only on OOM. */
+torc_status torc__record_op(int op, const torc_tensor *const *in, int n_in,
+                            torc_tensor *out, const void *params,
+                            size_t psize);
+
+/* The derivatives table: formula and what to save, per op id. */
+typedef struct torc__derivative {
+  const char *name;      /* "ExpBackward" */
+  torc__backward_fn fn;  /* NULL: not differentiable */
+  unsigned save;         /* bit i: input i; bit 7: the output */
+} torc__derivative;
+extern const torc__derivative torc__derivatives[TORC__OP_COUNT];
+
+/* Releases the autograd fields of a tensor being freed. */
+void torc__autograd_release(torc_tensor *t);
+
+/* Scope tracking is suspended while > 0 (the engine runs formulas so). */
+void torc__scope_suspend(int delta);
+
+/* Checks an in-place write to t is allowed by autograd (not a leaf that
+ * requires grad in grad mode, not a view of a tensor requiring grad).
+ * `fn` names the op. */
+torc_status torc__check_inplace(const torc_tensor *t, const char *fn);
+
+/* View-like ops' records (derivatives.c). `p` holds the op's integers:
+ * PERMUTE: the dims; TRANSPOSE: d0, d1; SLICE: dim, start, end, step;
+ * SELECT: dim, index; RESHAPE, EXPAND, IDENTITY: nothing. Records when
+ * `in` requires grad; returns out, or NULL (releasing out) on failure. */
+enum {
+  TORC__VIEW_RESHAPE,
+  TORC__VIEW_PERMUTE,
+  TORC__VIEW_TRANSPOSE,
+  TORC__VIEW_EXPAND,
+  TORC__VIEW_SLICE,
+  TORC__VIEW_SELECT,
+  TORC__VIEW_IDENTITY /* clone, contiguous, to, to_dtype: not a view */
+};
+torc_tensor *torc__record_view(torc_tensor *out, const torc_tensor *in,
+                               int kind, const int64_t *p, int np);
+
+/* Records matmul on its original operands (a_vec/b_vec: a 1-D operand was
+ * promoted to a matrix). */
+torc_status torc__record_matmul(const torc_tensor *a, const torc_tensor *b,
+                                torc_tensor *out, int a_vec, int b_vec);
+
+/* Records a reduction (params: the mask and keepdim). */
+torc_status torc__record_reduce(int op, const torc_tensor *in,
+                                torc_tensor *out, uint32_t mask, int keepdim);
+
+/* Sums g over the dims that broadcasting expanded, giving `shape`. */
+torc_tensor *torc__sum_to(const torc_tensor *g, const int64_t *shape, int ndim);
 
 /* ---- plugins (plugin.c) ---- */
 

@@ -4,6 +4,7 @@ libtorc_la_SOURCES = \
 	core/internal.h core/ops.def \
 	core/error.c core/dtype.c core/device.c core/tensor.c core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
+	core/autograd.c core/derivatives.c \
 	core/plugin.c core/config.c core/runtime.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
 	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS)
@@ -14,4 +15,4 @@ torcinclude_HEADERS += \
 	include/torc/torc.h include/torc/error.h include/torc/dtype.h \
 	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
-	include/torc/philox.h
+	include/torc/philox.h include/torc/autograd.h

@@ -94,9 +94,10 @@ torc_tensor *torc__unary(int op, const torc_tensor *x) {
   if (xin == NULL)
     return NULL;
   torc_tensor *out = torc__empty(x->shape, x->ndim, kdt, x->storage->device);
-  if (out && torc__numel(x->shape, x->ndim) > 0 &&
-      torc__kernel_call(op, kdt, (const torc_tensor *const *)&xin, 1, &out, 1,
-                        NULL, 0)) {
+  if (out && ((torc__numel(x->shape, x->ndim) > 0 &&
+               torc__kernel_call(op, kdt, (const torc_tensor *const *)&xin, 1,
+                                 &out, 1, NULL, 0)) ||
+              torc__record_op(op, &x, 1, out, NULL, 0))) {
     torc_release(out);
     out = NULL;
   }
@@ -167,13 +168,21 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
       binary_dtypes(op, fn, a, b, &kdt, &odt))
     return NULL;
   torc_tensor *out = torc__empty(shape, ndim, odt, a->storage->device);
-  if (out == NULL || torc__numel(shape, ndim) == 0)
+  if (out == NULL)
+    return NULL;
+  if (torc__numel(shape, ndim) == 0) {
+    if (torc__record_op(op, pair, 2, out, NULL, 0)) {
+      torc_release(out);
+      return NULL;
+    }
     return out;
+  }
   torc_tensor *ca = as_dtype(a, kdt), *cb = ca ? as_dtype(b, kdt) : NULL;
   torc_tensor *ea = cb ? torc__expand(ca, shape, ndim) : NULL;
   torc_tensor *eb = ea ? torc__expand(cb, shape, ndim) : NULL;
   const torc_tensor *in[2] = {ea, eb};
-  if (eb == NULL || torc__kernel_call(op, kdt, in, 2, &out, 1, NULL, 0)) {
+  if (eb == NULL || torc__kernel_call(op, kdt, in, 2, &out, 1, NULL, 0) ||
+      torc__record_op(op, pair, 2, out, NULL, 0)) {
     torc_release(out);
     out = NULL;
   }
@@ -241,21 +250,70 @@ static torc_status binary_inplace(int op, torc_tensor *a, const torc_tensor *b) 
                             "stride 0): several elements share one memory "
                             "location; clone it first",
                             fn, i);
-  if (torc__numel(a->shape, a->ndim) == 0)
+  /* Autograd: refuse writes it cannot track; record the op on a's old
+   * value (a clone when the formula needs it, since a is overwritten). */
+  int rec = torc__should_record(pair, 2);
+  const torc__derivative *d = &torc__derivatives[op];
+  torc__node *node = NULL;
+  torc_tensor *old_a = NULL;
+  if (rec) {
+    if ((st = torc__check_inplace(a, fn)))
+      return st;
+    if (a->is_view && !a->requires_grad)
+      return torc_set_error(
+          TORC_ERR_AUTOGRAD,
+          "%s: writing a value that requires grad into a view of another "
+          "tensor is not tracked by autograd (the base would not know); "
+          "build the result out of place instead",
+          fn);
+    if ((d->save & 1u) && (old_a = torc__cast(a, TORC_DTYPE_ANY)) == NULL)
+      return torc_last_status();
+    const torc_tensor *rin[2] = {old_a ? old_a : a, b};
+    node = torc__node_new(d->name, OPNAME(op), d->fn, rin, 2);
+    /* the edge must come from a's history, not from the clone's */
+    if (node && old_a && a->requires_grad && a->grad_fn) {
+      torc__node_release(node->next[0].node);
+      atomic_fetch_add(&a->grad_fn->refcount, 1);
+      node->next[0].node = a->grad_fn;
+      node->next[0].input_nr = a->output_nr;
+    }
+    for (int i = 0; node && i < 2; i++)
+      if ((d->save & (1u << i)) && torc__node_save(node, rin[i])) {
+        torc__node_release(node);
+        node = NULL;
+      }
+    if (node == NULL) {
+      torc_release(old_a);
+      return torc_last_status();
+    }
+  }
+  if (torc__numel(a->shape, a->ndim) == 0) {
+    torc_release(old_a);
+    if (node)
+      torc__node_attach(node, &a, 1);
     return TORC_OK;
+  }
   kdt = a->dtype;
   torc_tensor *cb = as_dtype(b, kdt);
   torc_tensor *eb = cb ? torc__expand(cb, a->shape, a->ndim) : NULL;
   if (eb == NULL) {
     torc_release(cb);
+    torc_release(old_a);
+    torc__node_release(node);
     return torc_last_status();
   }
   const torc_tensor *in[2] = {a, eb};
   st = torc__kernel_call(op, kdt, in, 2, &a, 1, NULL, 0);
   torc_release(cb);
   torc_release(eb);
-  if (st == TORC_OK)
+  torc_release(old_a);
+  if (st == TORC_OK) {
     torc__bump_version(a);
+    if (node)
+      torc__node_attach(node, &a, 1);
+  } else {
+    torc__node_release(node);
+  }
   return st;
 }
 
@@ -354,13 +412,20 @@ static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
     torc_release(out);
     return NULL;
   }
-  if (on == x->ndim)
-    return out;
-  int64_t os[TORC_MAX_DIMS];
-  torc__contiguous_strides(oshape, on, os);
-  torc_tensor *v = torc__view_of(out, oshape, os, on, 0);
-  torc_release(out);
-  return v;
+  if (on != x->ndim) {
+    int64_t os[TORC_MAX_DIMS];
+    torc__contiguous_strides(oshape, on, os);
+    torc_tensor *v = torc__view_of(out, oshape, os, on, 0);
+    torc_release(out);
+    if ((out = v) == NULL)
+      return NULL;
+    out->is_view = 0; /* a private buffer's view */
+  }
+  if (torc__record_reduce(op, x, out, mask, keepdim)) {
+    torc_release(out);
+    return NULL;
+  }
+  return out;
 }
 
 #define REDUCE(name)                                                           \
@@ -484,7 +549,13 @@ static torc_tensor *matmul(const torc_tensor *a, const torc_tensor *b) {
       fs[fn_++] = N;
     torc_tensor *v = torc__reshape(out, fs, fn_, 1);
     torc_release(out);
-    return v;
+    if ((out = v) == NULL)
+      return NULL;
+    out->is_view = 0;
+  }
+  if (torc__record_matmul(a, b, out, drop_m, drop_n)) {
+    torc_release(out);
+    return NULL;
   }
   return out;
 fail:

@@ -13,9 +13,12 @@ static _Thread_local torc_tensor **owned;
 static _Thread_local size_t n_owned, cap_owned;
 static _Thread_local size_t scope_start[MAX_SCOPE_DEPTH];
 static _Thread_local int depth;
+static _Thread_local int suspended;
+
+void torc__scope_suspend(int delta) { suspended += delta; }
 
 torc_tensor *torc__ret(torc_tensor *t) {
-  if (t == NULL || depth == 0)
+  if (t == NULL || depth == 0 || suspended > 0)
     return t;
   if (n_owned == cap_owned) {
     size_t cap = cap_owned ? cap_owned * 2 : 256;

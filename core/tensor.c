@@ -162,8 +162,10 @@ torc_tensor *torc__view_of(const torc_tensor *t, const int64_t *shape,
                            const int64_t *strides, int ndim, int64_t offset) {
   torc_tensor *v = tensor_alloc(t->storage, t->dtype, shape, strides, ndim,
                                 offset);
-  if (v)
+  if (v) {
     atomic_fetch_add(&t->storage->refcount, 1);
+    v->is_view = 1;
+  }
   return v;
 }
 
@@ -176,6 +178,7 @@ torc_tensor *torc_retain(torc_tensor *t) {
 void torc_release(torc_tensor *t) {
   if (t == NULL || atomic_fetch_sub(&t->refcount, 1) != 1)
     return;
+  torc__autograd_release(t);
   torc__storage_release(t->storage);
   atomic_fetch_sub(&live_tensors, 1);
   free(t);
@@ -184,7 +187,8 @@ void torc_release(torc_tensor *t) {
 int64_t torc_tensor_live_count(void) { return live_tensors; }
 
 void torc__bump_version(torc_tensor *t) {
-  atomic_fetch_add(&t->storage->version, 1);
+  if (!torc__inference_mode())
+    atomic_fetch_add(&t->storage->version, 1);
 }
 
 /* ---- properties ---- */
@@ -606,18 +610,22 @@ torc_tensor *torc__reshape(const torc_tensor *t, const int64_t *shape, int ndim,
   int64_t cs[TORC_MAX_DIMS];
   torc__contiguous_strides(nshape, ndim, cs);
   torc_tensor *v = torc__view_of(c, nshape, cs, ndim, c->offset);
+  if (v)
+    v->is_view = 0; /* c was a private copy */
   torc_release(c);
   return v;
 }
 
 torc_tensor *torc_reshape(const torc_tensor *t, const int64_t *shape, int ndim) {
   CHECK_IN(t, "torc_reshape");
-  return torc__ret(torc__reshape(t, shape, ndim, 1));
+  return torc__ret(torc__record_view(torc__reshape(t, shape, ndim, 1), t,
+                                     TORC__VIEW_RESHAPE, NULL, 0));
 }
 
 torc_tensor *torc_view(const torc_tensor *t, const int64_t *shape, int ndim) {
   CHECK_IN(t, "torc_view");
-  return torc__ret(torc__reshape(t, shape, ndim, 0));
+  return torc__ret(torc__record_view(torc__reshape(t, shape, ndim, 0), t,
+                                     TORC__VIEW_RESHAPE, NULL, 0));
 }
 
 torc_tensor *torc_permute(const torc_tensor *t, const int *dims, int ndim) {
@@ -631,6 +639,7 @@ torc_tensor *torc_permute(const torc_tensor *t, const int *dims, int ndim) {
   }
   int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
   int seen[TORC_MAX_DIMS] = {0};
+  int64_t pd[TORC_MAX_DIMS];
   for (int i = 0; i < ndim; i++) {
     int d = 0;
     if (torc__wrap_dim(dims[i], ndim, "torc_permute", &d))
@@ -644,8 +653,11 @@ torc_tensor *torc_permute(const torc_tensor *t, const int *dims, int ndim) {
     }
     shape[i] = t->shape[d];
     strides[i] = t->strides[d];
+    pd[i] = d;
   }
-  return torc__ret(torc__view_of(t, shape, strides, ndim, t->offset));
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, ndim, t->offset), t,
+      TORC__VIEW_PERMUTE, pd, ndim));
 }
 
 torc_tensor *torc_transpose(const torc_tensor *t, int dim0, int dim1) {
@@ -661,7 +673,10 @@ torc_tensor *torc_transpose(const torc_tensor *t, int dim0, int dim1) {
     shape[a] = t->shape[b], shape[b] = t->shape[a];
     strides[a] = t->strides[b], strides[b] = t->strides[a];
   }
-  return torc__ret(torc__view_of(t, shape, strides, t->ndim, t->offset));
+  int64_t p[2] = {a, b};
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, t->ndim, t->offset), t,
+      TORC__VIEW_TRANSPOSE, p, 2));
 }
 
 torc_tensor *torc_narrow(const torc_tensor *t, int dim, int64_t start,
@@ -689,8 +704,11 @@ torc_tensor *torc_narrow(const torc_tensor *t, int dim, int64_t start,
   int64_t shape[TORC_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   shape[d] = length;
-  return torc__ret(torc__view_of(t, shape, t->strides, t->ndim,
-                                 t->offset + start * t->strides[d]));
+  int64_t p[4] = {d, start, start + length, 1};
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, t->strides, t->ndim,
+                    t->offset + start * t->strides[d]),
+      t, TORC__VIEW_SLICE, p, 4));
 }
 
 torc_tensor *torc_slice(const torc_tensor *t, int dim, int64_t start,
@@ -735,8 +753,11 @@ torc_tensor *torc_slice(const torc_tensor *t, int dim, int64_t start,
   memcpy(strides, t->strides, sizeof strides);
   shape[d] = len;
   strides[d] = t->strides[d] * step;
-  return torc__ret(torc__view_of(t, shape, strides, t->ndim,
-                                 t->offset + (len ? s * t->strides[d] : 0)));
+  int64_t p[4] = {d, s, e, step};
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, t->ndim,
+                    t->offset + (len ? s * t->strides[d] : 0)),
+      t, TORC__VIEW_SLICE, p, 4));
 }
 
 torc_tensor *torc_select(const torc_tensor *t, int dim, int64_t index) {
@@ -767,8 +788,10 @@ torc_tensor *torc_select(const torc_tensor *t, int dim, int64_t index) {
       shape[n] = t->shape[i];
       strides[n++] = t->strides[i];
     }
-  return torc__ret(torc__view_of(t, shape, strides, n,
-                                 t->offset + index * t->strides[d]));
+  int64_t p[2] = {d, index};
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, n, t->offset + index * t->strides[d]),
+      t, TORC__VIEW_SELECT, p, 2));
 }
 
 torc_tensor *torc__expand(const torc_tensor *t, const int64_t *shape, int ndim) {
@@ -822,7 +845,8 @@ torc_tensor *torc__expand(const torc_tensor *t, const int64_t *shape, int ndim) 
 
 torc_tensor *torc_expand(const torc_tensor *t, const int64_t *shape, int ndim) {
   CHECK_IN(t, "torc_expand");
-  return torc__ret(torc__expand(t, shape, ndim));
+  return torc__ret(torc__record_view(torc__expand(t, shape, ndim), t,
+                                     TORC__VIEW_EXPAND, NULL, 0));
 }
 
 torc_tensor *torc_squeeze(const torc_tensor *t, int dim) {
@@ -831,7 +855,9 @@ torc_tensor *torc_squeeze(const torc_tensor *t, int dim) {
   if (torc__wrap_dim(dim, t->ndim, "torc_squeeze", &d))
     return NULL;
   if (t->ndim == 0 || t->shape[d] != 1)
-    return torc__ret(torc__view_of(t, t->shape, t->strides, t->ndim, t->offset));
+    return torc__ret(torc__record_view(
+        torc__view_of(t, t->shape, t->strides, t->ndim, t->offset), t,
+        TORC__VIEW_RESHAPE, NULL, 0));
   int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < t->ndim; i++)
@@ -839,7 +865,9 @@ torc_tensor *torc_squeeze(const torc_tensor *t, int dim) {
       shape[n] = t->shape[i];
       strides[n++] = t->strides[i];
     }
-  return torc__ret(torc__view_of(t, shape, strides, n, t->offset));
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, n, t->offset), t, TORC__VIEW_RESHAPE,
+      NULL, 0));
 }
 
 torc_tensor *torc_squeeze_all(const torc_tensor *t) {
@@ -851,7 +879,9 @@ torc_tensor *torc_squeeze_all(const torc_tensor *t) {
       shape[n] = t->shape[i];
       strides[n++] = t->strides[i];
     }
-  return torc__ret(torc__view_of(t, shape, strides, n, t->offset));
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, n, t->offset), t, TORC__VIEW_RESHAPE,
+      NULL, 0));
 }
 
 torc_tensor *torc_unsqueeze(const torc_tensor *t, int dim) {
@@ -878,14 +908,17 @@ torc_tensor *torc_unsqueeze(const torc_tensor *t, int dim) {
       strides[n++] = t->strides[i];
     }
   }
-  return torc__ret(torc__view_of(t, shape, strides, n, t->offset));
+  return torc__ret(torc__record_view(
+      torc__view_of(t, shape, strides, n, t->offset), t, TORC__VIEW_RESHAPE,
+      NULL, 0));
 }
 
 torc_tensor *torc_flatten(const torc_tensor *t, int start_dim, int end_dim) {
   CHECK_IN(t, "torc_flatten");
   if (t->ndim == 0) {
     int64_t one = 1;
-    return torc__ret(torc__reshape(t, &one, 1, 1));
+    return torc__ret(torc__record_view(torc__reshape(t, &one, 1, 1), t,
+                                       TORC__VIEW_RESHAPE, NULL, 0));
   }
   int s = 0, e = 0;
   if (torc__wrap_dim(start_dim, t->ndim, "torc_flatten", &s) ||
@@ -906,7 +939,8 @@ torc_tensor *torc_flatten(const torc_tensor *t, int start_dim, int end_dim) {
   shape[n++] = m;
   for (int i = e + 1; i < t->ndim; i++)
     shape[n++] = t->shape[i];
-  return torc__ret(torc__reshape(t, shape, n, 1));
+  return torc__ret(torc__record_view(torc__reshape(t, shape, n, 1), t,
+                                     TORC__VIEW_RESHAPE, NULL, 0));
 }
 
 torc_tensor *torc_detach(const torc_tensor *t) {
@@ -939,12 +973,16 @@ torc_tensor *torc__cast(const torc_tensor *t, torc_dtype dtype) {
 
 torc_tensor *torc_contiguous(const torc_tensor *t) {
   CHECK_IN(t, "torc_contiguous");
-  return torc__ret(torc__contiguous(t));
+  if (torc_is_contiguous(t))
+    return torc__ret(torc_retain((torc_tensor *)t));
+  return torc__ret(torc__record_view(torc__contiguous(t), t,
+                                     TORC__VIEW_IDENTITY, NULL, 0));
 }
 
 torc_tensor *torc_clone(const torc_tensor *t) {
   CHECK_IN(t, "torc_clone");
-  return torc__ret(torc__cast(t, TORC_DTYPE_ANY));
+  return torc__ret(torc__record_view(torc__cast(t, TORC_DTYPE_ANY), t,
+                                     TORC__VIEW_IDENTITY, NULL, 0));
 }
 
 torc_tensor *torc_to_dtype(const torc_tensor *t, torc_dtype dtype) {
@@ -956,7 +994,10 @@ torc_tensor *torc_to_dtype(const torc_tensor *t, torc_dtype dtype) {
   }
   if (dtype == t->dtype)
     return torc__ret(torc_retain((torc_tensor *)t));
-  return torc__ret(torc__cast(t, dtype));
+  torc_tensor *c = torc__cast(t, dtype);
+  if (c && !torc_dtype_is_float(dtype))
+    return torc__ret(c); /* integers carry no gradient */
+  return torc__ret(torc__record_view(c, t, TORC__VIEW_IDENTITY, NULL, 0));
 }
 
 torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
@@ -1012,7 +1053,10 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
 
 torc_tensor *torc_to(const torc_tensor *t, torc_device dev) {
   CHECK_IN(t, "torc_to");
-  return torc__ret(torc__to(t, dev));
+  if (torc_device_eq(t->storage->device, dev))
+    return torc__ret(torc_retain((torc_tensor *)t));
+  return torc__ret(torc__record_view(torc__to(t, dev), t, TORC__VIEW_IDENTITY,
+                                     NULL, 0));
 }
 
 torc_status torc_copy_(torc_tensor *dst, const torc_tensor *src) {
@@ -1022,6 +1066,16 @@ torc_status torc_copy_(torc_tensor *dst, const torc_tensor *src) {
   torc_status st = torc__same_device("torc_copy_", pair, 2);
   if (st)
     return st;
+  const torc_tensor *both[2] = {dst, src};
+  int rec = torc__should_record(both, 2);
+  if (rec && (st = torc__check_inplace(dst, "torc_copy_")))
+    return st;
+  if (rec && src->requires_grad && dst->is_view)
+    return torc_set_error(
+        TORC_ERR_AUTOGRAD,
+        "torc_copy_: copying a value that requires grad into a view of "
+        "another tensor is not tracked by autograd; build the result out of "
+        "place (e.g. with torc_cat) instead");
   torc_tensor *e = torc__expand(src, dst->shape, dst->ndim);
   if (e == NULL) {
     char a[128], b[128];
@@ -1035,15 +1089,30 @@ torc_status torc_copy_(torc_tensor *dst, const torc_tensor *src) {
     st = torc__kernel_call(TORC__OP_copy, src->dtype,
                            (const torc_tensor *const *)&e, 1, &dst, 1, NULL, 0);
   torc_release(e);
-  if (st == TORC_OK)
+  if (st == TORC_OK) {
     torc__bump_version(dst);
+    if (rec) { /* dst's old history is overwritten: it now depends on src */
+      if (dst->grad_fn) {
+        torc__node_release(dst->grad_fn);
+        dst->grad_fn = NULL;
+      }
+      dst->requires_grad = 0;
+      if (src->requires_grad &&
+          torc__record_view(torc_retain(dst), src, TORC__VIEW_IDENTITY, NULL,
+                            0) == NULL)
+        return torc_last_status();
+      torc_release(dst); /* the reference record_view was given */
+    }
+  }
   return st;
 }
 
 torc_status torc_fill_(torc_tensor *t, double value) {
   if (t == NULL)
     return torc__null_input("torc_fill_");
-  torc_status st;
+  torc_status st = torc__check_inplace(t, "torc_fill_");
+  if (st)
+    return st;
   if (torc_is_contiguous(t)) {
     st = fill_contig(t, value);
   } else { /* fill a contiguous temporary, then copy through the strides */

@@ -6,7 +6,7 @@ TORC_TEST_LINK_FLAGS = $(AM_LDFLAGS) -no-install
 UNIT_TESTS = \
 	tests/test_error tests/test_dtype tests/test_tensor tests/test_random \
 	tests/test_ops tests/test_sim tests/test_config tests/test_print \
-	tests/test_plugin tests/test_abi
+	tests/test_plugin tests/test_abi tests/test_autograd
 
 if HAVE_CMOCKA
 check_PROGRAMS += $(UNIT_TESTS)
@@ -24,6 +24,7 @@ tests_test_config_SOURCES = tests/test_config.c tests/testutil.h
 tests_test_print_SOURCES = tests/test_print.c tests/testutil.h
 tests_test_plugin_SOURCES = tests/test_plugin.c tests/testutil.h
 tests_test_abi_SOURCES = tests/test_abi.c tests/testutil.h
+tests_test_autograd_SOURCES = tests/test_autograd.c tests/testutil.h
 tests_test_error_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_dtype_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_tensor_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
@@ -34,6 +35,7 @@ tests_test_config_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_print_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_plugin_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_abi_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_autograd_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 
 # Every test runs through tests/harness.sh (valgrind on request); tests
 # find the build tree's plugins and the test plugins through the path.

@@ -85,15 +85,16 @@ static inline int test_teardown_all(void **state) {
  * malloc'd array of numel elements; the caller frees it. */
 static inline double *test_values(const torc_tensor *t) {
   int64_t n = torc_numel(t);
+  /* Its own scope: the caller may have one open, and a tensor a scope owns
+   * must not be released by hand. */
+  int scope = torc_scope_begin();
   torc_tensor *d = torc_to_dtype(t, TORC_F64);
-  if (d == NULL)
-    return NULL;
-  double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-  if (torc_to_host(d, v, sizeof(double) * (size_t)n) != TORC_OK) {
+  double *v = d ? malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)) : NULL;
+  if (v && torc_to_host(d, v, sizeof(double) * (size_t)n) != TORC_OK) {
     free(v);
     v = NULL;
   }
-  torc_release(d);
+  torc_scope_end(scope);
   return v;
 }
 

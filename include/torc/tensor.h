@@ -52,7 +52,9 @@ TORC_API void torc_release(torc_tensor *t);
 
 /* Opens a scope on this thread: until the matching torc_scope_end, every
  * tensor returned to this thread is owned by the scope. Scopes nest.
- * Returns a token to pass to torc_scope_end. */
+ * Returns a token to pass to torc_scope_end. A helper function that may be
+ * called inside its caller's scope and wants its temporaries gone opens a
+ * scope of its own rather than releasing them by hand. */
 TORC_API int torc_scope_begin(void);
 
 /* Closes the scope `token` (and any inner scope left open), releasing every

@@ -20,8 +20,7 @@ sim_state sim__g;
 /* ---- the plugin's keys ---- */
 
 static const torc_plugin_key sim_keys[] = {
-    {"devices", "number of simulated devices sim:0 .. sim:N-1 (0 to 64)",
-     "1"},
+    {"devices", "number of simulated devices sim:0 .. sim:N-1 (0 to 64)", "1"},
     {"memory",
      "memory of each device in bytes, with an optional K, M, G or T "
      "(binary) suffix, e.g. 512M or 2G; allocations beyond it fail with "
@@ -151,23 +150,29 @@ static int sim_synchronize(void *user, int index) {
   return sim__drain(dev, 1);
 }
 
+/* "simulated accelerator, 12.0 MiB of 1.0 GiB in use; 40 kernels, 3
+ * copies from pinned memory, 5 staged" (and the tasks pending, if any):
+ * the counters let tests see which copy path was taken. */
 static int sim_describe(void *user, int index, char *buf, size_t size) {
   (void)user;
   sim_device *dev = sim__device(index);
   if (dev == NULL)
     return TORC_ERR_DEVICE;
   pthread_mutex_lock(&dev->mu);
-  size_t in_use = dev->in_use;
-  size_t pending = dev->pending;
+  size_t in_use = dev->in_use, pending = dev->pending;
+  unsigned long long kernels = dev->n_kernels;
+  unsigned long long pinned = dev->n_copies_pinned;
+  unsigned long long staged = dev->n_copies_staged;
   pthread_mutex_unlock(&dev->mu);
-  char used[32], cap[32];
+  char used[32], cap[32], queued[48] = "";
   sim__human_bytes(in_use, used, sizeof used);
   sim__human_bytes(sim__g.mem_cap, cap, sizeof cap);
   if (pending)
-    snprintf(buf, size, "simulated accelerator, %s of %s in use, %zu task(s) "
-             "queued", used, cap, pending);
-  else
-    snprintf(buf, size, "simulated accelerator, %s of %s in use", used, cap);
+    snprintf(queued, sizeof queued, "; %zu task(s) pending", pending);
+  snprintf(buf, size,
+           "simulated accelerator, %s of %s in use; %llu kernels, %llu "
+           "copies from pinned memory, %llu staged%s",
+           used, cap, kernels, pinned, staged, queued);
   return TORC_OK;
 }
 
@@ -212,7 +217,11 @@ static const torc_device_ops sim_ops = {
 };
 
 static int sim_init(const torc_host *host, torc_plugin *self) {
-  teardown(); /* a previous init that was never torn down */
+  if (!TORC_HAS_SLOT(host, torc_host, num_threads) || !host->set_error ||
+      !host->log || !host->config_get || !host->register_device ||
+      !host->register_kernel)
+    return TORC_ERR_ABI; /* no way to report more: the core names us */
+  teardown();            /* a previous init that was never torn down */
   memset(&sim__g, 0, sizeof sim__g);
   sim__g.host = host;
   int st = read_config(host, self);
@@ -220,9 +229,8 @@ static int sim_init(const torc_host *host, torc_plugin *self) {
     return st;
   if (pthread_mutex_init(&sim__g.pin_mu, NULL) != 0)
     return host->set_error(TORC_ERR_INTERNAL, "sim: cannot create a mutex");
-  sim__g.devices =
-      calloc(sim__g.n_devices ? (size_t)sim__g.n_devices : 1,
-             sizeof *sim__g.devices);
+  sim__g.devices = calloc(sim__g.n_devices ? (size_t)sim__g.n_devices : 1,
+                          sizeof *sim__g.devices);
   if (sim__g.devices == NULL) {
     pthread_mutex_destroy(&sim__g.pin_mu);
     return host->set_error(TORC_ERR_OOM, "sim: out of host memory");

@@ -38,7 +38,7 @@ typedef struct sim_task {
   void *dst;
   const void *src;
   size_t nbytes;
-  void *owned; /* staging buffer (COPY) or device buffer (FREE) to free */
+  void *owned;  /* staging buffer (COPY) or device buffer (FREE) to free */
   sim_pin *pin; /* COPY from pinned memory: the block, released after */
 } sim_task;
 
@@ -91,7 +91,7 @@ typedef struct sim_state {
   size_t mem_cap;
   char mem_text[64]; /* the memory key as written, for messages */
   long latency_us;
-  char fail_op[64]; /* "" = none */
+  char fail_op[64];       /* "" = none */
   pthread_mutex_t pin_mu; /* guards the pins list and its nodes */
   sim_pin *pins;
   int warned_unpinned;

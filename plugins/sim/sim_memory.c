@@ -212,8 +212,8 @@ void sim__free(void *user, int index, void *ptr) {
   int why = lookup_locked(dev, ptr, &buf, &size, &owner);
   if (why != 0) {
     pthread_mutex_unlock(&dev->mu);
-    sim__g.host->log(TORC_LOG_ERROR,
-                     "sim:%d: free of %p, which is %s; ignored", index, ptr,
+    sim__g.host->log(TORC_LOG_ERROR, "sim:%d: free of %p, which is %s; ignored",
+                     index, ptr,
                      why == 1   ? "not sim device memory"
                      : why == 2 ? "memory of another sim device"
                                 : "already freed (double free?)");
@@ -287,8 +287,7 @@ static sim_pin *pin_acquire(const void *p, size_t n) {
   sim_pin *pin = sim__g.pins;
   for (; pin; pin = pin->next) {
     uintptr_t b = (uintptr_t)pin->ptr;
-    if (!pin->dead && a >= b && a - b <= pin->size &&
-        n <= pin->size - (a - b))
+    if (!pin->dead && a >= b && a - b <= pin->size && n <= pin->size - (a - b))
       break;
   }
   if (pin)
@@ -330,8 +329,8 @@ int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,
   if (dev == NULL)
     return TORC_ERR_DEVICE;
   char *to;
-  int st = resolve_range(dev, dst, dst_offset, nbytes, "copy from the host",
-                         &to);
+  int st =
+      resolve_range(dev, dst, dst_offset, nbytes, "copy from the host", &to);
   if (st != TORC_OK || nbytes == 0)
     return st;
   sim_task *t = calloc(1, sizeof *t);
@@ -343,8 +342,8 @@ int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,
   t->kind = SIM_TASK_COPY;
   t->dst = to;
   t->nbytes = nbytes;
-  sim_pin *pin = (flags & TORC_COPY_ASYNC_PINNED) ? pin_acquire(src, nbytes)
-                                                   : NULL;
+  sim_pin *pin =
+      (flags & TORC_COPY_ASYNC_PINNED) ? pin_acquire(src, nbytes) : NULL;
   int pinned = pin != NULL;
   if ((flags & TORC_COPY_ASYNC_PINNED) && !pinned) {
     pthread_mutex_lock(&sim__g.pin_mu);
@@ -394,8 +393,8 @@ int sim__copy_to_host(void *user, int index, void *dst, const void *src,
   if (dev == NULL)
     return TORC_ERR_DEVICE;
   char *from;
-  int st = resolve_range(dev, src, src_offset, nbytes, "copy to the host",
-                         &from);
+  int st =
+      resolve_range(dev, src, src_offset, nbytes, "copy to the host", &from);
   if (st != TORC_OK)
     return st;
   /* The caller owns `src`: it cannot be freed while we wait, and the buffer

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ static void sleep_us(long us) {
 
 static void run_kernel(sim_device *dev, sim_task *t) {
   const torc_kernel_args *a = &t->args;
-  int32_t dtype = a->n_out > 0   ? a->out[0].dtype
+  int32_t dtype = a->n_out > 0  ? a->out[0].dtype
                   : a->n_in > 0 ? a->in[0].dtype
                                 : TORC_DTYPE_ANY;
   if (sim__g.latency_us > 0)
@@ -192,7 +193,13 @@ int sim__device_start(sim_device *dev, int index) {
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
                                   "sim:%d: cannot create a condition", index);
   }
+  /* The worker blocks every signal (it inherits the mask), so that the
+   * application's handlers (Ctrl-C in a trainer) run on its own threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&dev->thread, NULL, worker_main, dev);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
     pthread_cond_destroy(&dev->idle);
     pthread_cond_destroy(&dev->work);
@@ -228,9 +235,8 @@ static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Checks that every element kt reaches lies inside its buffer of `size`
  * bytes (the device-side bounds check a real device would not do: it
  * catches core bugs as errors instead of silent corruption). */
-static int check_extent(const sim_device *dev, const char *op,
-                        const char *role, int i, const torc_ktensor *kt,
-                        size_t size) {
+static int check_extent(const sim_device *dev, const char *op, const char *role,
+                        int i, const torc_ktensor *kt, size_t size) {
   size_t esize = torc_dtype_size((torc_dtype)kt->dtype);
   if (esize == 0 || kt->ndim < 0 || kt->ndim > TORC_KERNEL_MAX_DIMS)
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
@@ -274,8 +280,7 @@ int sim__kernel(const torc_kernel_args *a) {
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
                                   "sim:%d: kernel '%s' called with %d inputs "
                                   "and %d outputs",
-                                  dev->index, op, (int)a->n_in,
-                                  (int)a->n_out);
+                                  dev->index, op, (int)a->n_in, (int)a->n_out);
   if (a->params != NULL && a->params_size == 0)
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
                                   "sim:%d: kernel '%s' got params but "
@@ -329,8 +334,8 @@ int sim__kernel(const torc_kernel_args *a) {
   }
   t->kind = SIM_TASK_KERNEL;
   t->fn = rk->fn;
-  size_t have = a->struct_size < sizeof t->args ? a->struct_size
-                                                : sizeof t->args;
+  size_t have =
+      a->struct_size < sizeof t->args ? a->struct_size : sizeof t->args;
   memcpy(&t->args, a, have);
   t->args.struct_size = sizeof t->args;
   t->args.in = kt;

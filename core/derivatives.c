@@ -1,0 +1,545 @@
+/* core/derivatives.c — the backward formulas (torch's derivatives.yaml, as
+ * C): one function per op, written with the public ops so they run on any
+ * backend. The engine runs them in no-grad mode with scopes suspended, and
+ * afterwards sums each gradient to its input's shape and casts it to the
+ * input's dtype and device, so a formula may return the broadcast shape.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+#define G (gout[0])
+#define SAVED(i) (n->saved[i])
+#define DONE(expr) ((expr) ? TORC_OK : torc_last_status())
+
+/* A 0-dim constant of g's dtype and device. */
+static torc_tensor *scalar(double v, const torc_tensor *like) {
+  return torc_full(NULL, 0, v, torc_dtype_is_float(like->dtype) ? like->dtype
+                                                               : TORC_F32,
+                   like->storage->device);
+}
+
+/* g * f where f is made from a scalar: g * c. */
+static torc_tensor *mul_c(const torc_tensor *g, double c) {
+  torc_tensor *k = scalar(c, g);
+  torc_tensor *r = k ? torc_mul(g, k) : NULL;
+  torc_release(k);
+  return r;
+}
+
+/* Releases a list of temporaries. */
+static void drop(torc_tensor **ts, int n) {
+  for (int i = 0; i < n; i++)
+    torc_release(ts[i]);
+}
+
+/* ---- unary ---- */
+
+static torc_status neg_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  return DONE(gin[0] = torc_neg(G));
+}
+
+static torc_status abs_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  torc_tensor *s = torc_sign(SAVED(0));
+  gin[0] = s ? torc_mul(G, s) : NULL;
+  torc_release(s);
+  return DONE(gin[0]);
+}
+
+static torc_status zero_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  return DONE(gin[0] = torc_zeros_like(G));
+}
+
+static torc_status square_bw(torc__node *n, torc_tensor *const *gout,
+                             torc_tensor **gin) {
+  torc_tensor *t = mul_c(SAVED(0), 2.0);
+  gin[0] = t ? torc_mul(G, t) : NULL;
+  torc_release(t);
+  return DONE(gin[0]);
+}
+
+/* relu: the gradient passes where the output is positive. */
+static torc_status relu_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  torc_tensor *z = scalar(0, SAVED(0));
+  torc_tensor *m = z ? torc_gt(SAVED(0), z) : NULL;
+  gin[0] = m ? torc_mul(G, m) : NULL;
+  torc_release(z), torc_release(m);
+  return DONE(gin[0]);
+}
+
+/* exp: g * out. */
+static torc_status exp_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  return DONE(gin[0] = torc_mul(G, SAVED(0)));
+}
+
+/* log: g / x. */
+static torc_status log_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  return DONE(gin[0] = torc_div(G, SAVED(0)));
+}
+
+/* sqrt: g / (2 out). */
+static torc_status sqrt_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  torc_tensor *t = mul_c(SAVED(0), 2.0);
+  gin[0] = t ? torc_div(G, t) : NULL;
+  torc_release(t);
+  return DONE(gin[0]);
+}
+
+static torc_status sin_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  torc_tensor *c = torc_cos(SAVED(0));
+  gin[0] = c ? torc_mul(G, c) : NULL;
+  torc_release(c);
+  return DONE(gin[0]);
+}
+
+static torc_status cos_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  torc_tensor *t[2] = {torc_sin(SAVED(0)), NULL};
+  t[1] = t[0] ? torc_mul(G, t[0]) : NULL;
+  gin[0] = t[1] ? torc_neg(t[1]) : NULL;
+  drop(t, 2);
+  return DONE(gin[0]);
+}
+
+/* tanh: g (1 - out^2). */
+static torc_status tanh_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  torc_tensor *t[3] = {torc_square(SAVED(0)), scalar(1, SAVED(0)), NULL};
+  t[2] = t[0] && t[1] ? torc_sub(t[1], t[0]) : NULL;
+  gin[0] = t[2] ? torc_mul(G, t[2]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* sigmoid: g out (1 - out). */
+static torc_status sigmoid_bw(torc__node *n, torc_tensor *const *gout,
+                              torc_tensor **gin) {
+  torc_tensor *t[4] = {scalar(1, SAVED(0)), NULL, NULL, NULL};
+  t[1] = t[0] ? torc_sub(t[0], SAVED(0)) : NULL;
+  t[2] = t[1] ? torc_mul(SAVED(0), t[1]) : NULL;
+  gin[0] = t[2] ? torc_mul(G, t[2]) : NULL;
+  drop(t, 4);
+  return DONE(gin[0]);
+}
+
+/* reciprocal: -g out^2. */
+static torc_status reciprocal_bw(torc__node *n, torc_tensor *const *gout,
+                                 torc_tensor **gin) {
+  torc_tensor *t[2] = {torc_square(SAVED(0)), NULL};
+  t[1] = t[0] ? torc_mul(G, t[0]) : NULL;
+  gin[0] = t[1] ? torc_neg(t[1]) : NULL;
+  drop(t, 2);
+  return DONE(gin[0]);
+}
+
+/* ---- binary (the engine sums broadcast gradients back) ---- */
+
+static torc_status add_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  if (torc__needs_grad(n, 0) && !(gin[0] = torc_retain(G)))
+    return torc_last_status();
+  if (torc__needs_grad(n, 1) && !(gin[1] = torc_retain(G)))
+    return torc_last_status();
+  return TORC_OK;
+}
+
+static torc_status sub_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  if (torc__needs_grad(n, 0))
+    gin[0] = torc_retain(G);
+  if (torc__needs_grad(n, 1) && !(gin[1] = torc_neg(G)))
+    return torc_last_status();
+  return TORC_OK;
+}
+
+static torc_status mul_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  if (torc__needs_grad(n, 0) && !(gin[0] = torc_mul(G, SAVED(1))))
+    return torc_last_status();
+  if (torc__needs_grad(n, 1) && !(gin[1] = torc_mul(G, SAVED(0))))
+    return torc_last_status();
+  return TORC_OK;
+}
+
+/* div: g / b and -g a / b^2. */
+static torc_status div_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  if (torc__needs_grad(n, 0) && !(gin[0] = torc_div(G, SAVED(1))))
+    return torc_last_status();
+  if (torc__needs_grad(n, 1)) {
+    torc_tensor *t[3] = {torc_mul(G, SAVED(0)), torc_square(SAVED(1)), NULL};
+    t[2] = t[0] && t[1] ? torc_div(t[0], t[1]) : NULL;
+    gin[1] = t[2] ? torc_neg(t[2]) : NULL;
+    drop(t, 3);
+    if (gin[1] == NULL)
+      return torc_last_status();
+  }
+  return TORC_OK;
+}
+
+/* pow: g b a^(b-1); and g out log(a), taken as 0 where a == 0 and b >= 0
+ * (the limit PyTorch uses). */
+static torc_status pow_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  torc_tensor *a = SAVED(0), *b = SAVED(1), *out = SAVED(2);
+  if (torc__needs_grad(n, 0)) {
+    torc_tensor *t[4] = {scalar(1, G), NULL, NULL, NULL};
+    t[1] = t[0] ? torc_sub(b, t[0]) : NULL;
+    t[2] = t[1] ? torc_pow(a, t[1]) : NULL;
+    t[3] = t[2] ? torc_mul(t[2], b) : NULL;
+    gin[0] = t[3] ? torc_mul(G, t[3]) : NULL;
+    drop(t, 4);
+    if (gin[0] == NULL)
+      return torc_last_status();
+  }
+  if (torc__needs_grad(n, 1)) {
+    /* safe = a + (a == 0): log(safe) is 0 where a is 0 */
+    torc_tensor *t[6] = {scalar(0, G), NULL, NULL, NULL, NULL, NULL};
+    t[1] = t[0] ? torc_eq(a, t[0]) : NULL;
+    t[2] = t[1] ? torc_add(a, t[1]) : NULL;
+    t[3] = t[2] ? torc_log(t[2]) : NULL;
+    t[4] = t[3] ? torc_mul(out, t[3]) : NULL;
+    gin[1] = t[4] ? torc_mul(G, t[4]) : NULL;
+    drop(t, 6);
+    if (gin[1] == NULL)
+      return torc_last_status();
+  }
+  return TORC_OK;
+}
+
+/* maximum/minimum: the gradient goes to the selected input, split evenly
+ * on ties (as PyTorch). `first_wins` is gt for maximum, lt for minimum. */
+static torc_status extremum_bw(torc__node *n, torc_tensor *const *gout,
+                               torc_tensor **gin,
+                               torc_tensor *(*first_wins)(const torc_tensor *,
+                                                          const torc_tensor *)) {
+  torc_tensor *a = SAVED(0), *b = SAVED(1);
+  torc_tensor *t[6] = {torc_eq(a, b), NULL, NULL, NULL, NULL, NULL};
+  t[1] = t[0] ? mul_c(t[0], 0.5) : NULL; /* half on ties */
+  for (int i = 0; i < 2 && t[1]; i++) {
+    if (!torc__needs_grad(n, i))
+      continue;
+    torc_tensor *win = i == 0 ? first_wins(a, b) : first_wins(b, a);
+    torc_tensor *w = win ? torc_add(win, t[1]) : NULL;
+    gin[i] = w ? torc_mul(G, w) : NULL;
+    torc_release(win), torc_release(w);
+    if (gin[i] == NULL)
+      break;
+  }
+  torc_status st = TORC_OK;
+  for (int i = 0; i < 2; i++)
+    if (torc__needs_grad(n, i) && gin[i] == NULL)
+      st = torc_last_status();
+  drop(t, 6);
+  return st;
+}
+
+static torc_status maximum_bw(torc__node *n, torc_tensor *const *gout,
+                              torc_tensor **gin) {
+  return extremum_bw(n, gout, gin, torc_gt);
+}
+
+static torc_status minimum_bw(torc__node *n, torc_tensor *const *gout,
+                              torc_tensor **gin) {
+  return extremum_bw(n, gout, gin, torc_lt);
+}
+
+/* ---- reductions: params = {mask, keepdim} ---- */
+
+typedef struct reduce_rec {
+  uint32_t mask;
+  int keepdim;
+} reduce_rec;
+
+/* g with the reduced dims restored as size 1 (the keepdim shape). */
+static torc_tensor *keepdim_grad(const torc__node *n, const torc_tensor *g) {
+  const reduce_rec *r = (const reduce_rec *)n->params;
+  const torc__inmeta *m = &n->in[0];
+  int64_t shape[TORC_MAX_DIMS];
+  for (int i = 0; i < m->ndim; i++)
+    shape[i] = (r->mask >> i) & 1u ? 1 : m->shape[i];
+  return torc_reshape(g, shape, m->ndim);
+}
+
+/* Same, for the saved output. */
+static torc_tensor *keepdim_out(const torc__node *n, const torc_tensor *out) {
+  return keepdim_grad(n, out);
+}
+
+static torc_status sum_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  torc_tensor *k = keepdim_grad(n, G);
+  gin[0] = k ? torc_expand(k, n->in[0].shape, n->in[0].ndim) : NULL;
+  torc_release(k);
+  return DONE(gin[0]);
+}
+
+static torc_status mean_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  const reduce_rec *r = (const reduce_rec *)n->params;
+  double count = 1;
+  for (int i = 0; i < n->in[0].ndim; i++)
+    if ((r->mask >> i) & 1u)
+      count *= (double)n->in[0].shape[i];
+  torc_tensor *t[2] = {keepdim_grad(n, G), NULL};
+  t[1] = t[0] ? mul_c(t[0], 1.0 / count) : NULL;
+  gin[0] = t[1] ? torc_expand(t[1], n->in[0].shape, n->in[0].ndim) : NULL;
+  drop(t, 2);
+  return DONE(gin[0]);
+}
+
+/* prod: g * (product of the other elements), exact with zeros: where x is
+ * not 0, out / x; where x is the only zero of its group, the product of the
+ * nonzero others; elsewhere 0. */
+static torc_status prod_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  const reduce_rec *r = (const reduce_rec *)n->params;
+  torc_tensor *x = SAVED(0);
+  int dims[TORC_MAX_DIMS], nd = 0;
+  for (int i = 0; i < x->ndim; i++)
+    if ((r->mask >> i) & 1u)
+      dims[nd++] = i;
+  torc_tensor *t[14] = {0};
+  t[0] = keepdim_grad(n, G);                                 /* g */
+  t[1] = keepdim_out(n, SAVED(1));                           /* out */
+  t[2] = scalar(0, x);
+  t[3] = t[2] ? torc_eq(x, t[2]) : NULL;                     /* x == 0 */
+  t[4] = t[3] ? torc_add(x, t[3]) : NULL;                    /* safe x */
+  t[5] = t[4] && t[1] ? torc_div(t[1], t[4]) : NULL;         /* out / x */
+  t[6] = t[2] ? torc_ne(x, t[2]) : NULL;                     /* x != 0 */
+  t[7] = t[5] && t[6] ? torc_mul(t[5], t[6]) : NULL;         /* nonzero part */
+  t[8] = t[4] ? (nd ? torc_prod(t[4], dims, nd, 1)
+                    : torc_retain(t[4])) : NULL;             /* prod(safe) */
+  t[9] = t[3] ? (nd ? torc_sum(t[3], dims, nd, 1)
+                    : torc_to_dtype(t[3], TORC_I64)) : NULL; /* zeros */
+  torc_tensor *one = scalar(1, x);
+  t[10] = t[9] && one ? torc_eq(t[9], one) : NULL;           /* one zero */
+  t[11] = t[10] && t[8] ? torc_mul(t[8], t[10]) : NULL;
+  t[12] = t[11] ? torc_mul(t[11], t[3]) : NULL;              /* zero part */
+  t[13] = t[12] && t[7] ? torc_add(t[7], t[12]) : NULL;
+  gin[0] = t[13] && t[0] ? torc_mul(t[0], t[13]) : NULL;
+  torc_release(one);
+  drop(t, 14);
+  return DONE(gin[0]);
+}
+
+/* amax/amin: split evenly among the elements equal to the result. */
+static torc_status extreme_reduce_bw(torc__node *n, torc_tensor *const *gout,
+                                     torc_tensor **gin) {
+  const reduce_rec *r = (const reduce_rec *)n->params;
+  torc_tensor *x = SAVED(0);
+  int dims[TORC_MAX_DIMS], nd = 0;
+  for (int i = 0; i < x->ndim; i++)
+    if ((r->mask >> i) & 1u)
+      dims[nd++] = i;
+  torc_tensor *t[7] = {keepdim_grad(n, G), keepdim_out(n, SAVED(1)), NULL,
+                       NULL, NULL, NULL, NULL};
+  t[2] = t[1] ? torc_eq(x, t[1]) : NULL;
+  t[5] = t[2] && t[0] ? torc_to_dtype(t[2], t[0]->dtype) : NULL;
+  t[3] = t[5] ? (nd ? torc_sum(t[5], dims, nd, 1) : torc_retain(t[5])) : NULL;
+  t[4] = t[5] && t[3] ? torc_div(t[5], t[3]) : NULL;
+  gin[0] = t[4] && t[0] ? torc_mul(t[0], t[4]) : NULL;
+  drop(t, 7);
+  return DONE(gin[0]);
+}
+
+/* ---- matmul: recorded on the original operands; params say whether a
+ * (1-D, [K] -> [1, K]) or b ([K] -> [K, 1]) was promoted ---- */
+
+typedef struct matmul_rec {
+  int a_vec, b_vec;
+} matmul_rec;
+
+static torc_status matmul_bw(torc__node *n, torc_tensor *const *gout,
+                             torc_tensor **gin) {
+  const matmul_rec *r = (const matmul_rec *)n->params;
+  torc_tensor *a = SAVED(0), *b = SAVED(1);
+  torc_tensor *t[6] = {0};
+  torc_status st = TORC_OK;
+  /* The matrix forms: a2 [.., M, K], b2 [.., K, N], g2 [.., M, N]. */
+  t[0] = r->a_vec ? torc_unsqueeze(a, 0) : torc_retain(a);
+  t[1] = r->b_vec ? torc_unsqueeze(b, -1) : torc_retain(b);
+  torc_tensor *g2 = torc_retain(G);
+  if (g2 && r->a_vec) {
+    torc_tensor *u = torc_unsqueeze(g2, g2->ndim - (r->b_vec ? 0 : 1));
+    torc_release(g2);
+    g2 = u;
+  }
+  if (g2 && r->b_vec) {
+    torc_tensor *u = torc_unsqueeze(g2, -1);
+    torc_release(g2);
+    g2 = u;
+  }
+  if (!t[0] || !t[1] || !g2) {
+    st = torc_last_status();
+    goto out;
+  }
+  if (torc__needs_grad(n, 0)) {
+    t[2] = torc_transpose(t[1], -1, -2);
+    t[3] = t[2] ? torc_matmul(g2, t[2]) : NULL;
+    t[4] = t[3] ? torc__sum_to(t[3], t[0]->shape, t[0]->ndim) : NULL;
+    gin[0] = t[4] ? torc_reshape(t[4], a->shape, a->ndim) : NULL;
+    if (gin[0] == NULL) {
+      st = torc_last_status();
+      goto out;
+    }
+    drop(&t[2], 3);
+    t[2] = t[3] = t[4] = NULL;
+  }
+  if (torc__needs_grad(n, 1)) {
+    t[2] = torc_transpose(t[0], -1, -2);
+    t[3] = t[2] ? torc_matmul(t[2], g2) : NULL;
+    t[4] = t[3] ? torc__sum_to(t[3], t[1]->shape, t[1]->ndim) : NULL;
+    gin[1] = t[4] ? torc_reshape(t[4], b->shape, b->ndim) : NULL;
+    if (gin[1] == NULL)
+      st = torc_last_status();
+  }
+out:
+  torc_release(g2);
+  drop(t, 6);
+  return st;
+}
+
+torc_status torc__record_matmul(const torc_tensor *a, const torc_tensor *b,
+                                torc_tensor *out, int a_vec, int b_vec) {
+  const torc_tensor *in[2] = {a, b};
+  if (!torc__should_record(in, 2))
+    return TORC_OK;
+  torc__node *nd =
+      torc__node_new("MatmulBackward", "matmul", matmul_bw, in, 2);
+  if (nd == NULL)
+    return torc_last_status();
+  matmul_rec *r = (matmul_rec *)nd->params;
+  r->a_vec = a_vec;
+  r->b_vec = b_vec;
+  torc_status st = torc__node_save(nd, a);
+  if (st == TORC_OK)
+    st = torc__node_save(nd, b);
+  if (st) {
+    torc__node_release(nd);
+    return st;
+  }
+  torc__node_attach(nd, &out, 1);
+  return TORC_OK;
+}
+
+/* ---- the table ---- */
+
+#define D(op, nm, fn_, save_) [TORC__OP_##op] = {nm, fn_, save_}
+#define OUT 0x80u
+const torc__derivative torc__derivatives[TORC__OP_COUNT] = {
+    D(neg, "NegBackward", neg_bw, 0),
+    D(abs, "AbsBackward", abs_bw, 1),
+    D(sign, "SignBackward", zero_bw, 0),
+    D(square, "SquareBackward", square_bw, 1),
+    D(relu, "ReluBackward", relu_bw, OUT),
+    D(exp, "ExpBackward", exp_bw, OUT),
+    D(log, "LogBackward", log_bw, 1),
+    D(sqrt, "SqrtBackward", sqrt_bw, OUT),
+    D(sin, "SinBackward", sin_bw, 1),
+    D(cos, "CosBackward", cos_bw, 1),
+    D(tanh, "TanhBackward", tanh_bw, OUT),
+    D(sigmoid, "SigmoidBackward", sigmoid_bw, OUT),
+    D(reciprocal, "ReciprocalBackward", reciprocal_bw, OUT),
+    D(add, "AddBackward", add_bw, 0),
+    D(sub, "SubBackward", sub_bw, 0),
+    D(mul, "MulBackward", mul_bw, 3),
+    D(div, "DivBackward", div_bw, 3),
+    D(pow, "PowBackward", pow_bw, 3 | OUT),
+    D(maximum, "MaximumBackward", maximum_bw, 3),
+    D(minimum, "MinimumBackward", minimum_bw, 3),
+    D(sum, "SumBackward", sum_bw, 0),
+    D(mean, "MeanBackward", mean_bw, 0),
+    D(prod, "ProdBackward", prod_bw, 1 | OUT),
+    D(amax, "AmaxBackward", extreme_reduce_bw, 1 | OUT),
+    D(amin, "AminBackward", extreme_reduce_bw, 1 | OUT),
+};
+#undef D
+
+torc_status torc__record_reduce(int op, const torc_tensor *in,
+                                torc_tensor *out, uint32_t mask, int keepdim) {
+  reduce_rec r = {mask, keepdim};
+  return torc__record_op(op, &in, 1, out, &r, sizeof r);
+}
+
+/* ---- views and copies ---- */
+
+typedef struct view_rec {
+  int kind;
+  int np;
+  int64_t p[TORC_MAX_DIMS];
+} view_rec;
+
+static torc_status view_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  const view_rec *v = (const view_rec *)n->params;
+  const torc__inmeta *m = &n->in[0];
+  switch (v->kind) {
+  case TORC__VIEW_RESHAPE:
+    return DONE(gin[0] = torc_reshape(G, m->shape, m->ndim));
+  case TORC__VIEW_PERMUTE: {
+    int inv[TORC_MAX_DIMS];
+    for (int i = 0; i < v->np; i++)
+      inv[v->p[i]] = i;
+    return DONE(gin[0] = torc_permute(G, inv, v->np));
+  }
+  case TORC__VIEW_TRANSPOSE:
+    return DONE(gin[0] = torc_transpose(G, (int)v->p[0], (int)v->p[1]));
+  case TORC__VIEW_EXPAND:
+  case TORC__VIEW_IDENTITY: /* the engine sums, casts and moves */
+    return DONE(gin[0] = torc_retain(G));
+  case TORC__VIEW_SLICE:
+  case TORC__VIEW_SELECT: {
+    /* zeros of the input's shape, with g written through the same view */
+    torc_tensor *z = torc_zeros(m->shape, m->ndim, G->dtype, G->storage->device);
+    torc_tensor *w = NULL;
+    if (z)
+      w = v->kind == TORC__VIEW_SLICE
+              ? torc_slice(z, (int)v->p[0], v->p[1], v->p[2], v->p[3])
+              : torc_select(z, (int)v->p[0], v->p[1]);
+    torc_status st = w ? torc_copy_(w, G) : torc_last_status();
+    torc_release(w);
+    if (st) {
+      torc_release(z);
+      return st;
+    }
+    gin[0] = z;
+    return TORC_OK;
+  }
+  }
+  return torc_set_error(TORC_ERR_INTERNAL, "unknown view kind %d", v->kind);
+}
+
+torc_tensor *torc__record_view(torc_tensor *out, const torc_tensor *in,
+                               int kind, const int64_t *p, int np) {
+  static const char *const names[] = {
+      "ViewBackward",   "PermuteBackward", "TransposeBackward",
+      "ExpandBackward", "SliceBackward",   "SelectBackward",
+      "CloneBackward"};
+  static const char *const ops[] = {"reshape", "permute", "transpose",
+                                    "expand",  "slice",   "select", "copy"};
+  if (out == NULL || !torc__should_record(&in, 1))
+    return out;
+  torc__node *nd = torc__node_new(names[kind], ops[kind], view_bw, &in, 1);
+  if (nd == NULL) {
+    torc_release(out);
+    return NULL;
+  }
+  view_rec *v = (view_rec *)nd->params;
+  v->kind = kind;
+  v->np = np;
+  for (int i = 0; i < np && i < TORC_MAX_DIMS; i++)
+    v->p[i] = p[i];
+  nd->view = kind != TORC__VIEW_IDENTITY;
+  torc__node_attach(nd, &out, 1);
+  return out;
+}
