@@ -1,7 +1,7 @@
 # core/local.mk — libtorc: the backend-agnostic core.
 lib_LTLIBRARIES += libtorc.la
 libtorc_la_SOURCES = \
-	core/internal.h core/ops.def \
+	core/internal.h core/ops.def core/ops_nn.def \
 	core/error.c core/dtype.c core/device.c core/tensor.c core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
 	core/autograd.c core/derivatives.c \
@@ -15,4 +15,6 @@ torcinclude_HEADERS += \
 	include/torc/torc.h include/torc/error.h include/torc/dtype.h \
 	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
-	include/torc/philox.h include/torc/autograd.h
+	include/torc/philox.h include/torc/autograd.h include/torc/nn.h
+include core/nn.mk
+include core/st.mk

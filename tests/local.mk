@@ -52,3 +52,5 @@ EXTRA_DIST += tests/harness.sh tests/test_cli.sh tests/test_template.sh
 
 include tests/plugins/local.mk
 EXTRA_DIST += tests/valgrind.supp
+include tests/nn.mk
+include tests/st.mk

@@ -202,6 +202,11 @@ static void test_from_host_and_item(void **state) {
   assert_true(total == 10.25);
   char buf[64];
   assert_contains(torc_describe(s, buf, sizeof buf), "sim:0");
+  /* printing reads through the device's copy */
+  char *text = torc_to_string(s);
+  assert_contains(text, "3.2500");
+  assert_contains(text, "device='sim:0'");
+  free(text);
   torc_release(sum);
   torc_release(row);
   torc_release(s);

@@ -9,6 +9,7 @@
 #include "torc/device.h"
 #include "torc/dtype.h"
 #include "torc/error.h"
+#include "torc/nn.h"
 #include "torc/ops.h"
 #include "torc/runtime.h"
 #include "torc/tensor.h"

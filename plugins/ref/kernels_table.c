@@ -3,6 +3,7 @@
  * for device "cpu"; the sim plugin runs them on its own device.
  */
 #include "ref_util.h"
+#include "ref_nn.h" /* the neural-network and indexing kernels */
 
 int (*torc_ref_set_error)(int status, const char *fmt, ...) = NULL;
 
@@ -60,6 +61,10 @@ const torc_ref_kernel torc_ref_kernels[] = {
     ALL("amin", amin)
 
     NUMERIC("matmul", matmul)
+
+    /* Neural-network and indexing ops: their rows live with their
+     * kernels. */
+#include "kernels_nn.inc"
 };
 
 const size_t torc_ref_n_kernels =

@@ -1,0 +1,1 @@
+# core/nn.mk — owned by one helper; see the lead's notes.

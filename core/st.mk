@@ -1,0 +1,1 @@
+# core/st.mk — owned by one helper; see the lead's notes.

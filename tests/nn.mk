@@ -1,0 +1,1 @@
+# tests/nn.mk — owned by one helper; see the lead's notes.

@@ -1,0 +1,1 @@
+# tests/st.mk — owned by one helper; see the lead's notes.
