@@ -253,16 +253,187 @@ static torc_status minimum_bw(torc__node *n, torc_tensor *const *gout,
   return extremum_bw(n, gout, gin, torc_lt);
 }
 
+
+/* ---- issue 3: more unary ops ---- */
+
+/* A 0-dim constant of t's (floating) dtype on t's device. */
+#define K(v, t) scalar((v), (t))
+
+/* The op's torc_scalar_params, copied out of the (unaligned) node->params. */
+static torc_scalar_params scalar_params(const torc__node *n) {
+  torc_scalar_params p;
+  memcpy(&p, n->params, sizeof p);
+  return p;
+}
+
+/* log1p: g / (1 + x). */
+static torc_status log1p_bw(torc__node *n, torc_tensor *const *gout,
+                            torc_tensor **gin) {
+  torc_tensor *t[2] = {K(1, SAVED(0)), NULL};
+  t[1] = t[0] ? torc_add(SAVED(0), t[0]) : NULL;
+  gin[0] = t[1] ? torc_div(G, t[1]) : NULL;
+  drop(t, 2);
+  return DONE(gin[0]);
+}
+
+/* rsqrt: -g out^3 / 2. */
+static torc_status rsqrt_bw(torc__node *n, torc_tensor *const *gout,
+                            torc_tensor **gin) {
+  torc_tensor *y = SAVED(0);
+  torc_tensor *t[3] = {torc_square(y), NULL, NULL};
+  t[1] = t[0] ? torc_mul(t[0], y) : NULL;
+  t[2] = t[1] ? mul_c(t[1], -0.5) : NULL;
+  gin[0] = t[2] ? torc_mul(G, t[2]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* silu: g s (1 + x (1 - s)), s = sigmoid(x). */
+static torc_status silu_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[6] = {torc_sigmoid(x), K(1, x), NULL, NULL, NULL, NULL};
+  t[2] = t[0] && t[1] ? torc_sub(t[1], t[0]) : NULL;
+  t[3] = t[2] ? torc_mul(x, t[2]) : NULL;
+  t[4] = t[3] ? torc_add(t[3], t[1]) : NULL;
+  t[5] = t[4] ? torc_mul(t[0], t[4]) : NULL;
+  gin[0] = t[5] ? torc_mul(G, t[5]) : NULL;
+  drop(t, 6);
+  return DONE(gin[0]);
+}
+
+/* where(mask, a, b) * g, mask = x > 0 (for leaky_relu, elu). */
+static torc_tensor *positive_mask(const torc_tensor *x) {
+  torc_tensor *z = K(0, x);
+  torc_tensor *m = z ? torc_gt(x, z) : NULL;
+  torc_release(z);
+  return m;
+}
+
+static torc_status leaky_relu_bw(torc__node *n, torc_tensor *const *gout,
+                                 torc_tensor **gin) {
+  const torc_scalar_params pv = scalar_params(n), *p = &pv;
+  torc_tensor *t[3] = {positive_mask(SAVED(0)), mul_c(G, p->a), NULL};
+  gin[0] = t[0] && t[1] ? torc_where(t[0], G, t[1]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* elu: g where x > 0, else g alpha e^x. */
+static torc_status elu_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  const torc_scalar_params pv = scalar_params(n), *p = &pv;
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[4] = {positive_mask(x), torc_exp(x), NULL, NULL};
+  t[2] = t[1] ? mul_c(t[1], p->a) : NULL;
+  t[3] = t[2] ? torc_mul(G, t[2]) : NULL;
+  gin[0] = t[0] && t[3] ? torc_where(t[0], G, t[3]) : NULL;
+  drop(t, 4);
+  return DONE(gin[0]);
+}
+
+/* gelu: the gelu_backward kernel (it needs erf), untracked. */
+static torc_status gelu_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  torc_tensor *x = SAVED(0);
+  torc_tensor *g = torc__as_dtype(G, x->dtype);
+  torc_tensor *ge = g ? torc__expand(g, x->shape, x->ndim) : NULL;
+  torc_tensor *out = ge ? torc__empty(x->shape, x->ndim, x->dtype,
+                                      x->storage->device)
+                        : NULL;
+  const torc_tensor *in[2] = {ge, x};
+  torc_status st = out ? TORC_OK : torc_last_status();
+  if (out && torc__numel(x->shape, x->ndim) > 0) {
+    torc_scalar_params p = scalar_params(n);
+    st = torc__kernel_call(TORC__OP_gelu_backward, x->dtype, in, 2, &out, 1,
+                           &p, sizeof p);
+  }
+  torc_release(g);
+  torc_release(ge);
+  if (st) {
+    torc_release(out);
+    return st;
+  }
+  gin[0] = out;
+  return TORC_OK;
+}
+
+/* softplus: g where beta x > threshold, else g sigmoid(beta x). */
+static torc_status softplus_bw(torc__node *n, torc_tensor *const *gout,
+                               torc_tensor **gin) {
+  const torc_scalar_params pv = scalar_params(n), *p = &pv;
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[5] = {mul_c(x, p->a), K(p->b, x), NULL, NULL, NULL};
+  t[2] = t[0] && t[1] ? torc_gt(t[0], t[1]) : NULL;
+  t[3] = t[0] ? torc_sigmoid(t[0]) : NULL;
+  t[4] = t[3] ? torc_mul(G, t[3]) : NULL;
+  gin[0] = t[2] && t[4] ? torc_where(t[2], G, t[4]) : NULL;
+  drop(t, 5);
+  return DONE(gin[0]);
+}
+
+/* clamp: g where min <= x <= max (each bound when set). */
+static torc_status clamp_bw(torc__node *n, torc_tensor *const *gout,
+                            torc_tensor **gin) {
+  const torc_scalar_params pv = scalar_params(n), *p = &pv;
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[5] = {0};
+  torc_tensor *m = torc_ones_like(x);
+  torc_tensor *mask = m ? torc_to_dtype(m, TORC_BOOL) : NULL;
+  torc_release(m);
+  if (mask && (p->flags & 1u)) {
+    t[0] = K(p->a, x);
+    t[1] = t[0] ? torc_ge(x, t[0]) : NULL;
+    torc_release(mask);
+    mask = t[1] ? torc_retain(t[1]) : NULL;
+  }
+  if (mask && (p->flags & 2u)) {
+    t[2] = K(p->b, x);
+    t[3] = t[2] ? torc_le(x, t[2]) : NULL;
+    t[4] = t[3] ? torc_logical_and(mask, t[3]) : NULL;
+    torc_release(mask);
+    mask = t[4] ? torc_retain(t[4]) : NULL;
+  }
+  gin[0] = mask ? torc_mul(G, mask) : NULL;
+  torc_release(mask);
+  drop(t, 5);
+  return DONE(gin[0]);
+}
+
+/* where: g to a where cond, to b elsewhere. */
+static torc_status where_bw(torc__node *n, torc_tensor *const *gout,
+                            torc_tensor **gin) {
+  torc_tensor *z = torc_zeros(NULL, 0, G->dtype, G->storage->device);
+  if (z && torc__needs_grad(n, 1))
+    gin[1] = torc_where(SAVED(0), G, z);
+  if (z && torc__needs_grad(n, 2))
+    gin[2] = torc_where(SAVED(0), z, G);
+  torc_release(z);
+  if (z == NULL || (torc__needs_grad(n, 1) && gin[1] == NULL) ||
+      (torc__needs_grad(n, 2) && gin[2] == NULL))
+    return torc_last_status();
+  return TORC_OK;
+}
+
 /* ---- reductions: params = {mask, keepdim} ---- */
 
 typedef struct reduce_rec {
   uint32_t mask;
   int keepdim;
+  double correction; /* var/std: the correction; norm: p */
 } reduce_rec;
+
+/* node->params is not 8-byte aligned: copy it out (reduce_rec holds a
+ * double). */
+static reduce_rec reduce_params(const torc__node *n) {
+  reduce_rec r;
+  memcpy(&r, n->params, sizeof r);
+  return r;
+}
 
 /* g with the reduced dims restored as size 1 (the keepdim shape). */
 static torc_tensor *keepdim_grad(const torc__node *n, const torc_tensor *g) {
-  const reduce_rec *r = (const reduce_rec *)n->params;
+  const reduce_rec rv = reduce_params(n), *r = &rv;
   const torc__inmeta *m = &n->in[0];
   int64_t shape[TORC_MAX_DIMS];
   for (int i = 0; i < m->ndim; i++)
@@ -285,7 +456,7 @@ static torc_status sum_bw(torc__node *n, torc_tensor *const *gout,
 
 static torc_status mean_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
-  const reduce_rec *r = (const reduce_rec *)n->params;
+  const reduce_rec rv = reduce_params(n), *r = &rv;
   double count = 1;
   for (int i = 0; i < n->in[0].ndim; i++)
     if ((r->mask >> i) & 1u)
@@ -302,7 +473,7 @@ static torc_status mean_bw(torc__node *n, torc_tensor *const *gout,
  * nonzero others; elsewhere 0. */
 static torc_status prod_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
-  const reduce_rec *r = (const reduce_rec *)n->params;
+  const reduce_rec rv = reduce_params(n), *r = &rv;
   torc_tensor *x = SAVED(0);
   int dims[TORC_MAX_DIMS], nd = 0;
   for (int i = 0; i < x->ndim; i++)
@@ -335,7 +506,7 @@ static torc_status prod_bw(torc__node *n, torc_tensor *const *gout,
 /* amax/amin: split evenly among the elements equal to the result. */
 static torc_status extreme_reduce_bw(torc__node *n, torc_tensor *const *gout,
                                      torc_tensor **gin) {
-  const reduce_rec *r = (const reduce_rec *)n->params;
+  const reduce_rec rv = reduce_params(n), *r = &rv;
   torc_tensor *x = SAVED(0);
   int dims[TORC_MAX_DIMS], nd = 0;
   for (int i = 0; i < x->ndim; i++)
@@ -350,6 +521,242 @@ static torc_status extreme_reduce_bw(torc__node *n, torc_tensor *const *gout,
   gin[0] = t[4] && t[0] ? torc_mul(t[0], t[4]) : NULL;
   drop(t, 7);
   return DONE(gin[0]);
+}
+
+
+/* ---- issue 3: reductions with parameters ---- */
+
+/* The reduced dims of node n's input as a list; returns how many. */
+static int reduced_dims(const torc__node *n, int *dims) {
+  const reduce_rec rv = reduce_params(n), *r = &rv;
+  int nd = 0;
+  for (int i = 0; i < n->in[0].ndim; i++)
+    if ((r->mask >> i) & 1u)
+      dims[nd++] = i;
+  return nd;
+}
+
+/* x - mean(x) over the reduced dims (keepdim), and the divisor N - c. */
+static torc_tensor *centered(const torc__node *n, const torc_tensor *x,
+                             double *div) {
+  const reduce_rec rv = reduce_params(n), *r = &rv;
+  int dims[TORC_MAX_DIMS];
+  int nd = reduced_dims(n, dims);
+  double count = 1;
+  for (int i = 0; i < nd; i++)
+    count *= (double)x->shape[dims[i]];
+  *div = count - r->correction;
+  if (*div < 0)
+    *div = 0;
+  torc_tensor *m = nd ? torc_mean(x, dims, nd, 1) : torc_retain((torc_tensor *)x);
+  torc_tensor *c = m ? torc_sub(x, m) : NULL;
+  torc_release(m);
+  return c;
+}
+
+/* var: g 2 (x - mean) / (N - c). */
+static torc_status var_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  double div;
+  torc_tensor *t[3] = {keepdim_grad(n, G), centered(n, SAVED(0), &div), NULL};
+  t[2] = t[1] ? mul_c(t[1], 2.0 / div) : NULL;
+  gin[0] = t[0] && t[2] ? torc_mul(t[0], t[2]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* std: g (x - mean) / ((N - c) std). */
+static torc_status std_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  double div;
+  torc_tensor *t[5] = {keepdim_grad(n, G), centered(n, SAVED(0), &div),
+                       keepdim_out(n, SAVED(1)), NULL, NULL};
+  t[3] = t[1] && t[2] ? torc_div(t[1], t[2]) : NULL;
+  t[4] = t[3] ? mul_c(t[3], 1.0 / div) : NULL;
+  gin[0] = t[0] && t[4] ? torc_mul(t[0], t[4]) : NULL;
+  drop(t, 5);
+  return DONE(gin[0]);
+}
+
+/* logsumexp: g e^(x - out). */
+static torc_status logsumexp_bw(torc__node *n, torc_tensor *const *gout,
+                                torc_tensor **gin) {
+  torc_tensor *t[4] = {keepdim_grad(n, G), keepdim_out(n, SAVED(1)), NULL,
+                       NULL};
+  t[2] = t[1] ? torc_sub(SAVED(0), t[1]) : NULL;
+  t[3] = t[2] ? torc_exp(t[2]) : NULL;
+  gin[0] = t[0] && t[3] ? torc_mul(t[0], t[3]) : NULL;
+  drop(t, 4);
+  return DONE(gin[0]);
+}
+
+/* norm: p = 1: g sign(x); p = 2: g x / out (0 where out is 0); p = inf:
+ * g sign(x), split evenly among the elements with |x| = out. */
+static torc_status norm_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  const reduce_rec rv = reduce_params(n), *r = &rv;
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[10] = {keepdim_grad(n, G), keepdim_out(n, SAVED(1))};
+  if (r->correction == 1) {
+    t[2] = torc_sign(x);
+    gin[0] = t[0] && t[2] ? torc_mul(t[0], t[2]) : NULL;
+  } else if (r->correction == 2) {
+    t[2] = K(0, x);
+    t[3] = t[2] && t[1] ? torc_eq(t[1], t[2]) : NULL;
+    t[4] = t[1] ? torc_div(x, t[1]) : NULL;
+    t[5] = t[3] && t[4] ? torc_where(t[3], t[2], t[4]) : NULL;
+    gin[0] = t[0] && t[5] ? torc_mul(t[0], t[5]) : NULL;
+  } else {
+    int dims[TORC_MAX_DIMS];
+    int nd = reduced_dims(n, dims);
+    t[2] = torc_abs(x);
+    t[3] = t[2] && t[1] ? torc_eq(t[2], t[1]) : NULL;
+    t[4] = t[3] ? torc_to_dtype(t[3], x->dtype) : NULL;
+    t[5] = t[4] ? (nd ? torc_sum(t[4], dims, nd, 1) : torc_retain(t[4]))
+                : NULL;
+    t[6] = t[5] ? torc_div(t[4], t[5]) : NULL;
+    t[7] = torc_sign(x);
+    t[8] = t[6] && t[7] ? torc_mul(t[6], t[7]) : NULL;
+    gin[0] = t[0] && t[8] ? torc_mul(t[0], t[8]) : NULL;
+  }
+  drop(t, 10);
+  return DONE(gin[0]);
+}
+
+/* ---- along one dim: params torc_dim_params ---- */
+
+/* cumsum: the reversed cumulative sum of g, as total - cumsum(g) + g. */
+static torc_status cumsum_bw(torc__node *n, torc_tensor *const *gout,
+                             torc_tensor **gin) {
+  int d = ((const torc_dim_params *)n->params)->dim;
+  torc_tensor *t[3] = {torc_sum(G, &d, 1, 1), torc_cumsum(G, d), NULL};
+  t[2] = t[0] && t[1] ? torc_sub(t[0], t[1]) : NULL;
+  gin[0] = t[2] ? torc_add(t[2], G) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* softmax: y (g - sum(g y)). */
+static torc_status softmax_bw(torc__node *n, torc_tensor *const *gout,
+                              torc_tensor **gin) {
+  int d = ((const torc_dim_params *)n->params)->dim;
+  torc_tensor *y = SAVED(0);
+  torc_tensor *t[3] = {torc_mul(G, y), NULL, NULL};
+  t[1] = t[0] ? torc_sum(t[0], &d, 1, 1) : NULL;
+  t[2] = t[1] ? torc_sub(G, t[1]) : NULL;
+  gin[0] = t[2] ? torc_mul(y, t[2]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* log_softmax: g - e^y sum(g). */
+static torc_status log_softmax_bw(torc__node *n, torc_tensor *const *gout,
+                                  torc_tensor **gin) {
+  int d = ((const torc_dim_params *)n->params)->dim;
+  torc_tensor *t[3] = {torc_exp(SAVED(0)), torc_sum(G, &d, 1, 1), NULL};
+  t[2] = t[0] && t[1] ? torc_mul(t[0], t[1]) : NULL;
+  gin[0] = t[2] ? torc_sub(G, t[2]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* max_dim/min_dim: g to the selected index (one winner). params: dim,
+ * keepdim; saved: the indices. */
+typedef struct dimkeep_rec {
+  int dim, keepdim;
+} dimkeep_rec;
+
+static torc_status max_dim_bw(torc__node *n, torc_tensor *const *gout,
+                              torc_tensor **gin) {
+  const dimkeep_rec *r = (const dimkeep_rec *)n->params;
+  const torc__inmeta *m = &n->in[0];
+  if (m->ndim == 0)
+    return DONE(gin[0] = torc_retain(G));
+  torc_tensor *t[5] = {0};
+  t[0] = r->keepdim ? torc_retain(G) : torc_unsqueeze(G, r->dim);
+  t[1] = r->keepdim ? torc_retain(SAVED(0)) : torc_unsqueeze(SAVED(0), r->dim);
+  t[2] = torc_arange(0, (double)m->shape[r->dim], 1, TORC_I64,
+                     G->storage->device);
+  int64_t shape[TORC_MAX_DIMS];
+  for (int i = 0; i < m->ndim; i++)
+    shape[i] = i == r->dim ? m->shape[i] : 1;
+  t[3] = t[2] ? torc_reshape(t[2], shape, m->ndim) : NULL;
+  t[4] = t[3] && t[1] ? torc_eq(t[3], t[1]) : NULL;
+  gin[0] = t[0] && t[4] ? torc_mul(t[0], t[4]) : NULL;
+  drop(t, 5);
+  return DONE(gin[0]);
+}
+
+torc_status torc__record_max_dim(int op, const torc_tensor *x,
+                                 torc_tensor *values,
+                                 const torc_tensor *indices, int dim,
+                                 int keepdim) {
+  if (!torc__should_record(&x, 1))
+    return TORC_OK;
+  torc__node *nd = torc__node_new(
+      op == TORC__OP_max_dim ? "MaxBackward" : "MinBackward",
+      torc__ops[op].name, max_dim_bw, &x, 1);
+  if (nd == NULL)
+    return torc_last_status();
+  dimkeep_rec *r = (dimkeep_rec *)nd->params;
+  r->dim = dim;
+  r->keepdim = keepdim;
+  torc_status st = torc__node_save(nd, indices);
+  if (st) {
+    torc__node_release(nd);
+    return st;
+  }
+  /* The indices are not differentiable (as PyTorch's): only the values
+   * are made outputs of the node. */
+  torc__node_attach(nd, &values, 1);
+  return TORC_OK;
+}
+
+/* ---- linear: x [..., in], w [out, in], b [out] or NULL ---- */
+
+static torc_status linear_bw(torc__node *n, torc_tensor *const *gout,
+                             torc_tensor **gin) {
+  torc_tensor *x = SAVED(0), *w = SAVED(1);
+  if (torc__needs_grad(n, 0) && !(gin[0] = torc_matmul(G, w)))
+    return torc_last_status();
+  if (torc__needs_grad(n, 1)) {
+    int64_t out_f = w->shape[0], in_f = w->shape[1];
+    int64_t rows = torc_numel(x) / (in_f ? in_f : 1);
+    if (in_f == 0)
+      rows = torc_numel(G) / (out_f ? out_f : 1);
+    torc_tensor *t[4] = {torc_reshape(G, (const int64_t[]){rows, out_f}, 2),
+                         torc_reshape(x, (const int64_t[]){rows, in_f}, 2),
+                         NULL, NULL};
+    t[2] = t[0] ? torc_transpose(t[0], 0, 1) : NULL;
+    gin[1] = t[2] && t[1] ? torc_matmul(t[2], t[1]) : NULL;
+    drop(t, 4);
+    if (gin[1] == NULL)
+      return torc_last_status();
+  }
+  if (n->n_in > 2 && torc__needs_grad(n, 2) && !(gin[2] = torc_retain(G)))
+    return torc_last_status();
+  return TORC_OK;
+}
+
+torc_status torc__record_linear(const torc_tensor *x, const torc_tensor *w,
+                                const torc_tensor *b, torc_tensor *out) {
+  const torc_tensor *in[3] = {x, w, b};
+  int n_in = b ? 3 : 2;
+  if (!torc__should_record(in, n_in))
+    return TORC_OK;
+  torc__node *nd = torc__node_new("LinearBackward", "linear", linear_bw, in,
+                                  n_in);
+  if (nd == NULL)
+    return torc_last_status();
+  torc_status st = torc__node_save(nd, x);
+  if (st == TORC_OK)
+    st = torc__node_save(nd, w);
+  if (st) {
+    torc__node_release(nd);
+    return st;
+  }
+  torc__node_attach(nd, &out, 1);
+  return TORC_OK;
 }
 
 /* ---- matmul: recorded on the original operands; params say whether a
@@ -462,12 +869,35 @@ const torc__derivative torc__derivatives[TORC__OP_COUNT] = {
     D(prod, "ProdBackward", prod_bw, 1 | OUT),
     D(amax, "AmaxBackward", extreme_reduce_bw, 1 | OUT),
     D(amin, "AminBackward", extreme_reduce_bw, 1 | OUT),
+    D(log1p, "Log1pBackward", log1p_bw, 1),
+    D(rsqrt, "RsqrtBackward", rsqrt_bw, OUT),
+    D(silu, "SiluBackward", silu_bw, 1),
+    D(leaky_relu, "LeakyReluBackward", leaky_relu_bw, 1),
+    D(elu, "EluBackward", elu_bw, 1),
+    D(gelu, "GeluBackward", gelu_bw, 1),
+    D(softplus, "SoftplusBackward", softplus_bw, 1),
+    D(clamp, "ClampBackward", clamp_bw, 1),
+    D(where, "WhereBackward", where_bw, 1),
+    D(var, "VarBackward", var_bw, 1),
+    D(std, "StdBackward", std_bw, 1 | OUT),
+    D(logsumexp, "LogsumexpBackward", logsumexp_bw, 1 | OUT),
+    D(norm, "NormBackward", norm_bw, 1 | OUT),
+    D(cumsum, "CumsumBackward", cumsum_bw, 0),
+    D(softmax, "SoftmaxBackward", softmax_bw, OUT),
+    D(log_softmax, "LogSoftmaxBackward", log_softmax_bw, OUT),
 };
 #undef D
 
 torc_status torc__record_reduce(int op, const torc_tensor *in,
                                 torc_tensor *out, uint32_t mask, int keepdim) {
-  reduce_rec r = {mask, keepdim};
+  reduce_rec r = {mask, keepdim, 0.0};
+  return torc__record_op(op, &in, 1, out, &r, sizeof r);
+}
+
+torc_status torc__record_reduce_c(int op, const torc_tensor *in,
+                                  torc_tensor *out, uint32_t mask, int keepdim,
+                                  double correction) {
+  reduce_rec r = {mask, keepdim, correction};
   return torc__record_op(op, &in, 1, out, &r, sizeof r);
 }
 
@@ -478,10 +908,17 @@ typedef struct view_rec {
   int np;
   int64_t p[TORC_MAX_DIMS];
 } view_rec;
+_Static_assert(sizeof(view_rec) <= sizeof(((torc__node *)0)->params) &&
+                   sizeof(reduce_rec) <= sizeof(((torc__node *)0)->params) &&
+                   sizeof(torc_scalar_params) <=
+                       sizeof(((torc__node *)0)->params),
+               "op parameters must fit in torc__node.params");
 
 static torc_status view_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
-  const view_rec *v = (const view_rec *)n->params;
+  view_rec vr; /* copied out: node->params is not 8-byte aligned */
+  memcpy(&vr, n->params, sizeof vr);
+  const view_rec *v = &vr;
   const torc__inmeta *m = &n->in[0];
   switch (v->kind) {
   case TORC__VIEW_RESHAPE:
@@ -534,11 +971,10 @@ torc_tensor *torc__record_view(torc_tensor *out, const torc_tensor *in,
     torc_release(out);
     return NULL;
   }
-  view_rec *v = (view_rec *)nd->params;
-  v->kind = kind;
-  v->np = np;
+  view_rec v = {kind, np, {0}};
   for (int i = 0; i < np && i < TORC_MAX_DIMS; i++)
-    v->p[i] = p[i];
+    v.p[i] = p[i];
+  memcpy(nd->params, &v, sizeof v);
   nd->view = kind != TORC__VIEW_IDENTITY;
   torc__node_attach(nd, &out, 1);
   return out;

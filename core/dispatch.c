@@ -301,7 +301,18 @@ static torc_status run_fallback(int op, torc_dtype kdt,
     st = torc__kernel_call(op, kdt, (const torc_tensor *const *)cin, n_in,
                            cout, n_out, params, psize);
   for (int i = 0; i < n_out && st == TORC_OK; i++) {
-    torc_tensor *back = torc__to(cout[i], out[i]->storage->device);
+    torc_tensor *o = out[i];
+    if (torc_is_contiguous(o)) { /* straight into the device's memory */
+      size_t es = torc_dtype_size(o->dtype);
+      torc__devtype *d = torc__devtype_get(o->storage->device.type);
+      st = d->ops.copy_from_host(d->ops.user, o->storage->device.index,
+                                 o->storage->ptr, (size_t)o->offset * es,
+                                 cout[i]->storage->ptr,
+                                 (size_t)torc__numel(o->shape, o->ndim) * es,
+                                 0);
+      continue;
+    }
+    torc_tensor *back = torc__to(cout[i], o->storage->device);
     if (back == NULL) {
       st = torc_last_status();
       break;

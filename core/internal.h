@@ -153,7 +153,10 @@ typedef enum torc__op_kind {
   TORC__OPK_UNARY,
   TORC__OPK_BINARY,
   TORC__OPK_REDUCE,
-  TORC__OPK_MATMUL
+  TORC__OPK_MATMUL,
+  TORC__OPK_WHERE, /* cond, a, b broadcast to one shape */
+  TORC__OPK_DIM,   /* along one dim: scans, max/min with indices, softmax */
+  TORC__OPK_NN     /* nn ops (ops_nn.def): shape logic per op, ops_nn.c */
 } torc__op_kind;
 
 /* Dtype rules of ops.def. */
@@ -167,7 +170,9 @@ typedef enum torc__op_rule {
   TORC__R_CMP,      /* binary comparison, bool out */
   TORC__R_SUM,      /* reduction: integers and bool -> i64 */
   TORC__R_MEAN,     /* reduction: floating only */
-  TORC__R_SAME      /* reduction: same dtype, non-empty */
+  TORC__R_SAME,     /* reduction: same dtype, non-empty */
+  TORC__R_FLOATONLY, /* unary: floating dtypes only (activations) */
+  TORC__R_LOGICAL   /* unary on any dtype, bool out */
 } torc__op_rule;
 
 enum {
@@ -267,7 +272,7 @@ struct torc__node {
   uint8_t view;         /* made by a view op: outputs share the input's data */
   uint64_t walk_gen;    /* engine bookkeeping (autograd.c) */
   int walk_idx;
-  unsigned char params[96]; /* op parameters the formula needs */
+  _Alignas(16) unsigned char params[96]; /* op parameters the formula needs */
 };
 
 /* 1 if ops should record: grad mode enabled and some input requires grad. */
@@ -351,6 +356,50 @@ torc_status torc__record_reduce(int op, const torc_tensor *in,
 
 /* Sums g over the dims that broadcasting expanded, giving `shape`. */
 torc_tensor *torc__sum_to(const torc_tensor *g, const int64_t *shape, int ndim);
+
+/* ---- shared by ops.c, ops_elementwise.c and ops_reduce.c (issue 3) ---- */
+
+/* torch.result_type of two tensors (0-dim operands promote only across
+ * categories). */
+torc_dtype torc__result_type(const torc_tensor *a, const torc_tensor *b);
+
+/* Broadcast shape of a and b into out (error naming fn). */
+torc_status torc__broadcast_shapes(const char *fn, const torc_tensor *a,
+                                   const torc_tensor *b, int64_t *out,
+                                   int *out_ndim);
+
+/* t cast to dt: a new reference (t itself, retained, when it already is). */
+torc_tensor *torc__as_dtype(const torc_tensor *t, torc_dtype dt);
+
+/* torc__unary with kernel parameters (recorded into node->params). */
+torc_tensor *torc__unary_p(int op, const torc_tensor *x, const void *params,
+                           size_t psize);
+
+/* a op= b as the public torc_add_ etc. (b broadcast to a, a's dtype). */
+torc_status torc__binary_inplace(int op, torc_tensor *a, const torc_tensor *b);
+
+/* A 0-dim tensor holding v, untracked (integer dtypes take it exactly
+ * when it is integral). */
+torc_tensor *torc__scalar(double v, torc_dtype dt, torc_device dev);
+
+/* Untracked matmul (torc_matmul's rules, recorded as MatmulBackward). */
+torc_tensor *torc__matmul(const torc_tensor *a, const torc_tensor *b);
+
+/* Records max_dim/min_dim (op) on x: only `values` gets the node; dim is
+ * wrapped. */
+torc_status torc__record_max_dim(int op, const torc_tensor *x,
+                                 torc_tensor *values,
+                                 const torc_tensor *indices, int dim,
+                                 int keepdim);
+
+/* Records linear (bias may be NULL) as one LinearBackward node. */
+torc_status torc__record_linear(const torc_tensor *x, const torc_tensor *w,
+                                const torc_tensor *b, torc_tensor *out);
+
+/* var/std reductions' record: params {mask, keepdim, correction}. */
+torc_status torc__record_reduce_c(int op, const torc_tensor *in,
+                                  torc_tensor *out, uint32_t mask, int keepdim,
+                                  double correction);
 
 /* ---- plugins (plugin.c) ---- */
 

@@ -4,6 +4,7 @@ libtorc_la_SOURCES = \
 	core/internal.h core/ops.def core/ops_nn.def \
 	core/error.c core/dtype.c core/device.c core/tensor.c core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
+	core/ops_elementwise.c core/ops_reduce.c \
 	core/autograd.c core/derivatives.c \
 	core/plugin.c core/config.c core/runtime.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
@@ -15,6 +16,7 @@ torcinclude_HEADERS += \
 	include/torc/torc.h include/torc/error.h include/torc/dtype.h \
 	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
-	include/torc/philox.h include/torc/autograd.h include/torc/nn.h
+	include/torc/philox.h include/torc/autograd.h include/torc/nn.h include/torc/safetensors.h include/torc/indexing.h
 include core/nn.mk
 include core/st.mk
+include core/index.mk

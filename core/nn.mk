@@ -1,1 +1,3 @@
-# core/nn.mk — owned by one helper; see the lead's notes.
+# core/nn.mk — the neural-network ops (torc/nn.h).
+libtorc_la_SOURCES += core/ops_nn.def core/nn_internal.h \
+	core/ops_nn.c core/derivatives_nn.c

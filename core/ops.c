@@ -3,6 +3,7 @@
  * 1-D/batched rules. Each op checks its inputs, allocates the output and
  * hands the arithmetic to the kernel the dispatcher finds.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "internal.h"
@@ -26,7 +27,7 @@ static torc_dtype combine_categories(torc_dtype higher, torc_dtype lower) {
 }
 
 /* torch.result_type of two tensors. */
-static torc_dtype result_type(const torc_tensor *a, const torc_tensor *b) {
+torc_dtype torc__result_type(const torc_tensor *a, const torc_tensor *b) {
   torc_dtype dim_r = TORC_DTYPE_ANY, zero_r = TORC_DTYPE_ANY;
   const torc_tensor *ts[2] = {a, b};
   for (int i = 0; i < 2; i++) {
@@ -38,9 +39,9 @@ static torc_dtype result_type(const torc_tensor *a, const torc_tensor *b) {
 
 /* ---- broadcasting ---- */
 
-static torc_status broadcast_shapes(const char *fn, const torc_tensor *a,
-                                    const torc_tensor *b, int64_t *out,
-                                    int *out_ndim) {
+torc_status torc__broadcast_shapes(const char *fn, const torc_tensor *a,
+                                   const torc_tensor *b, int64_t *out,
+                                   int *out_ndim) {
   int n = a->ndim > b->ndim ? a->ndim : b->ndim;
   for (int i = 0; i < n; i++) {
     int ia = a->ndim - n + i, ib = b->ndim - n + i;
@@ -63,7 +64,7 @@ static torc_status broadcast_shapes(const char *fn, const torc_tensor *a,
 }
 
 /* t cast to dtype (a new reference; t itself when it already is). */
-static torc_tensor *as_dtype(const torc_tensor *t, torc_dtype dt) {
+torc_tensor *torc__as_dtype(const torc_tensor *t, torc_dtype dt) {
   if (t->dtype == dt)
     return torc_retain((torc_tensor *)t);
   return torc__cast(t, dt);
@@ -73,36 +74,51 @@ static torc_tensor *as_dtype(const torc_tensor *t, torc_dtype dt) {
 
 /* ---- unary ---- */
 
-torc_tensor *torc__unary(int op, const torc_tensor *x) {
+torc_tensor *torc__unary_p(int op, const torc_tensor *x, const void *params,
+                           size_t psize) {
   char fn[48];
   snprintf(fn, sizeof fn, "torc_%s", OPNAME(op));
   if (x == NULL) {
     torc__null_input(fn);
     return NULL;
   }
-  torc_dtype kdt = x->dtype;
-  if (torc__ops[op].rule == TORC__R_NUMERIC && x->dtype == TORC_BOOL) {
+  torc_dtype kdt = x->dtype, odt;
+  torc__op_rule rule = torc__ops[op].rule;
+  if (rule == TORC__R_NUMERIC && x->dtype == TORC_BOOL) {
     torc_set_error(TORC_ERR_DTYPE,
                    "%s: not defined for bool tensors; cast first with "
                    "torc_to_dtype(x, TORC_I64) or TORC_F32",
                    fn);
     return NULL;
   }
-  if (torc__ops[op].rule == TORC__R_FLOAT && !torc_dtype_is_float(kdt))
+  if (rule == TORC__R_FLOATONLY && !torc_dtype_is_float(x->dtype)) {
+    torc_set_error(TORC_ERR_DTYPE,
+                   "%s: the input is %s; this op is defined for floating "
+                   "dtypes only (f32, f64, f16, bf16): cast first with "
+                   "torc_to_dtype(x, TORC_F32)",
+                   fn, torc_dtype_name(x->dtype));
+    return NULL;
+  }
+  if (rule == TORC__R_FLOAT && !torc_dtype_is_float(kdt))
     kdt = TORC_F32;
-  torc_tensor *xin = as_dtype(x, kdt);
+  odt = rule == TORC__R_LOGICAL ? TORC_BOOL : kdt;
+  torc_tensor *xin = torc__as_dtype(x, kdt);
   if (xin == NULL)
     return NULL;
-  torc_tensor *out = torc__empty(x->shape, x->ndim, kdt, x->storage->device);
+  torc_tensor *out = torc__empty(x->shape, x->ndim, odt, x->storage->device);
   if (out && ((torc__numel(x->shape, x->ndim) > 0 &&
                torc__kernel_call(op, kdt, (const torc_tensor *const *)&xin, 1,
-                                 &out, 1, NULL, 0)) ||
-              torc__record_op(op, &x, 1, out, NULL, 0))) {
+                                 &out, 1, params, psize)) ||
+              torc__record_op(op, &x, 1, out, params, psize))) {
     torc_release(out);
     out = NULL;
   }
   torc_release(xin);
   return out;
+}
+
+torc_tensor *torc__unary(int op, const torc_tensor *x) {
+  return torc__unary_p(op, x, NULL, 0);
 }
 
 #define UNARY(name)                                                            \
@@ -130,7 +146,7 @@ UNARY(reciprocal)
 static torc_status binary_dtypes(int op, const char *fn, const torc_tensor *a,
                                  const torc_tensor *b, torc_dtype *kdt,
                                  torc_dtype *odt) {
-  torc_dtype r = result_type(a, b);
+  torc_dtype r = torc__result_type(a, b);
   switch (torc__ops[op].rule) {
   case TORC__R_NOBOOL:
     if (r == TORC_BOOL)
@@ -164,7 +180,7 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
   int64_t shape[TORC_MAX_DIMS];
   int ndim;
   torc_dtype kdt, odt;
-  if (broadcast_shapes(fn, a, b, shape, &ndim) ||
+  if (torc__broadcast_shapes(fn, a, b, shape, &ndim) ||
       binary_dtypes(op, fn, a, b, &kdt, &odt))
     return NULL;
   torc_tensor *out = torc__empty(shape, ndim, odt, a->storage->device);
@@ -177,7 +193,7 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
     }
     return out;
   }
-  torc_tensor *ca = as_dtype(a, kdt), *cb = ca ? as_dtype(b, kdt) : NULL;
+  torc_tensor *ca = torc__as_dtype(a, kdt), *cb = ca ? torc__as_dtype(b, kdt) : NULL;
   torc_tensor *ea = cb ? torc__expand(ca, shape, ndim) : NULL;
   torc_tensor *eb = ea ? torc__expand(cb, shape, ndim) : NULL;
   const torc_tensor *in[2] = {ea, eb};
@@ -213,7 +229,7 @@ BINARY(ge)
 #undef BINARY
 
 /* a op= b: b broadcasts to a's shape; the result must keep a's dtype. */
-static torc_status binary_inplace(int op, torc_tensor *a, const torc_tensor *b) {
+torc_status torc__binary_inplace(int op, torc_tensor *a, const torc_tensor *b) {
   char fn[48];
   snprintf(fn, sizeof fn, "torc_%s_", OPNAME(op));
   if (a == NULL || b == NULL)
@@ -225,7 +241,7 @@ static torc_status binary_inplace(int op, torc_tensor *a, const torc_tensor *b) 
   int64_t shape[TORC_MAX_DIMS];
   int ndim;
   torc_dtype kdt, odt;
-  if ((st = broadcast_shapes(fn, a, b, shape, &ndim)) ||
+  if ((st = torc__broadcast_shapes(fn, a, b, shape, &ndim)) ||
       (st = binary_dtypes(op, fn, a, b, &kdt, &odt)))
     return st;
   char x[128], y[128];
@@ -294,7 +310,7 @@ static torc_status binary_inplace(int op, torc_tensor *a, const torc_tensor *b) 
     return TORC_OK;
   }
   kdt = a->dtype;
-  torc_tensor *cb = as_dtype(b, kdt);
+  torc_tensor *cb = torc__as_dtype(b, kdt);
   torc_tensor *eb = cb ? torc__expand(cb, a->shape, a->ndim) : NULL;
   if (eb == NULL) {
     torc_release(cb);
@@ -318,13 +334,13 @@ static torc_status binary_inplace(int op, torc_tensor *a, const torc_tensor *b) 
 }
 
 torc_status torc_add_(torc_tensor *a, const torc_tensor *b) {
-  return binary_inplace(TORC__OP_add, a, b);
+  return torc__binary_inplace(TORC__OP_add, a, b);
 }
 torc_status torc_sub_(torc_tensor *a, const torc_tensor *b) {
-  return binary_inplace(TORC__OP_sub, a, b);
+  return torc__binary_inplace(TORC__OP_sub, a, b);
 }
 torc_status torc_mul_(torc_tensor *a, const torc_tensor *b) {
-  return binary_inplace(TORC__OP_mul, a, b);
+  return torc__binary_inplace(TORC__OP_mul, a, b);
 }
 torc_status torc_div_(torc_tensor *a, const torc_tensor *b) {
   if (a && !torc_dtype_is_float(a->dtype))
@@ -333,13 +349,14 @@ torc_status torc_div_(torc_tensor *a, const torc_tensor *b) {
                           "would need a floating result; cast the target to "
                           "a floating dtype first",
                           torc_dtype_name(a->dtype));
-  return binary_inplace(TORC__OP_div, a, b);
+  return torc__binary_inplace(TORC__OP_div, a, b);
 }
 
 /* ---- reductions ---- */
 
-static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
-                           int n_dims, int keepdim) {
+/* `extra`: var/std's correction, norm's p (unused by the others). */
+static torc_tensor *reduce_ex(int op, const torc_tensor *x, const int *dims,
+                              int n_dims, int keepdim, double extra) {
   char fn[48];
   snprintf(fn, sizeof fn, "torc_%s", OPNAME(op));
   if (x == NULL) {
@@ -391,7 +408,9 @@ static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
   int on = 0;
   for (int i = 0; i < x->ndim; i++) {
     int red = (mask >> i) & 1u;
-    if (red && torc__ops[op].rule == TORC__R_SAME && x->shape[i] == 0) {
+    if (red && x->shape[i] == 0 &&
+        (torc__ops[op].rule == TORC__R_SAME ||
+         (op == TORC__OP_norm && isinf(extra)))) {
       char b[128];
       torc_set_error(TORC_ERR_SHAPE,
                      "%s: cannot reduce over dim %d of size 0 (shape %s): the "
@@ -406,9 +425,12 @@ static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
   torc_tensor *out = torc__empty(kshape, x->ndim, odt, x->storage->device);
   if (out == NULL)
     return NULL;
-  torc_reduce_params p = {mask, 0, 0.0};
+  torc_reduce_params p = {mask, 0, extra};
+  torc_norm_params np = {mask, 0, extra};
+  const void *pp = op == TORC__OP_norm ? (const void *)&np : (const void *)&p;
+  size_t ps = op == TORC__OP_norm ? sizeof np : sizeof p;
   if (torc__numel(kshape, x->ndim) > 0 &&
-      torc__kernel_call(op, x->dtype, &x, 1, &out, 1, &p, sizeof p)) {
+      torc__kernel_call(op, x->dtype, &x, 1, &out, 1, pp, ps)) {
     torc_release(out);
     return NULL;
   }
@@ -421,11 +443,20 @@ static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
       return NULL;
     out->is_view = 0; /* a private buffer's view */
   }
-  if (torc__record_reduce(op, x, out, mask, keepdim)) {
+  torc_status st = op == TORC__OP_var || op == TORC__OP_std ||
+                           op == TORC__OP_norm
+                       ? torc__record_reduce_c(op, x, out, mask, keepdim, extra)
+                       : torc__record_reduce(op, x, out, mask, keepdim);
+  if (st) {
     torc_release(out);
     return NULL;
   }
   return out;
+}
+
+static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
+                           int n_dims, int keepdim) {
+  return reduce_ex(op, x, dims, n_dims, keepdim, 0.0);
 }
 
 #define REDUCE(name)                                                           \
@@ -438,11 +469,35 @@ REDUCE(mean)
 REDUCE(prod)
 REDUCE(amax)
 REDUCE(amin)
+REDUCE(logsumexp)
 #undef REDUCE
+
+torc_tensor *torc_var(const torc_tensor *x, const int *dims, int n_dims,
+                      double correction, int keepdim) {
+  return torc__ret(reduce_ex(TORC__OP_var, x, dims, n_dims, keepdim,
+                             correction));
+}
+
+torc_tensor *torc_std(const torc_tensor *x, const int *dims, int n_dims,
+                      double correction, int keepdim) {
+  return torc__ret(reduce_ex(TORC__OP_std, x, dims, n_dims, keepdim,
+                             correction));
+}
+
+torc_tensor *torc_norm(const torc_tensor *x, double p, const int *dims,
+                       int n_dims, int keepdim) {
+  if (x && !(p == 1 || p == 2 || (isinf(p) && p > 0))) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "torc_norm: p = %g is not supported; use 1, 2 or INFINITY",
+                   p);
+    return NULL;
+  }
+  return torc__ret(reduce_ex(TORC__OP_norm, x, dims, n_dims, keepdim, p));
+}
 
 /* ---- matmul ---- */
 
-static torc_tensor *matmul(const torc_tensor *a, const torc_tensor *b) {
+torc_tensor *torc__matmul(const torc_tensor *a, const torc_tensor *b) {
   const char *fn = "torc_matmul";
   if (a == NULL || b == NULL) {
     torc__null_input(fn);
@@ -526,7 +581,7 @@ static torc_tensor *matmul(const torc_tensor *a, const torc_tensor *b) {
   if (out == NULL)
     goto fail;
   if (torc__numel(o_shape, nb + 2) > 0) {
-    if (!(ca = as_dtype(a, dt)) || !(cb = as_dtype(b, dt)) ||
+    if (!(ca = torc__as_dtype(a, dt)) || !(cb = torc__as_dtype(b, dt)) ||
         !(ra = torc__reshape(ca, as, an, 1)) ||
         !(rb = torc__reshape(cb, bs, bn, 1)) ||
         !(xa = torc__expand(ra, ea_shape, nb + 2)) ||
@@ -565,5 +620,5 @@ fail:
 }
 
 torc_tensor *torc_matmul(const torc_tensor *a, const torc_tensor *b) {
-  return torc__ret(matmul(a, b));
+  return torc__ret(torc__matmul(a, b));
 }

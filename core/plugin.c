@@ -243,7 +243,14 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
                           pre);
   const char *want_name = o && o->name ? o->name : NULL;
   char path[PATH_MAX];
-  const char *label = want_name ? want_name : module;
+  /* For messages: the requested name, or the file's name without ".so". */
+  char stem[128];
+  const char *slash = strrchr(module, '/');
+  snprintf(stem, sizeof stem, "%s", slash ? slash + 1 : module);
+  size_t sl = strlen(stem);
+  if (sl > 3 && strcmp(stem + sl - 3, ".so") == 0)
+    stem[sl - 3] = '\0';
+  const char *label = want_name ? want_name : stem;
   if (strchr(module, '/') == NULL) {
     if (!valid_plugin_name(module))
       return torc_set_error(TORC_ERR_INVALID,

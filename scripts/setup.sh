@@ -12,7 +12,7 @@ case $build in /*) ;; *) build="$top/$build" ;; esac
 
 # Debian packages the build and the tests need.
 packages=(gcc make autoconf automake libtool pkg-config
-          libinih-dev libcmocka-dev valgrind)
+          libinih-dev libjansson-dev libcmocka-dev valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

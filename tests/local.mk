@@ -6,7 +6,8 @@ TORC_TEST_LINK_FLAGS = $(AM_LDFLAGS) -no-install
 UNIT_TESTS = \
 	tests/test_error tests/test_dtype tests/test_tensor tests/test_random \
 	tests/test_ops tests/test_sim tests/test_config tests/test_print \
-	tests/test_plugin tests/test_abi tests/test_autograd
+	tests/test_plugin tests/test_abi tests/test_autograd \
+	tests/test_elementwise tests/test_reduce
 
 if HAVE_CMOCKA
 check_PROGRAMS += $(UNIT_TESTS)
@@ -25,6 +26,8 @@ tests_test_print_SOURCES = tests/test_print.c tests/testutil.h
 tests_test_plugin_SOURCES = tests/test_plugin.c tests/testutil.h
 tests_test_abi_SOURCES = tests/test_abi.c tests/testutil.h
 tests_test_autograd_SOURCES = tests/test_autograd.c tests/testutil.h
+tests_test_elementwise_SOURCES = tests/test_elementwise.c tests/testutil.h
+tests_test_reduce_SOURCES = tests/test_reduce.c tests/testutil.h
 tests_test_error_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_dtype_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_tensor_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
@@ -36,6 +39,8 @@ tests_test_print_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_plugin_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_abi_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_autograd_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_elementwise_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_reduce_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 
 # Every test runs through tests/harness.sh (valgrind on request); tests
 # find the build tree's plugins and the test plugins through the path.
@@ -54,3 +59,4 @@ include tests/plugins/local.mk
 EXTRA_DIST += tests/valgrind.supp
 include tests/nn.mk
 include tests/st.mk
+include tests/index.mk

@@ -1,1 +1,7 @@
-# tests/nn.mk — owned by one helper; see the lead's notes.
+# tests/nn.mk — the neural-network ops' tests (torc/nn.h).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_nn
+TESTS += tests/test_nn
+endif
+tests_test_nn_SOURCES = tests/test_nn.c tests/testutil.h
+tests_test_nn_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "testutil.h"
 
 #include "torc/plugin.h"
@@ -677,6 +679,53 @@ static void test_config_unknown_key(void **state) {
   assert_int_equal(torc_plugin_count(), 0);
 }
 
+/* A device with no kernels: an op there names the devices that have it;
+ * with [torc] fallback = cpu it runs on the cpu with copies, logged once. */
+static void test_missing_kernel_and_fallback(void **state) {
+  (void)state;
+  char ini[2 * PATH_MAX];
+  snprintf(ini, sizeof ini,
+           "[plugins]\n"
+           "path = %s\n"
+           "[plugin.goodkeys]\n"
+           "module = goodkeys\n",
+           plugin_dir);
+  if (apply_ini(ini) != TORC_OK) {
+    print_error("torc_config_apply: %s\n", err_msg);
+    fail();
+  }
+  test_load_plugin("ref");
+  torc_device dev;
+  assert_ok(torc_device_parse("testdev:0", &dev));
+  const float v[3] = {0, 1, 2};
+  torc_tensor *t = torc_from_host(v, TORC_SHAPE(3), TORC_F32, dev);
+  assert_torc(t);
+  assert_null(torc_exp(t));
+  assert_error(TORC_ERR_NO_KERNEL, "no kernel for op 'exp' with dtype f32 on "
+                                   "testdev:0");
+  assert_contains(torc_last_error(), "Devices that have it: cpu");
+  assert_contains(torc_last_error(), "fallback = cpu");
+
+  torc_config *cfg = torc_config_parse("[torc]\nfallback = cpu\n", "fb.ini");
+  assert_non_null(cfg);
+  assert_ok(torc_config_apply(cfg));
+  torc_config_free(cfg);
+  log_buf[0] = '\0';
+  torc_tensor *e1 = torc_exp(t), *e2 = torc_exp(t);
+  assert_torc(e1);
+  assert_torc(e2);
+  assert_true(torc_device_eq(torc_device_of(e1), dev));
+  float back[3];
+  assert_ok(torc_to_host(e1, back, sizeof back));
+  for (int i = 0; i < 3; i++)
+    assert_true(fabsf(back[i] - expf(v[i])) < 1e-6f * expf(v[i]));
+  assert_contains(log_buf, "running it on the cpu");
+  /* logged once per (op, device), not per call */
+  const char *first = strstr(log_buf, "running it on the cpu");
+  assert_null(strstr(first + 1, "running it on the cpu"));
+  torc_release(t), torc_release(e1), torc_release(e2);
+}
+
 int main(void) {
   plugin_dir = getenv("TORC_TEST_PLUGIN_DIR");
   if (plugin_dir == NULL || *plugin_dir == '\0') {
@@ -697,6 +746,7 @@ int main(void) {
       T(test_init_failure_rolls_back),
       T(test_bad_arguments),
       T(test_keys_reach_the_plugin),
+      T(test_missing_kernel_and_fallback),
       T(test_key_defaults),
       T(test_unknown_key),
       T(test_bad_key_value),

@@ -1099,6 +1099,26 @@ static void test_good_keys(void **state) {
   torc_shutdown();
 }
 
+static void test_loaded_twice(void **state) {
+  (void)state;
+  assert_int_equal(load_sim(NULL, NULL, 0), 0);
+  torc_tensor *t = torc_full(TORC_SHAPE(3), 2.0, TORC_F32, sim_dev(0));
+  assert_torc(t);
+  /* the same file under another name is refused, and the first instance
+   * keeps working */
+  torc_plugin_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.name = "sim2";
+  assert_int_equal(torc_plugin_load("sim", &opts), TORC_ERR_PLUGIN);
+  assert_contains(torc_last_error(), "sim: this plugin is already loaded");
+  torc_tensor *u = torc_mul(t, t);
+  const double four[3] = {4, 4, 4};
+  test_assert_values(u, four, 3, 0);
+  torc_release(u);
+  torc_release(t);
+  torc_shutdown();
+}
+
 static void test_sim_kernels_registered(void **state) {
   (void)state;
   assert_int_equal(load_sim(NULL, NULL, 0), 0);
@@ -1155,6 +1175,7 @@ int main(void) {
   const struct CMUnitTest keys[] = {
       cmocka_unit_test_teardown(test_bad_keys, teardown_each),
       cmocka_unit_test_teardown(test_good_keys, teardown_each),
+      cmocka_unit_test_teardown(test_loaded_twice, teardown_each),
       cmocka_unit_test_teardown(test_sim_kernels_registered, teardown_each),
   };
   if (getenv("TORC_PLUGIN_PATH") == NULL) {

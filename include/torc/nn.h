@@ -1,13 +1,149 @@
-/* torc/nn.h — the neural-network and indexing ops (torch.nn.functional's
- * core): convolution, pooling, normalisation, dropout, embedding, and
- * gather/scatter, cat/stack/split, pad, interpolate, topk. Ownership and
- * errors as in ops.h. */
+/* torc/nn.h — the neural-network ops (torch.nn.functional's core):
+ * convolution, pooling, normalisation, dropout, embedding. Ownership and
+ * errors as in ops.h: a new reference is returned (or owned by the open
+ * scope), NULL on failure with torc_last_error() set, a NULL input gives
+ * NULL keeping the first error. Every op runs on its inputs' device and is
+ * differentiable through autograd (indices and running statistics aside).
+ *
+ * Inputs are floating tensors; weights, biases and running statistics must
+ * have the input's dtype and device. Images are [N, C, H, W].
+ *
+ * Kernel contracts (beyond the params structs in plugin.h): the nn kernels
+ * may ask for contiguous inputs; outputs are contiguous. Backward passes
+ * dispatch their own kernels ("conv2d_backward_input",
+ * "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
+ * "adaptive_avg_pool2d_backward", "batch_norm_backward",
+ * "layer_norm_backward", "group_norm_backward", "embedding_backward"), so a
+ * fast backend replaces them as it replaces the forward ones.
+ *  - "embedding": in indices (i64), weight [num, D]; out [indices..., D].
+ *    "embedding_backward": in gy, indices; out gw [num, D].
+ * (Gradients of these ops are first-order: their backward is not itself
+ * differentiable.)
+ */
 #ifndef TORC_NN_H
 #define TORC_NN_H
 
 #include "torc/tensor.h"
 
 TORC_BEGIN_DECLS
+
+/* ---- convolution ---- */
+
+/* Geometry of a 2-D convolution; each pair is {height, width}. A zeroed
+ * struct (or NULL) means PyTorch's defaults: stride 1, padding 0,
+ * dilation 1, output_padding 0, groups 1 (a 0 field takes its default;
+ * negative values are errors). */
+typedef struct torc_conv2d_params {
+  int64_t stride[2];
+  int64_t padding[2];
+  int64_t dilation[2];
+  int64_t output_padding[2]; /* conv_transpose2d only */
+  int64_t groups;
+} torc_conv2d_params;
+
+/* 2-D convolution (cross-correlation, as torch.nn.functional.conv2d):
+ * x [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or NULL; returns
+ * [N, O, OH, OW] with OH = (H + 2 pad - dil (kH - 1) - 1) / stride + 1. */
+TORC_API torc_tensor *torc_conv2d(const torc_tensor *x,
+                                  const torc_tensor *weight,
+                                  const torc_tensor *bias,
+                                  const torc_conv2d_params *p);
+
+/* Transposed convolution (the gradient of conv2d with respect to its
+ * input, as torch.nn.functional.conv_transpose2d): x [N, C, H, W], weight
+ * [C, O/groups, kH, kW], bias [O] or NULL; returns [N, O, OH, OW] with
+ * OH = (H - 1) stride - 2 pad + dil (kH - 1) + output_padding + 1.
+ * output_padding must be smaller than stride or dilation. */
+TORC_API torc_tensor *torc_conv_transpose2d(const torc_tensor *x,
+                                            const torc_tensor *weight,
+                                            const torc_tensor *bias,
+                                            const torc_conv2d_params *p);
+
+/* ---- pooling ---- */
+
+/* Geometry of 2-D pooling; each pair is {height, width}. kernel is
+ * required; zero fields take PyTorch's defaults: stride = kernel, padding
+ * 0, dilation 1 (max_pool2d only). Padding may be at most half the
+ * (dilated) kernel. ceil_mode: the output size rounds up (a window must
+ * still start inside the input or its left padding). exclude_pad:
+ * avg_pool2d divides by the number of non-padding elements
+ * (count_include_pad=False in PyTorch; the default counts the padding).
+ * divisor_override: avg_pool2d's divisor, 0 = none. */
+typedef struct torc_pool2d_params {
+  int64_t kernel[2];
+  int64_t stride[2];
+  int64_t padding[2];
+  int64_t dilation[2];
+  int ceil_mode;
+  int exclude_pad;
+  int64_t divisor_override;
+} torc_pool2d_params;
+
+/* Max pooling of x [N, C, H, W]; NaN propagates. */
+TORC_API torc_tensor *torc_max_pool2d(const torc_tensor *x,
+                                      const torc_pool2d_params *p);
+
+/* As torc_max_pool2d, also returning in *indices (a new reference, or
+ * owned by the open scope) the i64 position of each maximum in its
+ * H * W plane, as return_indices=True. */
+TORC_API torc_tensor *torc_max_pool2d_with_indices(const torc_tensor *x,
+                                                   const torc_pool2d_params *p,
+                                                   torc_tensor **indices);
+
+/* Average pooling of x [N, C, H, W]. */
+TORC_API torc_tensor *torc_avg_pool2d(const torc_tensor *x,
+                                      const torc_pool2d_params *p);
+
+/* Adaptive average pooling of x [N, C, H, W] to [N, C, out_h, out_w]:
+ * output row i averages input rows floor(i H / out_h) to
+ * ceil((i + 1) H / out_h) - 1 (likewise for columns). */
+TORC_API torc_tensor *torc_adaptive_avg_pool2d(const torc_tensor *x,
+                                               int64_t out_h, int64_t out_w);
+
+/* ---- normalisation ---- */
+
+/* Batch normalisation of x [N, C] or [N, C, *] over every dim but C.
+ * Training: the batch's mean and biased variance normalise x, and the
+ * running statistics (if given: both [C], contiguous) are updated in place
+ * as PyTorch does: r = (1 - momentum) r + momentum s, with the unbiased
+ * variance for running_var. Eval (training 0): running_mean and
+ * running_var (required) normalise x. weight and bias [C] may be NULL
+ * (1 and 0). eps is added to the variance (PyTorch: 1e-5; momentum 0.1). */
+TORC_API torc_tensor *torc_batch_norm(const torc_tensor *x,
+                                      torc_tensor *running_mean,
+                                      torc_tensor *running_var,
+                                      const torc_tensor *weight,
+                                      const torc_tensor *bias, int training,
+                                      double momentum, double eps);
+
+/* Layer normalisation over the last n dims of x, which must equal
+ * normalized_shape; weight and bias (that shape) may be NULL. */
+TORC_API torc_tensor *torc_layer_norm(const torc_tensor *x,
+                                      const int64_t *normalized_shape, int n,
+                                      const torc_tensor *weight,
+                                      const torc_tensor *bias, double eps);
+
+/* Group normalisation of x [N, C, *]: the C channels split into `groups`
+ * (which must divide C), each (sample, group) normalised; weight and bias
+ * [C] (may be NULL) then scale and shift per channel. */
+TORC_API torc_tensor *torc_group_norm(const torc_tensor *x, int64_t groups,
+                                      const torc_tensor *weight,
+                                      const torc_tensor *bias, double eps);
+
+/* ---- dropout, embedding ---- */
+
+/* Dropout: when training and p > 0, each element is zeroed with
+ * probability p (a Philox mask drawn from gen, NULL = the default
+ * generator: the same bits on every device) and the kept ones scaled by
+ * 1 / (1 - p); otherwise x itself (a new reference). 0 <= p <= 1. */
+TORC_API torc_tensor *torc_dropout(const torc_tensor *x, double p,
+                                   int training, torc_generator *gen);
+
+/* Embedding lookup: indices (i64 or i32, any shape) into the rows of
+ * weight [num_embeddings, dim]; returns [indices..., dim]. An index
+ * outside 0..num_embeddings-1 is TORC_ERR_RANGE naming it. */
+TORC_API torc_tensor *torc_embedding(const torc_tensor *indices,
+                                     const torc_tensor *weight);
 
 TORC_END_DECLS
 

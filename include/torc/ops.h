@@ -26,6 +26,27 @@
  *    kernel casts as a C cast would, bool as != 0); both may be strided
  *    (torc_copy_ into a view writes through out's strides).
  *  - fill_, uniform_, normal_, randint_: no input; out[0] is contiguous.
+ *  - log1p, rsqrt, silu, leaky_relu, elu, gelu, softplus, clamp: unary as
+ *    above (integers reach log1p/rsqrt as f32; the activations take
+ *    floating dtypes only; clamp any dtype but bool, in place with out[0]
+ *    == in[0]); params torc_scalar_params (plugin.h) for those with
+ *    parameters. logical_not: any dtype in, bool out.
+ *  - logical_and, logical_or: binary as above, bool out.
+ *  - where: in[0] bool, in[1], in[2] of the kernel dtype, all three
+ *    broadcast to out's shape; out has the kernel dtype.
+ *  - var, std, logsumexp: as reductions, floating dtypes, the correction in
+ *    torc_reduce_params; norm: torc_norm_params (p is 1, 2 or inf).
+ *  - cumsum: out has in's shape; dtype i64 for integers and bool, else
+ *    in's; params torc_dim_params.
+ *  - max_dim, min_dim: out[0] (values, in's dtype) and out[1] (indices,
+ *    i64) have in's shape with size 1 at dim; the first index wins ties and
+ *    a NaN wins over numbers (the first NaN). torc_dim_params.
+ *  - softmax, log_softmax: out has in's shape and dtype (floating);
+ *    torc_dim_params.
+ *  - gelu_backward (used by gelu's backward formula): in[0] the incoming
+ *    gradient and in[1] x, same shape and floating dtype; out = g * gelu'(x);
+ *    torc_scalar_params as gelu.
+ *  - linear has no kernel of its own: the core composes matmul and add.
  */
 #ifndef TORC_OPS_H
 #define TORC_OPS_H
@@ -62,6 +83,61 @@ TORC_API torc_tensor *torc_tanh(const torc_tensor *x);
 TORC_API torc_tensor *torc_sigmoid(const torc_tensor *x);
 /* 1 / x. */
 TORC_API torc_tensor *torc_reciprocal(const torc_tensor *x);
+
+/* log(1 + x), accurate for small |x|. */
+TORC_API torc_tensor *torc_log1p(const torc_tensor *x);
+/* 1 / sqrt(x). */
+TORC_API torc_tensor *torc_rsqrt(const torc_tensor *x);
+
+/* ---- activations (floating dtypes only, as in PyTorch) ---- */
+
+/* x * sigmoid(x). */
+TORC_API torc_tensor *torc_silu(const torc_tensor *x);
+/* x where x > 0, else negative_slope * x (PyTorch's default slope 0.01). */
+TORC_API torc_tensor *torc_leaky_relu(const torc_tensor *x,
+                                      double negative_slope);
+/* x where x > 0, else alpha * (e^x - 1) (PyTorch's default alpha 1). */
+TORC_API torc_tensor *torc_elu(const torc_tensor *x, double alpha);
+/* x * Phi(x). approximate 0: the exact erf form, x/2 (1 + erf(x/sqrt 2));
+ * 1: the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) —
+ * PyTorch's approximate='none' / 'tanh'. Other values are an error. */
+TORC_API torc_tensor *torc_gelu(const torc_tensor *x, int approximate);
+/* log(1 + e^(beta x)) / beta, and x itself where beta x > threshold
+ * (PyTorch's defaults: beta 1, threshold 20). beta must not be 0. */
+TORC_API torc_tensor *torc_softplus(const torc_tensor *x, double beta,
+                                    double threshold);
+
+/* ---- clamp ---- */
+
+/* min(max(x, min), max), each bound applied only when its has_ flag is
+ * set (at least one must be); a NaN bound or element gives NaN. When
+ * min > max every element becomes max (as PyTorch). An integer x with a
+ * non-integral bound gives f32 (PyTorch's scalar promotion); bool is not
+ * allowed. The gradient passes where min <= x <= max. */
+TORC_API torc_tensor *torc_clamp(const torc_tensor *x, int has_min, double min,
+                                 int has_max, double max);
+/* In place: clamp x (the result must keep x's dtype). */
+TORC_API torc_status torc_clamp_(torc_tensor *x, int has_min, double min,
+                                 int has_max, double max);
+/* In place: max(x, 0). */
+TORC_API torc_status torc_relu_(torc_tensor *x);
+
+/* ---- logical (any dtypes, nonzero is true; bool out; not
+ * differentiable) ---- */
+
+/* !x. */
+TORC_API torc_tensor *torc_logical_not(const torc_tensor *x);
+/* a && b, broadcasting. */
+TORC_API torc_tensor *torc_logical_and(const torc_tensor *a,
+                                       const torc_tensor *b);
+/* a || b, broadcasting. */
+TORC_API torc_tensor *torc_logical_or(const torc_tensor *a,
+                                      const torc_tensor *b);
+/* cond ? a : b elementwise. cond must be bool; the three broadcast to one
+ * shape; a and b promote as in torc_add. Gradients flow to a where cond
+ * and to b elsewhere. */
+TORC_API torc_tensor *torc_where(const torc_tensor *cond, const torc_tensor *a,
+                                 const torc_tensor *b);
 
 /* ---- binary, broadcasting, with PyTorch's type promotion ---- */
 
@@ -103,6 +179,28 @@ TORC_API torc_status torc_mul_(torc_tensor *a, const torc_tensor *b);
 /* In place: a /= b (a must be floating). */
 TORC_API torc_status torc_div_(torc_tensor *a, const torc_tensor *b);
 
+/* ---- with a scalar (PyTorch's Python-number rules) ----
+ * The scalar c counts as a Python int when it is integral (and within
+ * int64), else as a Python float. It never changes the dtype within a
+ * category: an i32 tensor + 2 stays i32, an f16 tensor * 0.5 stays f16;
+ * an integer or bool tensor with a non-integral c gives f32 (the default
+ * float), and a bool tensor with an integral c gives i64. */
+
+/* x + c. */
+TORC_API torc_tensor *torc_add_scalar(const torc_tensor *x, double c);
+/* x - c (bool x is an error, as torc_sub). */
+TORC_API torc_tensor *torc_sub_scalar(const torc_tensor *x, double c);
+/* x * c. */
+TORC_API torc_tensor *torc_mul_scalar(const torc_tensor *x, double c);
+/* x / c, true division: integer x gives f32. */
+TORC_API torc_tensor *torc_div_scalar(const torc_tensor *x, double c);
+/* x ^ c. */
+TORC_API torc_tensor *torc_pow_scalar(const torc_tensor *x, double c);
+/* In place: x += c (an integer x cannot take a non-integral c). */
+TORC_API torc_status torc_add_scalar_(torc_tensor *x, double c);
+/* In place: x *= c. */
+TORC_API torc_status torc_mul_scalar_(torc_tensor *x, double c);
+
 /* ---- reductions ---- */
 
 /* Sum over `dims` (n_dims of them; n_dims = 0 means every dim), keeping
@@ -123,12 +221,64 @@ TORC_API torc_tensor *torc_amax(const torc_tensor *x, const int *dims,
 TORC_API torc_tensor *torc_amin(const torc_tensor *x, const int *dims,
                                 int n_dims, int keepdim);
 
+/* Variance over dims: sum((x - mean)^2) / (N - correction), N the number
+ * of reduced elements (PyTorch's default correction is 1, Bessel's); when
+ * N - correction <= 0 the result is inf or NaN, as PyTorch. Floating
+ * dtypes only. */
+TORC_API torc_tensor *torc_var(const torc_tensor *x, const int *dims,
+                               int n_dims, double correction, int keepdim);
+/* Standard deviation: sqrt of torc_var. */
+TORC_API torc_tensor *torc_std(const torc_tensor *x, const int *dims,
+                               int n_dims, double correction, int keepdim);
+/* log(sum(e^x)) over dims, computed stably (the maximum subtracted first);
+ * over no elements -inf. Floating dtypes only. */
+TORC_API torc_tensor *torc_logsumexp(const torc_tensor *x, const int *dims,
+                                     int n_dims, int keepdim);
+/* Vector norm over dims (n_dims 0: all): p = 1 (sum |x|), 2 (Euclidean) or
+ * INFINITY (max |x|; empty dims are an error). Floating dtypes only. The
+ * 2-norm's gradient at 0 is 0, as PyTorch's. */
+TORC_API torc_tensor *torc_norm(const torc_tensor *x, double p,
+                                const int *dims, int n_dims, int keepdim);
+
+/* ---- along one dim ---- */
+
+/* Maximum along `dim`: *values (x's dtype) and *indices (i64) receive new
+ * references (owned by the open scope, if any) — the first index among
+ * ties, a NaN beating numbers. keepdim keeps dim with size 1. Only values
+ * are differentiable: the gradient goes to the one selected element. An
+ * empty dim is an error. Either output pointer may be NULL when not
+ * wanted. */
+TORC_API torc_status torc_max_dim(const torc_tensor *x, int dim, int keepdim,
+                                  torc_tensor **values, torc_tensor **indices);
+/* Minimum along `dim`, as torc_max_dim. */
+TORC_API torc_status torc_min_dim(const torc_tensor *x, int dim, int keepdim,
+                                  torc_tensor **values, torc_tensor **indices);
+/* Index (i64) of the maximum along *dim; dim NULL: of the flattened x (a
+ * 0-dim result, or all-ones dims with keepdim). First index on ties. */
+TORC_API torc_tensor *torc_argmax(const torc_tensor *x, const int *dim,
+                                  int keepdim);
+/* Index of the minimum, as torc_argmax. */
+TORC_API torc_tensor *torc_argmin(const torc_tensor *x, const int *dim,
+                                  int keepdim);
+/* Cumulative sum along dim (integers and bool give i64, as PyTorch). */
+TORC_API torc_tensor *torc_cumsum(const torc_tensor *x, int dim);
+/* softmax along dim: e^(x - max) / sum(e^(x - max)). Floating only. */
+TORC_API torc_tensor *torc_softmax(const torc_tensor *x, int dim);
+/* log(softmax(x)) along dim, computed stably as x - max - log(sum(e^(x -
+ * max))). Floating only. */
+TORC_API torc_tensor *torc_log_softmax(const torc_tensor *x, int dim);
+
 /* ---- linear algebra ---- */
 
 /* Matrix product with torch.matmul's rules: 1-D x 1-D is a dot product;
  * 2-D x 2-D a matrix product; a 1-D operand gets a dim prepended (left) or
  * appended (right) and removed afterwards; batch dims broadcast. */
 TORC_API torc_tensor *torc_matmul(const torc_tensor *a, const torc_tensor *b);
+
+/* x @ weight^T + bias, PyTorch's layout: x [..., in], weight [out, in],
+ * bias [out] or NULL; the result is [..., out]. grad_fn "LinearBackward". */
+TORC_API torc_tensor *torc_linear(const torc_tensor *x, const torc_tensor *weight,
+                                  const torc_tensor *bias);
 
 TORC_END_DECLS
 

@@ -120,6 +120,118 @@ typedef struct torc_random_params {
   int64_t low, high; /* randint_: [low, high) */
 } torc_random_params;
 
+/* Elementwise ops with scalar parameters ("leaky_relu": a = negative
+ * slope; "elu": a = alpha; "gelu": flags 1 = tanh form, 0 = erf form;
+ * "softplus": a = beta, b = threshold; "clamp": a = min (when flags bit 0),
+ * b = max (when flags bit 1), ia/ib the same bounds for integer dtypes). */
+typedef struct torc_scalar_params {
+  double a, b;
+  int64_t ia, ib;
+  uint32_t flags;
+  int32_t reserved;
+} torc_scalar_params;
+
+/* Ops along one dim ("cumsum", "max_dim", "min_dim", "softmax",
+ * "log_softmax"): the dim, already wrapped to 0 <= dim < ndim (0 for a
+ * 0-dim input). */
+typedef struct torc_dim_params {
+  int32_t dim;
+  int32_t reserved;
+} torc_dim_params;
+
+/* "norm": the reduced dims as in torc_reduce_params and the order p
+ * (1, 2 or INFINITY). */
+typedef struct torc_norm_params {
+  uint32_t dims_mask;
+  int32_t reserved;
+  double p;
+} torc_norm_params;
+
+/* Indexing ops ("gather", "scatter", "index_select", "index_add"; see
+ * torc/indexing.h): the dim, already wrapped to 0 <= dim < ndim; reduce
+ * (scatter only): 0 = replace, 1 = add. */
+typedef struct torc_index_params {
+  int32_t dim;
+  int32_t reduce;
+} torc_index_params;
+
+/* "pad", "pad_backward": per dim (in dim order, all ndim of them) the
+ * amounts added before and after (negative crops, constant mode only);
+ * mode 0 constant (value), 1 reflect, 2 replicate. */
+typedef struct torc_pad_params {
+  int32_t mode;
+  int32_t reserved;
+  double value;
+  int64_t before[TORC_KERNEL_MAX_DIMS];
+  int64_t after[TORC_KERNEL_MAX_DIMS];
+} torc_pad_params;
+
+/* "interpolate", "interpolate_backward" over the last two dims: mode 0
+ * nearest, 1 bilinear; align_corners 0 or 1 (bilinear only). */
+typedef struct torc_interp_params {
+  int32_t mode;
+  int32_t align_corners;
+} torc_interp_params;
+
+/* "topk": the k largest (largest = 1) or smallest elements along dim,
+ * sorted, ties by lower index, NaN above every number. */
+typedef struct torc_topk_params {
+  int64_t k;
+  int32_t dim;
+  int32_t largest;
+} torc_topk_params;
+
+/* Neural-network ops (include/torc/nn.h); every geometry pair is
+ * {height, width}, fully resolved by the core (no zero defaults).
+ * "conv2d": in x [N, C, H, W], w [O, C/groups, kH, kW] and optionally a
+ * bias [O] (n_in 3); out [N, O, OH, OW].
+ * "conv2d_backward_input": in gy [N, O, OH, OW], w; out gx [N, C, H, W].
+ * "conv_transpose2d": as conv2d_backward_input (x in the place of gy, w
+ * [C_in, C_out/groups, kH, kW]) plus an optional bias [C_out] (n_in 3).
+ * "conv2d_backward_weight": in x, gy; out gw (w's shape). */
+typedef struct torc_conv_kparams {
+  int64_t stride[2], padding[2], dilation[2];
+  int64_t groups;
+} torc_conv_kparams;
+
+/* "max_pool2d" (in x; out y and i64 indices into each H*W plane),
+ * "max_pool2d_backward" (in gy, indices; out gx), "avg_pool2d",
+ * "avg_pool2d_backward" (in gy; out gx). The output sizes are the out
+ * tensors'; ceil_mode only changed them. divisor: avg_pool2d's
+ * divisor_override, 0 = none. "adaptive_avg_pool2d" and its backward take
+ * no params. */
+typedef struct torc_pool_kparams {
+  int64_t kernel[2], stride[2], padding[2], dilation[2];
+  int32_t count_include_pad;
+  int32_t ceil_mode;
+  int64_t divisor;
+} torc_pool_kparams;
+
+/* "batch_norm": in x [N, C, *], w [C], b [C] and, when n_in is 5, the
+ * running mean and var [C] (contiguous; updated in place when training,
+ * with momentum and the unbiased variance); out y, mean [C], invstd [C]
+ * (the batch's when training, else the running ones').
+ * "batch_norm_backward": in gy, x, w, mean, invstd; out gx, gw, gb.
+ * "layer_norm": in x (M rows of K elements), w, b (K); out y, mean [M],
+ * rstd [M]. "group_norm": in x [N, C, *], w [C], b [C]; out y, mean and
+ * rstd [N * groups]. Their backwards: in gy, x, w, mean, rstd; out gx, gw,
+ * gb. */
+typedef struct torc_norm_kparams {
+  double eps;
+  double momentum;
+  int64_t groups;  /* group_norm */
+  int32_t training; /* batch_norm */
+  int32_t reserved;
+} torc_norm_kparams;
+
+/* "dropout": in x; out y and the mask (x's dtype: 0 or 1/(1-p)). Element
+ * i (row-major) is kept when torc_philox_uniform(seed, offset + i) >= p. */
+typedef struct torc_dropout_kparams {
+  uint64_t seed;
+  uint64_t offset;
+  double p;
+} torc_dropout_kparams;
+
 /* Kernel registration flags. */
 enum {
   /* The kernel needs contiguous inputs; the core makes copies if needed. */

@@ -9,9 +9,11 @@
 #include "torc/device.h"
 #include "torc/dtype.h"
 #include "torc/error.h"
+#include "torc/indexing.h"
 #include "torc/nn.h"
 #include "torc/ops.h"
 #include "torc/runtime.h"
+#include "torc/safetensors.h"
 #include "torc/tensor.h"
 
 #endif /* TORC_TORC_H */

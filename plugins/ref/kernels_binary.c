@@ -126,3 +126,13 @@ BINARY(lt, f_lt, i_lt, 1)
 BINARY(le, f_le, i_le, 1)
 BINARY(gt, f_gt, i_gt, 1)
 BINARY(ge, f_ge, i_ge, 1)
+
+/* logical_and / logical_or: nonzero is true (NaN too); the core writes
+ * them into a bool output. */
+static double f_land(double x, double y) { return x != 0 && y != 0; }
+static double f_lor(double x, double y) { return x != 0 || y != 0; }
+static int64_t i_land(int64_t x, int64_t y) { return x != 0 && y != 0; }
+static int64_t i_lor(int64_t x, int64_t y) { return x != 0 || y != 0; }
+
+BINARY(logical_and, f_land, i_land, 1)
+BINARY(logical_or, f_lor, i_lor, 1)

@@ -4,6 +4,7 @@
  */
 #include "ref_util.h"
 #include "ref_nn.h" /* the neural-network and indexing kernels */
+#include "ref_index.h"
 
 int (*torc_ref_set_error)(int status, const char *fmt, ...) = NULL;
 
@@ -62,9 +63,33 @@ const torc_ref_kernel torc_ref_kernels[] = {
 
     NUMERIC("matmul", matmul)
 
+    FLOATS("log1p", log1p)
+    FLOATS("rsqrt", rsqrt)
+    FLOATS("silu", silu)
+    FLOATS("leaky_relu", leaky_relu)
+    FLOATS("elu", elu)
+    FLOATS("gelu", gelu)
+    FLOATS("gelu_backward", gelu_backward)
+    FLOATS("softplus", softplus)
+    NUMERIC("clamp", clamp)
+    ALL("logical_not", logical_not)
+    ALL("logical_and", logical_and)
+    ALL("logical_or", logical_or)
+    ALL("where", where)
+    FLOATS("var", var)
+    FLOATS("std", std)
+    FLOATS("logsumexp", logsumexp)
+    FLOATS("norm", norm)
+    ALL("cumsum", cumsum)
+    ALL("max_dim", max_dim)
+    ALL("min_dim", min_dim)
+    FLOATS("softmax", softmax)
+    FLOATS("log_softmax", log_softmax)
+
     /* Neural-network and indexing ops: their rows live with their
      * kernels. */
 #include "kernels_nn.inc"
+#include "kernels_index.inc"
 };
 
 const size_t torc_ref_n_kernels =

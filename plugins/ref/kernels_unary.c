@@ -85,3 +85,170 @@ UNARY(cos, cos, NULL)
 UNARY(tanh, tanh, NULL)
 UNARY(sigmoid, f_sigmoid, NULL)
 UNARY(reciprocal, f_reciprocal, NULL)
+
+/* ---- issue 3: log1p, rsqrt, silu, logical_not ---- */
+
+static double f_rsqrt(double x) { return 1.0 / sqrt(x); }
+/* x * sigmoid(x), with the stable sigmoid. */
+static double f_silu(double x) { return x * f_sigmoid(x); }
+
+UNARY(log1p, log1p, NULL)
+UNARY(rsqrt, f_rsqrt, NULL)
+UNARY(silu, f_silu, NULL)
+
+/* Any dtype in (nonzero is true; NaN is nonzero), bool out. */
+int torc_ref_k_logical_not(const torc_kernel_args *a) {
+  int st = ref_check_args(a, 1, 1);
+  if (st == TORC_OK)
+    st = ref_check_same_shape(a, &a->in[0], &a->out[0]);
+  if (st != TORC_OK)
+    return st;
+  const torc_ktensor *x = &a->in[0], *y = &a->out[0];
+  int is_float = torc_dtype_is_float((torc_dtype)x->dtype);
+  ref_iter it;
+  ref_iter_init(&it, y->ndim, y->shape);
+  ref_iter_add_t(&it, x);
+  ref_iter_add_t(&it, y);
+  for (; !ref_iter_done(&it); ref_iter_next(&it)) {
+    const void *src = ref_ptr(x, it.pos[0]);
+    int zero = is_float ? ref_load_f(x->dtype, src) == 0
+                        : ref_load_i(x->dtype, src) == 0;
+    ref_store_i(y->dtype, ref_ptr(y, it.pos[1]), zero);
+  }
+  return TORC_OK;
+}
+
+/* ---- unary ops with torc_scalar_params ---- */
+
+typedef struct unary_p_op {
+  double (*f)(double, const torc_scalar_params *);
+  int64_t (*i)(int64_t, const torc_scalar_params *); /* NULL: floats only */
+} unary_p_op;
+
+static double f_leaky_relu(double x, const torc_scalar_params *p) {
+  return x > 0 ? x : x * p->a;
+}
+
+static double f_elu(double x, const torc_scalar_params *p) {
+  return x > 0 ? x : p->a * expm1(x);
+}
+
+#define REF_SQRT_2_OVER_PI 0.79788456080286535588
+#define REF_SQRT1_2 0.70710678118654752440
+
+static double f_gelu(double x, const torc_scalar_params *p) {
+  if (p->flags & 1u) {
+    double u = REF_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1 + tanh(u));
+  }
+  return 0.5 * x * (1 + erf(x * REF_SQRT1_2));
+}
+
+/* log(1 + e^(beta x)) / beta, linear above the threshold (PyTorch). */
+static double f_softplus(double x, const torc_scalar_params *p) {
+  double bx = x * p->a;
+  return bx > p->b ? x : log1p(exp(bx)) / p->a;
+}
+
+/* min(max(x, lo), hi) for the bounds that are set; NaN propagates from x
+ * and from a bound. */
+static double f_clamp(double x, const torc_scalar_params *p) {
+  if (isnan(x))
+    return x;
+  if (p->flags & 1u)
+    x = isnan(p->a) ? p->a : x < p->a ? p->a : x;
+  if (p->flags & 2u)
+    x = isnan(p->b) ? p->b : x > p->b ? p->b : x;
+  return x;
+}
+
+static int64_t i_clamp(int64_t x, const torc_scalar_params *p) {
+  if ((p->flags & 1u) && x < p->ia)
+    x = p->ia;
+  if ((p->flags & 2u) && x > p->ib)
+    x = p->ib;
+  return x;
+}
+
+static int unary_p(const torc_kernel_args *a, const unary_p_op *op) {
+  int st = ref_check_args(a, 1, 1);
+  if (st == TORC_OK)
+    st = ref_check_same_shape(a, &a->in[0], &a->out[0]);
+  if (st != TORC_OK)
+    return st;
+  const torc_scalar_params *p = ref_params(a, sizeof *p);
+  if (p == NULL)
+    return TORC_ERR_INTERNAL;
+  const torc_ktensor *x = &a->in[0], *y = &a->out[0];
+  int is_float = torc_dtype_is_float((torc_dtype)x->dtype);
+  if (!is_float && (op->i == NULL || x->dtype == TORC_BOOL))
+    return ref_error(TORC_ERR_DTYPE,
+                     "ref kernel '%s' is not defined for dtype %s", a->op,
+                     ref_dtype_name(x->dtype));
+  ref_iter it;
+  ref_iter_init(&it, y->ndim, y->shape);
+  ref_iter_add_t(&it, x);
+  ref_iter_add_t(&it, y);
+  for (; !ref_iter_done(&it); ref_iter_next(&it)) {
+    const void *src = ref_ptr(x, it.pos[0]);
+    void *dst = ref_ptr(y, it.pos[1]);
+    if (is_float)
+      ref_store_f(y->dtype, dst, op->f(ref_load_f(x->dtype, src), p));
+    else
+      ref_store_i(y->dtype, dst, op->i(ref_load_i(x->dtype, src), p));
+  }
+  return TORC_OK;
+}
+
+#define UNARY_P(name, fexpr, iexpr)                                            \
+  int torc_ref_k_##name(const torc_kernel_args *a) {                           \
+    static const unary_p_op op = {fexpr, iexpr};                               \
+    return unary_p(a, &op);                                                    \
+  }
+
+UNARY_P(leaky_relu, f_leaky_relu, NULL)
+UNARY_P(elu, f_elu, NULL)
+UNARY_P(gelu, f_gelu, NULL)
+UNARY_P(softplus, f_softplus, NULL)
+UNARY_P(clamp, f_clamp, i_clamp)
+
+/* gelu's derivative times the gradient: in[0] g, in[1] x (same shape and
+ * floating dtype). erf form: Phi(x) + x phi(x); tanh form: PyTorch's
+ * GeluBackward formula for approximate='tanh'. */
+int torc_ref_k_gelu_backward(const torc_kernel_args *a) {
+  int st = ref_check_args(a, 2, 1);
+  if (st == TORC_OK)
+    st = ref_check_same_shape(a, &a->in[0], &a->out[0]);
+  if (st == TORC_OK)
+    st = ref_check_same_shape(a, &a->in[1], &a->out[0]);
+  if (st != TORC_OK)
+    return st;
+  const torc_scalar_params *p = ref_params(a, sizeof *p);
+  if (p == NULL)
+    return TORC_ERR_INTERNAL;
+  const torc_ktensor *g = &a->in[0], *x = &a->in[1], *y = &a->out[0];
+  if (!torc_dtype_is_float((torc_dtype)x->dtype))
+    return ref_error(TORC_ERR_DTYPE, "ref kernel '%s' is not defined for %s",
+                     a->op, ref_dtype_name(x->dtype));
+  ref_iter it;
+  ref_iter_init(&it, y->ndim, y->shape);
+  ref_iter_add_t(&it, g);
+  ref_iter_add_t(&it, x);
+  ref_iter_add_t(&it, y);
+  for (; !ref_iter_done(&it); ref_iter_next(&it)) {
+    double gv = ref_load_f(g->dtype, ref_ptr(g, it.pos[0]));
+    double v = ref_load_f(x->dtype, ref_ptr(x, it.pos[1]));
+    double d;
+    if (p->flags & 1u) {
+      const double k = REF_SQRT_2_OVER_PI, c = 0.044715;
+      double u = k * (v + c * v * v * v), t = tanh(u);
+      d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v);
+    } else {
+      double cdf = 0.5 * (1 + erf(v * REF_SQRT1_2));
+      double pdf = exp(-0.5 * v * v) * 0.39894228040143267794;
+      d = cdf + v * pdf;
+    }
+    ref_store_f(y->dtype, ref_ptr(y, it.pos[2]), gv * d);
+  }
+  return TORC_OK;
+}

@@ -6,6 +6,7 @@ plugins_ref_librefkernels_la_SOURCES = \
 	plugins/ref/kernels_copy.c plugins/ref/kernels_unary.c \
 	plugins/ref/kernels_binary.c plugins/ref/kernels_reduce.c \
 	plugins/ref/kernels_matmul.c plugins/ref/kernels_random.c \
+	plugins/ref/kernels_dim.c \
 	plugins/ref/kernels_table.c plugins/ref/ref_nn.h plugins/ref/kernels_nn.inc
 plugins_ref_librefkernels_la_LIBADD = -lm
 
@@ -14,3 +15,4 @@ plugins_ref_la_SOURCES = plugins/ref/ref.c
 plugins_ref_la_LIBADD = plugins/ref/librefkernels.la -lm
 plugins_ref_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 include plugins/ref/nn.mk
+include plugins/ref/index.mk

@@ -7,4 +7,45 @@
 
 #include "ref_util.h"
 
+/* The nn kernels are registered with TORC_KERNEL_CONTIGUOUS: every input
+ * and output is contiguous from its offset, so element i is at offset + i.
+ */
+static inline double nn_ld(const torc_ktensor *t, int64_t i) {
+  return ref_load_f(t->dtype, ref_ptr(t, t->offset + i));
+}
+static inline int64_t nn_ldi(const torc_ktensor *t, int64_t i) {
+  return ref_load_i(t->dtype, ref_ptr(t, t->offset + i));
+}
+static inline void nn_st(const torc_ktensor *t, int64_t i, double v) {
+  ref_store_f(t->dtype, ref_ptr(t, t->offset + i), v);
+}
+static inline void nn_sti(const torc_ktensor *t, int64_t i, int64_t v) {
+  ref_store_i(t->dtype, ref_ptr(t, t->offset + i), v);
+}
+
+/* Checks the argument counts (n_in may be one of two values) and that
+ * every tensor has at least min_ndim dims. */
+static inline int nn_check(const torc_kernel_args *a, int n_in_lo,
+                           int n_in_hi, int n_out) {
+  int n_in = a->n_in >= n_in_lo && a->n_in <= n_in_hi ? a->n_in : n_in_lo;
+  return ref_check_args(a, n_in, n_out);
+}
+
+#define REF_NN_KERNEL_LIST(X)                                                  \
+  /* kernels_nn_conv.c */                                                      \
+  X(conv2d) X(conv2d_backward_input) X(conv2d_backward_weight)                 \
+  /* kernels_nn_pool.c */                                                      \
+  X(max_pool2d) X(max_pool2d_backward) X(avg_pool2d) X(avg_pool2d_backward)    \
+  X(adaptive_avg_pool2d) X(adaptive_avg_pool2d_backward)                       \
+  /* kernels_nn_norm.c */                                                      \
+  X(batch_norm) X(batch_norm_backward) X(layer_norm) X(layer_norm_backward)    \
+  X(group_norm) X(group_norm_backward)                                         \
+  /* kernels_nn_misc.c */                                                      \
+  X(dropout) X(embedding) X(embedding_backward)
+
+#define REF_NN_DECLARE_KERNEL(name)                                            \
+  int torc_ref_k_##name(const torc_kernel_args *a);
+REF_NN_KERNEL_LIST(REF_NN_DECLARE_KERNEL)
+#undef REF_NN_DECLARE_KERNEL
+
 #endif /* TORC_REF_NN_H */

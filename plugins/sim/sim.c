@@ -221,7 +221,11 @@ static int sim_init(const torc_host *host, torc_plugin *self) {
       !host->log || !host->config_get || !host->register_device ||
       !host->register_kernel)
     return TORC_ERR_ABI; /* no way to report more: the core names us */
-  teardown();            /* a previous init that was never torn down */
+  if (sim__g.live)       /* the same file loaded again under another name */
+    return host->set_error(TORC_ERR_PLUGIN,
+                           "sim: this plugin is already loaded; its devices "
+                           "are process-wide, so load it once (set "
+                           "[plugin.sim] devices for more devices)");
   memset(&sim__g, 0, sizeof sim__g);
   sim__g.host = host;
   int st = read_config(host, self);
