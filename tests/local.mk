@@ -13,7 +13,7 @@ if HAVE_CMOCKA
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 endif
-TESTS += tests/test_cli.sh tests/test_template.sh
+TESTS += tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh
 
 tests_test_error_SOURCES = tests/test_error.c tests/testutil.h
 tests_test_dtype_SOURCES = tests/test_dtype.c tests/testutil.h
@@ -53,7 +53,7 @@ AM_TESTS_ENVIRONMENT = \
 	TORC_TOP_SRCDIR='$(abs_top_srcdir)'; export TORC_TOP_SRCDIR; \
 	TORC_TOP_BUILDDIR='$(abs_top_builddir)'; export TORC_TOP_BUILDDIR; \
 	LIBTOOL='$(LIBTOOL)'; export LIBTOOL; MAKE='$(MAKE)'; export MAKE;
-EXTRA_DIST += tests/harness.sh tests/test_cli.sh tests/test_template.sh
+EXTRA_DIST += tests/harness.sh tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh
 
 include tests/plugins/local.mk
 EXTRA_DIST += tests/valgrind.supp

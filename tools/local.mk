@@ -1,4 +1,4 @@
 # tools/local.mk — the `torc` command.
 bin_PROGRAMS += tools/torc
-tools_torc_SOURCES = tools/torc.c
-tools_torc_LDADD = libtorc.la
+tools_torc_SOURCES = tools/torc.c tools/conformance.c tools/conformance.h
+tools_torc_LDADD = libtorc.la -lm

@@ -1,6 +1,8 @@
 /* tools/torc.c — the `torc` command: a thin program over the public API.
  * `torc plugins` lists the loaded plugins, the devices and which provider
  * serves each op on each device type; `torc version` prints the versions.
+ * `torc test-backend PLUGIN` runs the conformance suite (conformance.c)
+ * on every device type a plugin registers.
  * train, eval, export and bench are reserved for later releases.
  * Exit status (as /work/shared/CONFIG.md): 0 ok, 1 runtime error, 2 usage
  * or configuration error.
@@ -13,6 +15,8 @@
 #include "torc/plugin.h" /* TORC_ABI_*, TORC_PROVIDES_*: constants only */
 #include "torc/torc.h"
 
+#include "conformance.h"
+
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 /* ---- usage ---- */
@@ -23,6 +27,9 @@ static const char usage_main[] =
     "Commands:\n"
     "  plugins [--config FILE]  list plugins, devices, and which provider\n"
     "                           serves each op on each device type\n"
+    "  test-backend PLUGIN [--config FILE] [--verbose]\n"
+    "                           run the conformance suite on the device\n"
+    "                           types PLUGIN registers, against cpu (ref)\n"
     "  version                  print the torc version and plugin ABI\n"
     "  help [COMMAND]           print this help, or a command's\n"
     "  train, eval, export, bench\n"
@@ -51,6 +58,27 @@ static const char usage_plugins[] =
     "                 (TORC_PLUGIN_PATH, then the install folder) is loaded\n"
     "  -h, --help     print this help\n";
 
+static const char usage_test_backend[] =
+    "usage: torc test-backend PLUGIN [--config FILE] [--verbose]\n"
+    "\n"
+    "Loads ref, then PLUGIN (a name searched on the plugin path, or a file),\n"
+    "and runs the conformance suite on every device type other than cpu\n"
+    "that PLUGIN registers: each op x dtype x input variant (contiguous,\n"
+    "non-contiguous, broadcast, empty, size-1 dims) on the device and on\n"
+    "the cpu (ref), outputs and gradients compared, and a gradcheck in f64\n"
+    "on the device for each differentiable op. An op or dtype the device\n"
+    "has no kernel for is skipped, with the reason.\n"
+    "\n"
+    "Options:\n"
+    "  --config FILE  apply this INI file first (its plugins and [torc]\n"
+    "                 section; see CONFIG.md)\n"
+    "  --verbose      one line per case (PASS, FAIL or SKIP); without it,\n"
+    "                 failures and the summary only\n"
+    "  -h, --help     print this help\n"
+    "\n"
+    "Exit status: 0 no failure, 1 a case failed or a runtime error, 2 usage\n"
+    "error or a plugin that cannot be loaded.\n";
+
 static const char usage_version[] =
     "usage: torc version\n"
     "\n"
@@ -66,8 +94,8 @@ static const char *const reserved_commands[] = {"train", "eval", "export",
                                                 "bench", NULL};
 
 static const char commands_line[] =
-    "commands: plugins, version, help (reserved: train, eval, export, "
-    "bench); `torc --help` for details\n";
+    "commands: plugins, version, help, test-backend (reserved: train, eval, "
+    "export, bench); `torc --help` for details\n";
 
 static int is_help_flag(const char *a) {
   return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
@@ -558,6 +586,132 @@ static int cmd_plugins(int argc, char **argv) {
   return report();
 }
 
+/* ---- torc test-backend ---- */
+
+static int has_type(const devlist *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->names[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+static int plugin_loaded(const char *name) {
+  for (int i = 0; i < torc_plugin_count(); i++) {
+    torc_plugin_summary p;
+    if (torc_plugin_get(i, &p) == TORC_OK && strcmp(p.name, name) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static int cmd_test_backend(int argc, char **argv) {
+  const char *config = NULL, *plugin = NULL;
+  int verbose = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help_flag(a)) {
+      fputs(usage_test_backend, stdout);
+      return EXIT_OK;
+    } else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
+      verbose = 1;
+    } else if (strcmp(a, "--config") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "torc test-backend: option '--config' needs a file "
+                        "name\nusage: torc test-backend PLUGIN [--config "
+                        "FILE] [--verbose]\n");
+        return EXIT_USAGE;
+      }
+      config = argv[++i];
+    } else if (strncmp(a, "--config=", 9) == 0) {
+      config = a + 9;
+    } else if (a[0] != '-' && plugin == NULL) {
+      plugin = a;
+    } else {
+      fprintf(stderr,
+              "torc test-backend: unknown %s '%s'\n"
+              "usage: torc test-backend PLUGIN [--config FILE] [--verbose]\n",
+              a[0] == '-' ? "option" : "argument", a);
+      return EXIT_USAGE;
+    }
+  }
+  if (plugin == NULL) {
+    fprintf(stderr, "torc test-backend: name the plugin to test, e.g. `torc "
+                    "test-backend sim`\n"
+                    "usage: torc test-backend PLUGIN [--config FILE] "
+                    "[--verbose]\n");
+    return EXIT_USAGE;
+  }
+  if (config) {
+    torc_config *cfg = torc_config_load(config);
+    if (cfg == NULL) {
+      fprintf(stderr, "torc test-backend: %s\n", torc_last_error());
+      return EXIT_USAGE;
+    }
+    torc_status st = torc_config_apply(cfg);
+    torc_config_free(cfg);
+    if (st != TORC_OK) {
+      fprintf(stderr, "torc test-backend: %s\n", torc_last_error());
+      return st == TORC_ERR_CONFIG || st == TORC_ERR_IO ? EXIT_USAGE
+                                                        : EXIT_RUNTIME;
+    }
+  }
+  if (!plugin_loaded("ref") && torc_plugin_load("ref", NULL) != TORC_OK) {
+    fprintf(stderr,
+            "torc test-backend: the reference backend is needed as the "
+            "oracle: %s\n",
+            torc_last_error());
+    return EXIT_RUNTIME;
+  }
+  /* The device types before and after PLUGIN: the new ones are its own. */
+  devlist before = {0}, types = {0};
+  for (int id = 0; id < TORC_MAX_DEVICE_TYPES; id++)
+    if (torc_device_type_name(id))
+      devlist_add(&before, torc_device_type_name(id));
+  const char *pname = plugin;
+  if (!plugin_loaded(plugin)) {
+    if (torc_plugin_load(plugin, NULL) != TORC_OK) {
+      fprintf(stderr, "torc test-backend: cannot load plugin '%s': %s\n",
+              plugin, torc_last_error());
+      free(before.names);
+      return EXIT_USAGE;
+    }
+    torc_plugin_summary p;
+    if (torc_plugin_get(torc_plugin_count() - 1, &p) == TORC_OK)
+      pname = p.name;
+  }
+  for (int id = 0; id < TORC_MAX_DEVICE_TYPES; id++) {
+    const char *name = torc_device_type_name(id);
+    if (name && strcmp(name, "cpu") != 0 && !has_type(&before, name))
+      devlist_add(&types, name);
+  }
+  /* A plugin loaded by the configuration: the types it has kernels for. */
+  for (int i = 0; i < torc_kernel_count(); i++) {
+    torc_kernel_summary k;
+    if (torc_kernel_get(i, &k) == TORC_OK && strcmp(k.provider, pname) == 0 &&
+        strcmp(k.device_type, "cpu") != 0 && torc_device_count(k.device_type) > 0)
+      devlist_add(&types, k.device_type);
+  }
+  free(before.names);
+  if (types.n == 0) {
+    fprintf(stderr,
+            "torc test-backend: plugin '%s' registers no device type other "
+            "than cpu, so there is nothing to compare with ref (certifying a "
+            "cpu kernel plugin is not supported yet)\n",
+            pname);
+    free(types.names);
+    return EXIT_USAGE;
+  }
+  int failed = 0, rc = EXIT_OK;
+  for (int i = 0; i < types.n; i++) {
+    torc_conformance_result res;
+    if (torc_conformance_run(types.names[i], verbose, stdout, &res) != 0)
+      rc = EXIT_RUNTIME;
+    failed += res.failed;
+  }
+  free(types.names);
+  return failed ? EXIT_RUNTIME : rc;
+}
+
 /* ---- torc version ---- */
 
 static int cmd_version(int argc, char **argv) {
@@ -597,6 +751,8 @@ static int cmd_help(int argc, char **argv) {
     fputs(usage_version, stdout);
   else if (strcmp(cmd, "help") == 0)
     fputs(usage_help, stdout);
+  else if (strcmp(cmd, "test-backend") == 0)
+    fputs(usage_test_backend, stdout);
   else if (is_reserved(cmd))
     return reserved(cmd);
   else
@@ -628,6 +784,8 @@ static int run(int argc, char **argv) {
     return cmd_version(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0)
     return cmd_help(argc - 1, argv + 1);
+  if (strcmp(cmd, "test-backend") == 0)
+    return cmd_test_backend(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);
