@@ -5,11 +5,16 @@ check_PROGRAMS += tests/test_safetensors
 TESTS += tests/test_safetensors
 check_PROGRAMS += tests/test_fixtures
 TESTS += tests/test_fixtures
+check_PROGRAMS += tests/test_mlp
+TESTS += tests/test_mlp
 endif
 tests_test_safetensors_SOURCES = tests/test_safetensors.c tests/testutil.h
 tests_test_safetensors_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_fixtures_SOURCES = tests/test_fixtures.c tests/testutil.h
 tests_test_fixtures_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_mlp_SOURCES = tests/test_mlp.c tests/testutil.h
+tests_test_mlp_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 EXTRA_DIST += tests/fixtures/st_writer.py tests/fixtures/gen_dtypes.py \
 	tests/fixtures/gen_ops.py tests/fixtures/torch_dtypes.safetensors \
-	tests/fixtures/ops.safetensors
+	tests/fixtures/ops.safetensors tests/fixtures/gen_mlp.py \
+	tests/fixtures/mlp.safetensors
