@@ -93,6 +93,7 @@ TORC_API torc_tensor *torc_scatter_add(const torc_tensor *x, int dim,
 TORC_API torc_status torc_scatter_(torc_tensor *x, int dim,
                                    const torc_tensor *index,
                                    const torc_tensor *src);
+/* In place: x.scatter_add_(dim, index, src), as described above. */
 TORC_API torc_status torc_scatter_add_(torc_tensor *x, int dim,
                                        const torc_tensor *index,
                                        const torc_tensor *src);
