@@ -399,5 +399,16 @@ expect_has err "$tmp/fake.so"
 expect_empty out
 pass "a file that is not a plugin: named, runtime error (1)"
 
+# README's first command runs scripts/torc: the build tree's torc with the
+# build tree's plugins, and no TORC_PLUGIN_PATH set by the caller.
+what="scripts/torc plugins (README's command)"
+rc=0
+env -u TORC_PLUGIN_PATH BUILD="$TORC_TOP_BUILDDIR" \
+  "$TORC_TOP_SRCDIR/scripts/torc" plugins >"$tmp/out" 2>"$tmp/err" || rc=$?
+expect_rc 0
+expect_has out "ref 0.1.0"
+expect_has out "sim 0.1.0"
+pass "lists ref and sim from the build tree"
+
 echo "test_cli: $n_pass checks passed"
 exit 0
