@@ -473,28 +473,10 @@ static void test_sim_matches_cpu(void **state) {
   torc_scope_end(s);
 }
 
-static int64_t live_at_start;
-
-static int setup(void **state) {
-  (void)state;
-  torc_clear_error();
-  live_at_start = torc_tensor_live_count();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  int64_t live = torc_tensor_live_count();
-  if (live != live_at_start) {
-    fprintf(stderr, "teardown: %lld tensor(s) leaked\n",
-            (long long)(live - live_at_start));
-    return -1;
-  }
-  return 0;
-}
 
 int main(void) {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name)                                                                \
+  cmocka_unit_test_setup_teardown(name, test_live_setup, test_live_teardown)
   const struct CMUnitTest tests[] = {
       T(test_var_std),       T(test_logsumexp_norm),
       T(test_max_min_dim),   T(test_cumsum_softmax),

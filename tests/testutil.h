@@ -124,4 +124,26 @@ static inline void test_assert_values(const torc_tensor *t,
   free(v);
 }
 
+/* Per-test fixture: setup clears the error and notes the live tensor
+ * count; teardown fails the test if tensors leaked. */
+static int64_t test_live_at_start;
+
+static inline int test_live_setup(void **state) {
+  (void)state;
+  torc_clear_error();
+  test_live_at_start = torc_tensor_live_count();
+  return 0;
+}
+
+static inline int test_live_teardown(void **state) {
+  (void)state;
+  int64_t live = torc_tensor_live_count();
+  if (live != test_live_at_start) {
+    fprintf(stderr, "teardown: %lld tensor(s) leaked\n",
+            (long long)(live - test_live_at_start));
+    return -1;
+  }
+  return 0;
+}
+
 #endif /* TORC_TESTUTIL_H */
