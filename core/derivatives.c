@@ -431,7 +431,8 @@ static reduce_rec reduce_params(const torc__node *n) {
   return r;
 }
 
-/* g with the reduced dims restored as size 1 (the keepdim shape). */
+/* g (or the saved output) with the reduced dims restored as size 1 (the
+ * keepdim shape). */
 static torc_tensor *keepdim_grad(const torc__node *n, const torc_tensor *g) {
   const reduce_rec rv = reduce_params(n), *r = &rv;
   const torc__inmeta *m = &n->in[0];
@@ -439,11 +440,6 @@ static torc_tensor *keepdim_grad(const torc__node *n, const torc_tensor *g) {
   for (int i = 0; i < m->ndim; i++)
     shape[i] = (r->mask >> i) & 1u ? 1 : m->shape[i];
   return torc_reshape(g, shape, m->ndim);
-}
-
-/* Same, for the saved output. */
-static torc_tensor *keepdim_out(const torc__node *n, const torc_tensor *out) {
-  return keepdim_grad(n, out);
 }
 
 static torc_status sum_bw(torc__node *n, torc_tensor *const *gout,
@@ -481,7 +477,7 @@ static torc_status prod_bw(torc__node *n, torc_tensor *const *gout,
       dims[nd++] = i;
   torc_tensor *t[14] = {0};
   t[0] = keepdim_grad(n, G);                                 /* g */
-  t[1] = keepdim_out(n, SAVED(1));                           /* out */
+  t[1] = keepdim_grad(n, SAVED(1));                           /* out */
   t[2] = scalar(0, x);
   t[3] = t[2] ? torc_eq(x, t[2]) : NULL;                     /* x == 0 */
   t[4] = t[3] ? torc_add(x, t[3]) : NULL;                    /* safe x */
@@ -512,7 +508,7 @@ static torc_status extreme_reduce_bw(torc__node *n, torc_tensor *const *gout,
   for (int i = 0; i < x->ndim; i++)
     if ((r->mask >> i) & 1u)
       dims[nd++] = i;
-  torc_tensor *t[7] = {keepdim_grad(n, G), keepdim_out(n, SAVED(1)), NULL,
+  torc_tensor *t[7] = {keepdim_grad(n, G), keepdim_grad(n, SAVED(1)), NULL,
                        NULL, NULL, NULL, NULL};
   t[2] = t[1] ? torc_eq(x, t[1]) : NULL;
   t[5] = t[2] && t[0] ? torc_to_dtype(t[2], t[0]->dtype) : NULL;
@@ -570,7 +566,7 @@ static torc_status std_bw(torc__node *n, torc_tensor *const *gout,
                           torc_tensor **gin) {
   double div;
   torc_tensor *t[5] = {keepdim_grad(n, G), centered(n, SAVED(0), &div),
-                       keepdim_out(n, SAVED(1)), NULL, NULL};
+                       keepdim_grad(n, SAVED(1)), NULL, NULL};
   t[3] = t[1] && t[2] ? torc_div(t[1], t[2]) : NULL;
   t[4] = t[3] ? mul_c(t[3], 1.0 / div) : NULL;
   gin[0] = t[0] && t[4] ? torc_mul(t[0], t[4]) : NULL;
@@ -581,7 +577,7 @@ static torc_status std_bw(torc__node *n, torc_tensor *const *gout,
 /* logsumexp: g e^(x - out). */
 static torc_status logsumexp_bw(torc__node *n, torc_tensor *const *gout,
                                 torc_tensor **gin) {
-  torc_tensor *t[4] = {keepdim_grad(n, G), keepdim_out(n, SAVED(1)), NULL,
+  torc_tensor *t[4] = {keepdim_grad(n, G), keepdim_grad(n, SAVED(1)), NULL,
                        NULL};
   t[2] = t[1] ? torc_sub(SAVED(0), t[1]) : NULL;
   t[3] = t[2] ? torc_exp(t[2]) : NULL;
@@ -596,7 +592,7 @@ static torc_status norm_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
   const reduce_rec rv = reduce_params(n), *r = &rv;
   torc_tensor *x = SAVED(0);
-  torc_tensor *t[10] = {keepdim_grad(n, G), keepdim_out(n, SAVED(1))};
+  torc_tensor *t[10] = {keepdim_grad(n, G), keepdim_grad(n, SAVED(1))};
   if (r->correction == 1) {
     t[2] = torc_sign(x);
     gin[0] = t[0] && t[2] ? torc_mul(t[0], t[2]) : NULL;

@@ -535,7 +535,5 @@ void torc__ensure_init(void);
 /* Log with the plugin's name as prefix, used by the host table. */
 void torc__log_v(int level, const char *fmt, va_list ap);
 
-/* Strdup that sets TORC_ERR_OOM on failure. */
-char *torc__strdup(const char *s);
 
 #endif /* TORC_INTERNAL_H */

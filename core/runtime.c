@@ -94,13 +94,6 @@ void torc_logf(int level, const char *fmt, ...) {
   va_end(ap);
 }
 
-char *torc__strdup(const char *s) {
-  char *d = strdup(s ? s : "");
-  if (d == NULL)
-    torc_set_error(TORC_ERR_OOM, "out of memory");
-  return d;
-}
-
 void torc_shutdown(void) {
   torc__scope_thread_cleanup();
   int64_t live = torc_tensor_live_count();
