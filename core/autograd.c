@@ -101,6 +101,12 @@ torc__node *torc__node_new(const char *name, const char *op,
   n->name = name;
   n->op = op;
   n->fn = fn;
+  if (tl_anomaly) {
+    char where[256];
+    const char *mod = torc__current_module(where, sizeof where);
+    if (mod)
+      n->module = strdup(mod); /* NULL on OOM: the message just omits it */
+  }
   for (int i = 0; i < n_in; i++) {
     torc_tensor *t = (torc_tensor *)in[i];
     if (t == NULL)
@@ -200,6 +206,7 @@ void torc__node_release(torc__node *n) {
         sp++;
       }
     }
+    free(cur->module);
     free(cur);
   }
   free(heap);
@@ -706,13 +713,16 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
       }
       if (tl_anomaly && has_nonfinite(g, &st)) {
         torc_release(g);
+        char in_mod[300] = "";
+        if (n->module)
+          snprintf(in_mod, sizeof in_mod, ", in module %s", n->module);
         st = torc_set_error(
             TORC_ERR_AUTOGRAD,
             "anomaly: the gradient computed by %s for input %d of op '%s' "
-            "contains NaN or Inf (the forward op '%s' produced the output "
+            "contains NaN or Inf (the forward op '%s'%s produced the output "
             "whose gradient it is); check that op's inputs for values out "
             "of its domain (log of 0, division by 0, overflow)",
-            n->name, i, n->op, n->op);
+            n->name, i, n->op, n->op, in_mod);
         break;
       }
       int k = walk_index(&w, n->next[i].node);

@@ -84,8 +84,12 @@ static const torc__config_row core_rows[] = {
      "cpu, sim:0, cuda:0 or any device a loaded plugin registers"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
 
-static const torc__config_row *schema_tables[SCHEMA_MAX_TABLES] = {core_rows};
-static _Atomic int schema_n = 1;
+/* [model] and [layer], in config_model.c. */
+extern const torc__config_row torc__model_rows[];
+
+static const torc__config_row *schema_tables[SCHEMA_MAX_TABLES] = {
+    core_rows, torc__model_rows};
+static _Atomic int schema_n = 2;
 static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Iterates every registered row, table by table:
@@ -1362,6 +1366,18 @@ const char *torc_config_section_name(const torc_config *cfg, int i) {
 const char *torc_config_section_get(const torc_config *cfg, int i,
                                     const char *key) {
   return entry_value(entry_at(cfg, i, key));
+}
+
+int torc_config_section_key_count(const torc_config *cfg, int i) {
+  if (cfg == NULL || i < 0 || i >= cfg->n)
+    return 0;
+  return cfg->s[i].n;
+}
+
+const char *torc_config_section_key(const torc_config *cfg, int i, int j) {
+  if (cfg == NULL || i < 0 || i >= cfg->n || j < 0 || j >= cfg->s[i].n)
+    return NULL;
+  return cfg->s[i].e[j].key;
 }
 
 int torc__config_section_line(const torc_config *cfg, int i) {

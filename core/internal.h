@@ -273,7 +273,13 @@ struct torc__node {
   uint64_t walk_gen;    /* engine bookkeeping (autograd.c) */
   int walk_idx;
   _Alignas(16) unsigned char params[96]; /* op parameters the formula needs */
+  char *module; /* anomaly mode: "features.3 (linear)" running it, or NULL */
 };
+
+/* The module whose forward is running on this thread, as "PATH (TYPE)",
+ * or NULL outside any module (module.c); recorded in nodes in anomaly
+ * mode so a NaN gradient names the layer. */
+const char *torc__current_module(char *buf, size_t size);
 
 /* 1 if ops should record: grad mode enabled and some input requires grad. */
 int torc__should_record(const torc_tensor *const *in, int n);

@@ -20,3 +20,4 @@ torcinclude_HEADERS += \
 include core/nn.mk
 include core/st.mk
 include core/index.mk
+include core/module.mk

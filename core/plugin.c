@@ -14,6 +14,11 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "module_internal.h"
+#include "torc/plugin_api.h"
+
+/* The function table plugins get as host->api (plugin_api.c). */
+extern const torc_api torc__api;
 
 #ifndef TORC_PLUGIN_DIR
 #define TORC_PLUGIN_DIR "/usr/local/lib/torc/plugins"
@@ -82,6 +87,53 @@ static int host_register_kernel(torc_plugin *self, const torc_kernel_reg *reg) {
 
 static int host_num_threads(void) { return torc_get_num_threads(); }
 
+static const char *type_name(const torc_module_type *type) {
+  return TORC_HAS_SLOT(type, torc_module_type, name) && type->name
+             ? type->name
+             : "(unnamed)";
+}
+
+/* Module types belong to the plugin: unregistered with it at unload (before
+ * dlclose, as their tables live in the plugin). A plugin that forgot
+ * TORC_PROVIDES_MODULE still gets its type (provides only informs listings
+ * such as `torc plugins`), with a warning telling its author the fix. */
+static int host_register_module_type(torc_plugin *self,
+                                     const torc_module_type *type) {
+  torc__plugin *p = (torc__plugin *)self;
+  if (p == NULL || type == NULL)
+    return torc_set_error(TORC_ERR_NULL,
+                          "register_module_type: %s is NULL; pass the "
+                          "plugin handle given to init and a module type",
+                          p == NULL ? "the plugin handle" : "the type");
+  if (!(p->provides & TORC_PROVIDES_MODULE))
+    torc_logf(TORC_LOG_WARN,
+              "plugin '%s' registers module type '%s' but its info.provides "
+              "lacks TORC_PROVIDES_MODULE; add it so listings show the "
+              "plugin provides modules",
+              p->name, type_name(type));
+  torc_status st = torc__module_type_register_owned(p, type);
+  if (st != TORC_OK) {
+    /* The core's message names the type and, for a taken name, its owner;
+     * add the plugin that tried, so both owners are named. */
+    char msg[1024];
+    const char *e = torc_last_error();
+    const char *prefix = "torc_module_type_register: ";
+    if (strncmp(e, prefix, strlen(prefix)) == 0)
+      e += strlen(prefix);
+    snprintf(msg, sizeof msg, "%s", e);
+    torc_set_error(st, "plugin '%s' cannot register module type '%s': %s",
+                   p->name, type_name(type), msg);
+  }
+  return st;
+}
+
+/* Everything a plugin registered, undone (failed init, unload). */
+static void unregister_all(torc__plugin *p) {
+  torc__module_types_unregister_owner(p);
+  torc__kernel_unregister_owner(p);
+  torc__devtype_unregister_owner(p);
+}
+
 const torc_host torc__host = {
     .struct_size = sizeof(torc_host),
     .abi_major = TORC_ABI_MAJOR,
@@ -94,6 +146,8 @@ const torc_host torc__host = {
     .register_kernel = host_register_kernel,
     .num_threads = host_num_threads,
     .set_error_v = torc__set_error_v,
+    .api = &torc__api,
+    .register_module_type = host_register_module_type,
 };
 
 /* ---- helpers ---- */
@@ -443,8 +497,7 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   if (rc != TORC_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", torc_last_error());
-    torc__kernel_unregister_owner(p);
-    torc__devtype_unregister_owner(p);
+    unregister_all(p);
     if (!(p->flags & TORC_PLUGIN_NO_UNLOAD))
       dlclose(h);
     const char *pname = p->name;
@@ -560,8 +613,7 @@ void torc__plugins_unload_all(void) {
   pthread_mutex_lock(&load_lock);
   for (int i = n_plugins - 1; i >= 0; i--) {
     torc__plugin *p = plugins[i];
-    torc__kernel_unregister_owner(p);
-    torc__devtype_unregister_owner(p);
+    unregister_all(p);
     if (p->info && TORC_HAS_SLOT(p->info, torc_plugin_info, fini) &&
         p->info->fini)
       p->info->fini((torc_plugin *)p);

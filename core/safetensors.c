@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -531,10 +532,13 @@ const char *torc_safetensors_metadata_key(const torc_safetensors *st, int i) {
 
 /* ---- writing ---- */
 
-/* For tests: when set, save fails after writing and syncing the temporary
- * file, before the rename — as a crash there would — so that tests can
- * check the previous file survives and no temporary file is left. Exported
- * for tests/test_safetensors.c only; not part of the API. */
+/* For tests: when set (1), save fails after writing and syncing the
+ * temporary file, before the rename — as a crash there would — so that
+ * tests can check the previous file survives and no temporary file is
+ * left. With 2 the process stops itself there (SIGSTOP) so that a parent
+ * that forked it can kill it with SIGKILL: a real crash at that point, the
+ * temporary file left behind. Exported for the tests (test_safetensors.c,
+ * test_state.c) only; not part of the API. */
 TORC_API void torc__safetensors_fail_before_rename(int on);
 static _Atomic int fail_before_rename;
 void torc__safetensors_fail_before_rename(int on) { fail_before_rename = on; }
@@ -786,6 +790,8 @@ torc_status torc_safetensors_save(const char *path, const char *const *names,
   if (close(fd) != 0 && s == TORC_OK)
     s = torc_set_error(TORC_ERR_IO, "torc_safetensors_save: closing %s: %s",
                        tmp, strerror(errno));
+  if (s == TORC_OK && fail_before_rename == 2)
+    raise(SIGSTOP);
   if (s == TORC_OK && fail_before_rename)
     s = torc_set_error(TORC_ERR_IO,
                        "torc_safetensors_save: simulated failure before "

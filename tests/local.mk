@@ -56,7 +56,8 @@ AM_TESTS_ENVIRONMENT = \
 EXTRA_DIST += tests/harness.sh tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh
 
 include tests/plugins/local.mk
-EXTRA_DIST += tests/valgrind.supp
+EXTRA_DIST += tests/valgrind.supp tests/data/cnn.ini
 include tests/nn.mk
 include tests/st.mk
 include tests/index.mk
+include tests/module.mk

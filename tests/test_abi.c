@@ -290,3 +290,70 @@ int main(void) {
   };
   return cmocka_run_group_tests_name("abi", tests, NULL, NULL);
 }
+
+/* ---- ABI 1.1: module types from plugins, and the api table ---- */
+
+#include "torc/plugin_api.h"
+
+#if TEST_ABI_LP64
+
+FROZEN(torc_host, api, 80);
+FROZEN(torc_host, register_module_type, 88);
+static_assert(sizeof(torc_host) >= 96, "torc_host shrank");
+
+/* torc_api (torc/plugin_api.h): a sample across its groups, the first and
+ * the last slot of 1.1; each group's order is frozen with them. */
+FROZEN(torc_api, struct_size, 0);
+FROZEN(torc_api, last_error, 8);
+FROZEN(torc_api, retain, 32);
+FROZEN(torc_api, release, 40);
+FROZEN(torc_api, scope_begin, 48);
+FROZEN(torc_api, scope_end, 56);
+FROZEN(torc_api, scope_keep, 64);
+FROZEN(torc_api, ndim, 72);
+FROZEN(torc_api, empty, 128);
+FROZEN(torc_api, full, 152);
+FROZEN(torc_api, from_host, 176);
+FROZEN(torc_api, to_host, 200);
+FROZEN(torc_api, reshape, 216);
+FROZEN(torc_api, copy_, 328);
+FROZEN(torc_api, add, 352);
+FROZEN(torc_api, mul, 368);
+FROZEN(torc_api, matmul, 384);
+FROZEN(torc_api, tanh, 432);
+FROZEN(torc_api, conv2d, 512);
+FROZEN(torc_api, batch_norm, 552);
+FROZEN(torc_api, dropout, 576);
+FROZEN(torc_api, set_requires_grad, 592);
+FROZEN(torc_api, grad_of, 608);
+FROZEN(torc_api, module_new, 632);
+FROZEN(torc_api, module_register_parameter, 672);
+FROZEN(torc_api, module_forward, 728);
+FROZEN(torc_api, module_dtype, 760);
+FROZEN(torc_api, module_build, 768);
+FROZEN(torc_api, init_uniform_, 776);
+FROZEN(torc_api, init_kaiming_uniform_, 816);
+FROZEN(torc_api, init_fans, 848);
+static_assert(sizeof(torc_api) >= 856, "torc_api shrank");
+
+/* What a plugin hands the core to define a module type (torc/module.h). */
+FROZEN(torc_module_type, struct_size, 0);
+FROZEN(torc_module_type, name, 8);
+FROZEN(torc_module_type, description, 16);
+FROZEN(torc_module_type, keys, 24);
+FROZEN(torc_module_type, create, 32);
+FROZEN(torc_module_type, user, 40);
+static_assert(sizeof(torc_module_type) >= 48, "torc_module_type shrank");
+
+FROZEN(torc_module_vtable, struct_size, 0);
+FROZEN(torc_module_vtable, forward, 8);
+FROZEN(torc_module_vtable, destroy, 16);
+FROZEN(torc_module_vtable, describe, 24);
+static_assert(sizeof(torc_module_vtable) >= 32, "torc_module_vtable shrank");
+
+FROZEN(torc_module_key, name, 0);
+FROZEN(torc_module_key, help, 8);
+FROZEN(torc_module_key, default_value, 16);
+FROZEN_SIZE(torc_module_key, 24);
+
+#endif /* TEST_ABI_LP64 */

@@ -180,14 +180,14 @@ pass "prints the usage of version"
 run_torc frobnicate
 expect_rc 2
 expect_has err "torc: unknown command 'frobnicate'"
-expect_has err "commands: plugins, version, help"
+expect_has err "commands: plugins, describe, layers, version, help"
 expect_empty out
 pass "unknown command: named, commands listed, status 2"
 
 run_torc --frobnicate
 expect_rc 2
 expect_has err "torc: unknown option '--frobnicate'"
-expect_has err "commands: plugins, version, help"
+expect_has err "commands: plugins, describe, layers, version, help"
 pass "unknown option: named, commands listed, status 2"
 
 run_torc help frobnicate
@@ -398,6 +398,44 @@ expect_rc 1
 expect_has err "$tmp/fake.so"
 expect_empty out
 pass "a file that is not a plugin: named, runtime error (1)"
+
+# torc describe: the model of an INI file, lazy sizes inferred (README
+# shows this output).
+run_torc describe "$TORC_TOP_SRCDIR/tests/data/cnn.ini"
+expect_rc 0
+expect_has out "(8): linear(in_features=3136, out_features=128, bias=True)"
+expect_has out "  8 (linear)                       [1, 128]                  401,536"
+expect_has out "Total params: 421,706"
+expect_has out "Params size (MB): 1.61"
+expect_empty err
+pass "prints the tree and the summary table, 64*7*7 inferred"
+
+sed 's/^out_features = 128 .*/out_features = 128\nin_features = 3000/' \
+  "$TORC_TOP_SRCDIR/tests/data/cnn.ini" >"$tmp/bad.ini"
+cp "$TORC_TOP_SRCDIR/tests/data/cnn.ini" "$tmp/cnn.ini"
+run_torc describe "$tmp/bad.ini"
+expect_rc 2
+expect_has err "bad.ini:34: [layer]: layer 8 (linear) does not fit a sample of shape [1,28,28]: linear: input has 3136 features"
+expect_empty out
+pass "a layer that does not fit: its line, the numbers, exit 2"
+
+sed 's/^kernel = 3$/kernal = 3/' "$tmp/cnn.ini" >"$tmp/bad.ini"
+run_torc describe "$tmp/bad.ini"
+expect_rc 2
+expect_has err "bad.ini:13: key 'kernal' in [layer]: layer 0 (conv2d): conv2d: unknown key 'kernal' (did you mean 'kernel'?)"
+pass "a misspelt layer key: file:line and the nearest key"
+
+run_torc describe
+expect_rc 2
+expect_has err "usage: torc describe FILE.ini"
+pass "no file: usage, exit 2"
+
+run_torc layers
+expect_rc 0
+expect_has out "conv2d"
+expect_has out "out_channels"
+expect_has out "sequential"
+pass "lists the module types and their keys"
 
 # README's first command runs scripts/torc: the build tree's torc with the
 # build tree's plugins, and no TORC_PLUGIN_PATH set by the caller.

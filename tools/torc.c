@@ -30,6 +30,9 @@ static const char usage_main[] =
     "  test-backend PLUGIN [--config FILE] [--verbose]\n"
     "                           run the conformance suite on the device\n"
     "                           types PLUGIN registers, against cpu (ref)\n"
+    "  describe FILE.ini        build the model of FILE.ini and print it\n"
+    "                           and its summary table (shapes, parameters)\n"
+    "  layers                   list the module types and their keys\n"
     "  version                  print the torc version and plugin ABI\n"
     "  help [COMMAND]           print this help, or a command's\n"
     "  train, eval, export, bench\n"
@@ -79,6 +82,23 @@ static const char usage_test_backend[] =
     "Exit status: 0 no failure, 1 a case failed or a runtime error, 2 usage\n"
     "error or a plugin that cannot be loaded.\n";
 
+static const char usage_describe[] =
+    "usage: torc describe FILE.ini\n"
+    "\n"
+    "Loads the plugins FILE.ini names, builds its model from [model] and\n"
+    "the [layer] sections, infers every lazy size from [model] input, and\n"
+    "prints the module tree and a summary table: each layer's output shape\n"
+    "and parameter count, the totals and the memory they take.\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime error, 2 a bad file or setting\n";
+
+static const char usage_layers[] =
+    "usage: torc layers [--config FILE]\n"
+    "\n"
+    "Lists every module type a [layer] section may name (type = ...), with\n"
+    "its keys, defaults and accepted values; --config loads that file's\n"
+    "plugins first, so the types they register are listed too.\n";
+
 static const char usage_version[] =
     "usage: torc version\n"
     "\n"
@@ -94,8 +114,8 @@ static const char *const reserved_commands[] = {"train", "eval", "export",
                                                 "bench", NULL};
 
 static const char commands_line[] =
-    "commands: plugins, version, help, test-backend (reserved: train, eval, "
-    "export, bench); `torc --help` for details\n";
+    "commands: plugins, describe, layers, version, help, test-backend\n"
+    "(reserved: train, eval, export, bench); `torc --help` for details\n";
 
 static int is_help_flag(const char *a) {
   return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
@@ -712,6 +732,110 @@ static int cmd_test_backend(int argc, char **argv) {
   return failed ? EXIT_RUNTIME : rc;
 }
 
+/* ---- torc describe, torc layers ---- */
+
+/* Loads and applies a configuration; prints the error and returns the exit
+ * status on failure, NULL cfg. */
+static torc_config *load_config(const char *cmd, const char *path, int *rc) {
+  torc_config *cfg = torc_config_load(path);
+  if (cfg == NULL) {
+    fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
+    *rc = EXIT_USAGE;
+    return NULL;
+  }
+  torc_status st = torc_config_apply(cfg);
+  if (st != TORC_OK) {
+    fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
+    torc_config_free(cfg);
+    *rc = st == TORC_ERR_CONFIG || st == TORC_ERR_IO ? EXIT_USAGE
+                                                      : EXIT_RUNTIME;
+    return NULL;
+  }
+  *rc = EXIT_OK;
+  return cfg;
+}
+
+static int cmd_describe(int argc, char **argv) {
+  const char *file = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (is_help_flag(argv[i])) {
+      fputs(usage_describe, stdout);
+      return EXIT_OK;
+    }
+    if (argv[i][0] == '-' || file) {
+      fprintf(stderr, "torc describe: unexpected %s '%s'\nusage: torc "
+                      "describe FILE.ini\n",
+              argv[i][0] == '-' ? "option" : "argument", argv[i]);
+      return EXIT_USAGE;
+    }
+    file = argv[i];
+  }
+  if (file == NULL) {
+    fprintf(stderr, "torc describe: which file? usage: torc describe "
+                    "FILE.ini\n");
+    return EXIT_USAGE;
+  }
+  int rc;
+  torc_config *cfg = load_config("describe", file, &rc);
+  if (cfg == NULL)
+    return rc;
+  int64_t shape[TORC_MAX_DIMS + 1];
+  int nd = 0;
+  torc_module *m = torc_module_from_config(cfg, shape + 1, &nd);
+  torc_config_free(cfg);
+  if (m == NULL) {
+    fprintf(stderr, "torc describe: %s\n", torc_last_error());
+    return torc_last_status() == TORC_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
+  }
+  shape[0] = 1;
+  torc_tensor *x = torc_zeros(shape, nd + 1, TORC_F32, TORC_CPU);
+  char *r = torc_module_repr(m);
+  char *s = x ? torc_module_summary(m, x) : NULL;
+  if (r && s)
+    printf("%s\n\n%s", r, s);
+  else
+    fprintf(stderr, "torc describe: %s\n", torc_last_error());
+  rc = r && s ? EXIT_OK : EXIT_RUNTIME;
+  free(r);
+  free(s);
+  torc_release(x);
+  torc_module_free(m);
+  return rc;
+}
+
+static int cmd_layers(int argc, char **argv) {
+  const char *config = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (is_help_flag(argv[i])) {
+      fputs(usage_layers, stdout);
+      return EXIT_OK;
+    } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      config = argv[++i];
+    } else {
+      fprintf(stderr, "torc layers: unexpected %s '%s'\nusage: torc layers "
+                      "[--config FILE]\n",
+              argv[i][0] == '-' ? "option" : "argument", argv[i]);
+      return EXIT_USAGE;
+    }
+  }
+  if (config) {
+    int rc;
+    torc_config *cfg = load_config("layers", config, &rc);
+    if (cfg == NULL)
+      return rc;
+    torc_config_free(cfg);
+  }
+  for (int i = 0; i < torc_module_type_count(); i++) {
+    const torc_module_type *t = torc_module_type_at(i);
+    printf("%s\n    %s\n", t->name, t->description ? t->description : "");
+    for (const torc_module_key *k = t->keys; k && k->name; k++)
+      printf("    %-18s %s%s%s%s\n", k->name, k->help ? k->help : "",
+             k->default_value ? " (default " : " (required",
+             k->default_value ? k->default_value : "", ")");
+  }
+  return EXIT_OK;
+}
+
 /* ---- torc version ---- */
 
 static int cmd_version(int argc, char **argv) {
@@ -747,6 +871,10 @@ static int cmd_help(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "plugins") == 0)
     fputs(usage_plugins, stdout);
+  else if (strcmp(cmd, "describe") == 0)
+    fputs(usage_describe, stdout);
+  else if (strcmp(cmd, "layers") == 0)
+    fputs(usage_layers, stdout);
   else if (strcmp(cmd, "version") == 0)
     fputs(usage_version, stdout);
   else if (strcmp(cmd, "help") == 0)
@@ -786,6 +914,10 @@ static int run(int argc, char **argv) {
     return cmd_help(argc - 1, argv + 1);
   if (strcmp(cmd, "test-backend") == 0)
     return cmd_test_backend(argc - 1, argv + 1);
+  if (strcmp(cmd, "describe") == 0)
+    return cmd_describe(argc - 1, argv + 1);
+  if (strcmp(cmd, "layers") == 0)
+    return cmd_layers(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);

@@ -58,6 +58,12 @@ TORC_API const char *torc_config_section_name(const torc_config *cfg, int i);
 TORC_API const char *torc_config_section_get(const torc_config *cfg, int i,
                                              const char *key);
 
+/* Number of keys in section occurrence i (0 when out of range), and the
+ * name of key j of it, in file order (NULL when out of range). */
+TORC_API int torc_config_section_key_count(const torc_config *cfg, int i);
+TORC_API const char *torc_config_section_key(const torc_config *cfg, int i,
+                                             int j);
+
 /* Applies [torc] (threads, seed) and [plugins]/[plugin.NAME] (loads each
  * plugin; a `required = no` plugin that fails gives a warning and the run
  * goes on). Errors name the file and line of the offending key. */

@@ -5,7 +5,7 @@
  * A plugin is a shared object exporting exactly one symbol,
  * `torc_plugin_entry`, which returns a torc_plugin_info. The core checks
  * the ABI major version, then calls `init` with the host table; init
- * registers devices and kernels (later: module types, data sources, losses,
+ * registers devices, kernels and module types (later: data sources, losses,
  * optimizers, ...).
  *
  * ABI rules (learned from ggml, whose tables changed layout under an
@@ -33,8 +33,9 @@ TORC_BEGIN_DECLS
 
 /* ABI version. A plugin whose major differs from the core's is refused. */
 #define TORC_ABI_MAJOR 1
-/* Minor version: grows when slots are appended. */
-#define TORC_ABI_MINOR 0
+/* Minor version: grows when slots are appended. 1.1: torc_host.api and
+ * torc_host.register_module_type. */
+#define TORC_ABI_MINOR 1
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -56,6 +57,11 @@ TORC_BEGIN_DECLS
 /* Opaque handle the core gives each loaded plugin; pass it back to the host
  * functions that take one. */
 typedef struct torc_plugin torc_plugin;
+
+/* Declared in torc/plugin_api.h and torc/module.h; a plugin that uses them
+ * includes those headers. */
+struct torc_api;
+struct torc_module_type;
 
 /* ------------------------------------------------------------------------
  * What a kernel sees.
@@ -323,6 +329,22 @@ typedef struct torc_host {
   /* The core's vsnprintf-style error setter, for plugins forwarding errors
    * collected on their own threads. */
   int (*set_error_v)(int status, const char *fmt, va_list ap);
+
+  /* ---- ABI 1.1 (check TORC_HAS_SLOT(host, torc_host, api) first) ---- */
+
+  /* The core's public functions as a table (torc/plugin_api.h): tensors,
+   * ops, autograd, modules, init. Valid until the plugin is unloaded. */
+  const struct torc_api *api;
+  /* Registers a module type (torc/module.h), so that torc_module_create /
+   * torc_module_build and the INI trainer can build it by name. The struct,
+   * its strings and keys are borrowed: they live in the plugin. The type is
+   * unregistered when the plugin is unloaded (torc_shutdown), so every
+   * module built from it must be freed before then. Errors:
+   * TORC_ERR_INVALID for a bad name or one already registered (the message
+   * names both owners). A plugin whose info.provides lacks
+   * TORC_PROVIDES_MODULE is accepted with a warning. */
+  int (*register_module_type)(torc_plugin *self,
+                              const struct torc_module_type *type);
 } torc_host;
 
 /* ------------------------------------------------------------------------

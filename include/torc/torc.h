@@ -10,10 +10,13 @@
 #include "torc/dtype.h"
 #include "torc/error.h"
 #include "torc/indexing.h"
+#include "torc/init.h"
+#include "torc/module.h"
 #include "torc/nn.h"
 #include "torc/ops.h"
 #include "torc/runtime.h"
 #include "torc/safetensors.h"
+#include "torc/state.h"
 #include "torc/tensor.h"
 
 #endif /* TORC_TORC_H */

@@ -55,3 +55,14 @@ $(TEST_MISSING_DEP_LIB): $(srcdir)/tests/plugins/missing_dep_lib.c
 
 EXTRA_DIST += tests/plugins/missing_dep_lib.c
 CLEANFILES += $(TEST_MISSING_DEP_LIB)
+
+# modplug defines the module type scaled_tanh through host->api
+# (tests/test_modplug.c); modplug_bare is the same source built without
+# TORC_PROVIDES_MODULE in its descriptor.
+check_LTLIBRARIES += tests/plugins/modplug.la tests/plugins/modplug_bare.la
+tests_plugins_modplug_la_SOURCES = tests/plugins/modplug.c
+tests_plugins_modplug_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
+tests_plugins_modplug_bare_la_SOURCES = tests/plugins/modplug.c
+tests_plugins_modplug_bare_la_CPPFLAGS = $(AM_CPPFLAGS) -DMODPLUG_BARE
+tests_plugins_modplug_bare_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
+	$(TEST_PLUGIN_EXPORT)

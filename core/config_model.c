@@ -1,0 +1,196 @@
+/* core/config_model.c — the model an INI file describes: [model] (the
+ * sample shape, the init scheme) and one [layer] section per module, in
+ * file order, each built through the module type registry; errors carry
+ * the file and line of the layer and key at fault.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "module_internal.h"
+#include "torc/autograd.h"
+#include "torc/config.h"
+
+const torc__config_row torc__model_rows[] = {
+    {"model", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
+     "the model: the shape of one sample, then its [layer] sections"},
+    {"model", "input", TORC__CFG_STRING, NULL,
+     "the sizes of one sample, e.g. 1,28,28 (C,H,W) or 784",
+     TORC__CFG_REQUIRED,
+     "the shape of one sample, without the batch dim; lazy sizes "
+     "(in_features, in_channels) are inferred from it"},
+    {"model", "init", TORC__CFG_ENUM, "default",
+     "default|kaiming_uniform|kaiming_normal|xavier_uniform|xavier_normal|"
+     "orthogonal",
+     0, "default: each layer's PyTorch init; or one scheme for every "
+        "linear/conv weight (biases zeroed)"},
+    {"layer", NULL, TORC__CFG_SECTION, NULL, NULL, TORC__CFG_REPEAT,
+     "one module of the model, in order; state-dict keys are \"0.weight\", "
+     "\"3.bias\", ... as in nn.Sequential"},
+    {"layer", "type", TORC__CFG_STRING, NULL,
+     "a module type (`torc help layers` lists them)", TORC__CFG_REQUIRED,
+     "the module type: linear, conv2d, relu, ... or a plugin's"},
+    {"layer", "*", TORC__CFG_ANY, NULL, NULL, 0,
+     "the type's keys (`torc help layers`)"},
+    {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
+
+/* The key of section i that the message names ("key 'k'"), or NULL. */
+static const char *key_named(const torc_config *cfg, int i, const char *msg) {
+  int n = torc_config_section_key_count(cfg, i);
+  for (int j = 0; j < n; j++) {
+    const char *k = torc_config_section_key(cfg, i, j);
+    char pat[160];
+    snprintf(pat, sizeof pat, "key '%s'", k);
+    if (strstr(msg, pat))
+      return k;
+  }
+  return NULL;
+}
+
+static int parse_shape(const char *s, int64_t *shape, int *ndim) {
+  int n = 0;
+  const char *p = s;
+  while (*p) {
+    while (*p == ' ' || *p == '\t')
+      p++;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 1 || n == TORC_MAX_DIMS - 1)
+      return -1;
+    shape[n++] = v;
+    p = end;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p == ',')
+      p++;
+    else if (*p)
+      return -1;
+  }
+  *ndim = n;
+  return n > 0 ? 0 : -1;
+}
+
+torc_module *torc_module_from_config(const torc_config *cfg,
+                                     int64_t *sample_shape, int *sample_ndim) {
+  if (cfg == NULL) {
+    torc__null_input("torc_module_from_config");
+    return NULL;
+  }
+  int mi = torc__config_find(cfg, "model");
+  if (mi < 0) {
+    torc_set_error(TORC_ERR_CONFIG,
+                   "%s: no [model] section; add [model] with input = the "
+                   "shape of one sample (e.g. 1,28,28), then one [layer] "
+                   "section per layer",
+                   torc_config_path(cfg));
+    return NULL;
+  }
+  int64_t shape[TORC_MAX_DIMS];
+  int nd = 0;
+  const char *in = torc__config_value(cfg, mi, "input");
+  if (in == NULL || parse_shape(in, shape, &nd)) {
+    torc__config_error(cfg, mi, "input", TORC_ERR_CONFIG,
+                       "'%s' is not a shape; write the sizes of one sample "
+                       "separated by commas, e.g. 1,28,28",
+                       in ? in : "");
+    return NULL;
+  }
+  torc_module *seq = torc_sequential_new();
+  if (seq == NULL)
+    return NULL;
+  int n_layers = 0, *where = NULL;
+  for (int i = 0; i < torc_config_section_count(cfg); i++) {
+    if (strcmp(torc_config_section_name(cfg, i), "layer") != 0)
+      continue;
+    int *w = realloc(where, (size_t)(n_layers + 1) * sizeof *w);
+    if (w == NULL) {
+      torc_set_error(TORC_ERR_OOM, "out of memory building the model");
+      goto fail;
+    }
+    where = w;
+    where[n_layers] = i;
+    const char *type = torc_config_section_get(cfg, i, "type");
+    int nk = torc_config_section_key_count(cfg, i);
+    const char **k = calloc((size_t)nk + 1, sizeof *k);
+    const char **v = calloc((size_t)nk + 1, sizeof *v);
+    int n = 0;
+    for (int j = 0; k && v && j < nk; j++) {
+      const char *key = torc_config_section_key(cfg, i, j);
+      if (strcmp(key, "type") == 0)
+        continue;
+      k[n] = key;
+      v[n] = torc_config_section_get(cfg, i, key);
+      n++;
+    }
+    torc_module *m = k && v ? torc_module_create(type, k, v, n) : NULL;
+    free(k);
+    free(v);
+    if (m == NULL || torc_sequential_append(seq, m) != TORC_OK) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", torc_last_error());
+      const char *key = key_named(cfg, i, msg);
+      if (key == NULL && strstr(msg, "unknown module type"))
+        key = "type";
+      torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "layer %d (%s): %s",
+                         n_layers, type, msg);
+      goto fail;
+    }
+    n_layers++;
+  }
+  if (n_layers == 0) {
+    torc__config_error(cfg, mi, NULL, TORC_ERR_CONFIG,
+                       "the model has no layers; add a [layer] section with "
+                       "type = ... for each, in order");
+    goto fail;
+  }
+
+  /* One forward on a zero batch of one: lazy sizes are inferred here, so a
+   * size that does not fit is reported now, with its line. */
+  int64_t bshape[TORC_MAX_DIMS];
+  bshape[0] = 1;
+  memcpy(bshape + 1, shape, (size_t)nd * sizeof *shape);
+  torc_tensor *x = torc__empty(bshape, nd + 1, TORC_F32, TORC_CPU);
+  torc_status st = x ? torc_zero_(x) : torc_last_status();
+  char *sum = st == TORC_OK ? torc_module_summary(seq, x) : NULL;
+  torc_release(x);
+  if (sum == NULL) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", torc_last_error());
+    int layer = -1;
+    const char *p = strstr(msg, "(in ");
+    if (p && (p = strchr(p, '\'')) != NULL)
+      layer = atoi(p + 1);
+    if (layer >= 0 && layer < n_layers)
+      torc__config_error(cfg, where[layer], NULL, TORC_ERR_CONFIG,
+                         "layer %d (%s) does not fit a sample of shape [%s]: "
+                         "%s",
+                         layer,
+                         torc_config_section_get(cfg, where[layer], "type"),
+                         in, msg);
+    else
+      torc__config_error(cfg, mi, "input", TORC_ERR_CONFIG,
+                         "the model does not run on a sample of shape [%s]: "
+                         "%s",
+                         in, msg);
+    goto fail;
+  }
+  free(sum);
+  const char *scheme = torc__config_value(cfg, mi, "init");
+  if (scheme && strcmp(scheme, "default") != 0 &&
+      torc_module_init(seq, scheme, NULL) != TORC_OK) {
+    torc__config_error(cfg, mi, "init", TORC_ERR_CONFIG, "%s",
+                       torc_last_error());
+    goto fail;
+  }
+  free(where);
+  if (sample_shape)
+    memcpy(sample_shape, shape, (size_t)nd * sizeof *shape);
+  if (sample_ndim)
+    *sample_ndim = nd;
+  return seq;
+fail:
+  free(where);
+  torc_module_free(seq);
+  return NULL;
+}

@@ -1,0 +1,56 @@
+/* core/module_internal.h — what the module files (module.c, layers.c,
+ * init.c, state.c) share beyond include/torc/module.h. Not installed. */
+#ifndef TORC_MODULE_INTERNAL_H
+#define TORC_MODULE_INTERNAL_H
+
+#include "torc/init.h"
+#include "torc/module.h"
+#include "torc/state.h"
+
+/* Sets the `from` offset of an add/concat node (module.c checks it in
+ * torc_sequential_append). */
+void torc__module_set_from(torc_module *m, int from);
+
+/* The init scheme set on m by torc_module_init ("default" unless set);
+ * layers creating lazy parameters apply it. */
+const char *torc__module_init_scheme(const torc_module *m);
+void torc__module_set_init_scheme(torc_module *m, const char *scheme);
+
+/* Applies m's init scheme (or the layer's PyTorch default when the scheme
+ * is "default") to a freshly created weight [out, in, ...] and bias; the
+ * layer passes its default-init function. Implemented in init.c. */
+typedef torc_status (*torc__default_init_fn)(torc_module *m);
+
+/* 1 if some parameter of a layer below m has not been created yet (lazy);
+ * `names` (may be NULL) receives up to `max` paths of such modules. Layers
+ * report laziness through torc__module_set_lazy. */
+void torc__module_set_lazy(torc_module *m, int lazy);
+int torc__module_lazy_paths(const torc_module *m, const char **names, int max);
+
+/* Built-in module types, defined in layers.c: a NULL-terminated array. */
+extern const torc_module_type *const torc__builtin_module_types[];
+
+/* Re-initialisation hook of a layer type, called by torc_module_init for
+ * every module; defined in layers.c. Returns TORC_OK for modules without
+ * parameters. */
+torc_status torc__layer_reinit(torc_module *m, const char *scheme,
+                               torc_generator *gen);
+
+/* Replaces t's storage by a copy on dev / in dtype (keeping the tensor
+ * object, so references held elsewhere follow); module.c. Prepared copies
+ * are made first by torc__prepare_move, then committed, so a failure
+ * leaves nothing half-moved. */
+torc_tensor *torc__prepare_move(const torc_tensor *t, torc_device dev,
+                                torc_dtype dtype);
+void torc__commit_move(torc_tensor *t, torc_tensor *prepared);
+
+/* Module types registered by a plugin (owner: the core's handle of the
+ * plugin, as in torc__kernel_register), and their removal when it
+ * unloads; module.c. torc_module_type_register registers with owner NULL
+ * (the program itself). */
+struct torc__plugin;
+torc_status torc__module_type_register_owned(struct torc__plugin *owner,
+                                             const torc_module_type *type);
+void torc__module_types_unregister_owner(struct torc__plugin *owner);
+
+#endif /* TORC_MODULE_INTERNAL_H */

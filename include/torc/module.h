@@ -1,0 +1,431 @@
+/* torc/module.h — modules (torch.nn.Module): a tree of named children, each
+ * holding named parameters and buffers, with a forward function. Names
+ * and layouts equal PyTorch's for the same architecture ("features.0.weight",
+ * linear weight [out, in], conv weight OIHW, "bn.running_mean",
+ * "bn.num_batches_tracked"), so a state dict moves between the two through
+ * safetensors (torc/state.h).
+ *
+ * Ownership: a module belongs to whoever created it until it is added to a
+ * parent (torc_module_add_child and the container helpers), which then
+ * owns and frees it with itself. A module has at most one parent: sharing
+ * one module in two places is refused (tie weights explicitly instead).
+ * Parameters and buffers are tensors the module holds a reference to;
+ * accessors return borrowed pointers valid while the module lives.
+ *
+ * A plain C array of modules is not a module list: parameters are found
+ * only through children registered with torc_module_add_child (or the
+ * sequential / module_list / module_dict helpers), exactly as a Python list
+ * of modules is invisible to model.parameters().
+ *
+ * Errors follow the rest of the API: a status (or NULL) and one message in
+ * torc_last_error() naming the module by its dotted path and type, the
+ * values involved and the fix. A NULL module argument keeps the first
+ * error, so `torc_sequential_append(seq, torc_linear_new(0, 10, 1))` needs
+ * one check. Modules are not thread-safe: one thread builds, trains or
+ * moves a module at a time (forward in inference from several threads is
+ * fine once every lazy parameter exists).
+ */
+#ifndef TORC_MODULE_H
+#define TORC_MODULE_H
+
+#include <stdio.h>
+
+#include "torc/nn.h"
+#include "torc/tensor.h"
+
+TORC_BEGIN_DECLS
+
+/* A module. Opaque. */
+typedef struct torc_module torc_module;
+
+/* ------------------------------------------------------------------------
+ * Defining a module type
+ * ---------------------------------------------------------------------- */
+
+/* What a module type implements. Tables are append-only (struct_size
+ * first), like the plugin tables. */
+typedef struct torc_module_vtable {
+  size_t struct_size;
+  /* Computes the output from n_in inputs (1, or 2 for the add and concat
+   * nodes of a skip connection). Returns a tensor as ops do (a new
+   * reference, or owned by the open scope), or NULL after setting an
+   * error. It runs inside a scope the core opens around each call, so
+   * intermediate results need no release: torc_relu(torc_add(a, b)) is
+   * fine. May register parameters the first time it runs (lazy shapes):
+   * use torc_module_device/dtype for where to create them. NULL = the
+   * module has no forward (module_list, module_dict). */
+  torc_tensor *(*forward)(torc_module *m, const torc_tensor *const *in,
+                          int n_in);
+  /* (optional) Frees the type's own state (torc_module_state). Children,
+   * parameters and buffers are released by the core. */
+  void (*destroy)(torc_module *m);
+  /* (optional) Writes the module's settings, as PyTorch's extra_repr:
+   * "784, 128, bias=True". Returns the length it wanted (snprintf). */
+  int (*describe)(const torc_module *m, char *buf, size_t size);
+} torc_module_vtable;
+
+/* A new, empty module of type `type` (a short name shown in messages and
+ * summaries: "linear", "MyNet") with the given vtable (borrowed: it must
+ * outlive the module — make it static) and type state (handed back by
+ * torc_module_state, freed by vtable->destroy). The module starts in
+ * training mode on the cpu in f32. NULL on OOM or a NULL argument; the
+ * state is then NOT freed. */
+TORC_API torc_module *torc_module_new(const char *type,
+                                      const torc_module_vtable *vtable,
+                                      void *state);
+
+/* Frees a module and, recursively, its children, parameters and buffers
+ * (releasing the module's references). Refused (a warning, nothing freed)
+ * for a module that has a parent: free the root. NULL is ignored. */
+TORC_API void torc_module_free(torc_module *m);
+
+/* The type state given to torc_module_new. */
+TORC_API void *torc_module_state(const torc_module *m);
+
+/* The module's type name ("linear"). */
+TORC_API const char *torc_module_type_name(const torc_module *m);
+
+/* The module's dotted path from its root ("features.0"; "" for the root).
+ * The string belongs to the module and changes when it is added to a
+ * parent. */
+TORC_API const char *torc_module_path(const torc_module *m);
+
+/* Registers a parameter: the module takes a reference to t (the caller
+ * keeps its own) and sets requires_grad on it. `name` must be a non-empty
+ * identifier without '.', unique among the module's parameters, buffers
+ * and children. Errors: TORC_ERR_NULL, TORC_ERR_INVALID (bad or taken
+ * name; t not floating; t not a leaf). */
+TORC_API torc_status torc_module_register_parameter(torc_module *m,
+                                                    const char *name,
+                                                    torc_tensor *t);
+
+/* Registers a buffer (running statistics, counters): state that is not
+ * trained. Persistent buffers are part of the state dict; others are not
+ * (PyTorch's persistent=False). The module takes a reference. Errors as
+ * torc_module_register_parameter (any dtype is fine). */
+TORC_API torc_status torc_module_register_buffer(torc_module *m,
+                                                 const char *name,
+                                                 torc_tensor *t,
+                                                 int persistent);
+
+/* Adds `child` under `name` and takes ownership of it — also on failure,
+ * when child is freed (so a failed constructor call needs no cleanup):
+ * errors TORC_ERR_NULL (child NULL: the first error is kept), and
+ * TORC_ERR_INVALID (bad or taken name, child already has a parent, child
+ * is m or one of its ancestors). */
+TORC_API torc_status torc_module_add_child(torc_module *m, const char *name,
+                                           torc_module *child);
+
+/* Borrowed lookups by local name; NULL when absent (no error recorded). */
+TORC_API torc_tensor *torc_module_parameter(const torc_module *m,
+                                            const char *name);
+TORC_API torc_tensor *torc_module_buffer(const torc_module *m,
+                                         const char *name);
+TORC_API torc_module *torc_module_child(const torc_module *m,
+                                        const char *name);
+
+/* The module at dotted path `path` below m ("features.3"; "" is m), or
+ * NULL with TORC_ERR_INVALID naming the first component not found and the
+ * children that exist there. */
+TORC_API torc_module *torc_module_find(const torc_module *m, const char *path);
+
+/* Number of direct children, and child i's name and module (i in
+ * registration order). Out of range gives NULL. */
+TORC_API int torc_module_child_count(const torc_module *m);
+TORC_API const char *torc_module_child_name(const torc_module *m, int i);
+TORC_API torc_module *torc_module_child_at(const torc_module *m, int i);
+
+/* The parent, or NULL for a root. */
+TORC_API torc_module *torc_module_parent(const torc_module *m);
+
+/* Replaces a registered buffer's tensor (taking a reference and releasing
+ * the old one), keeping its persistence. Errors: TORC_ERR_INVALID (no such
+ * buffer). */
+TORC_API torc_status torc_module_set_buffer(torc_module *m, const char *name,
+                                            torc_tensor *t);
+
+/* ------------------------------------------------------------------------
+ * Using a module
+ * ---------------------------------------------------------------------- */
+
+/* Runs the module on one input. Before calling the type's forward the
+ * core checks that x is on the module's device (else TORC_ERR_DEVICE
+ * naming both and the two ways to fix it); a failure inside names the
+ * module path and type in the message. Returns a tensor as ops do. NULL
+ * for a NULL module or input (first error kept). */
+TORC_API torc_tensor *torc_module_forward(torc_module *m, const torc_tensor *x);
+
+/* As torc_module_forward with n_in inputs (add/concat nodes take two). */
+TORC_API torc_tensor *torc_module_forward_n(torc_module *m,
+                                            const torc_tensor *const *in,
+                                            int n_in);
+
+/* Sets training mode (1) or evaluation mode (0) on m and every module
+ * below it, as model.train() / model.eval(): dropout and batch norm
+ * behave differently. */
+TORC_API void torc_module_train(torc_module *m, int training);
+
+/* 1 if m is in training mode. */
+TORC_API int torc_module_is_training(const torc_module *m);
+
+/* The device and dtype the module's parameters live on (set by
+ * torc_module_to / torc_module_to_dtype; lazy parameters are created
+ * there). */
+TORC_API torc_device torc_module_device(const torc_module *m);
+TORC_API torc_dtype torc_module_dtype(const torc_module *m);
+
+/* Moves every parameter, buffer and gradient below m to `dev`, as
+ * model.to(device). Parameters keep their identity (an optimizer built
+ * before the move still holds them: their storage moves). All-or-nothing:
+ * on failure (TORC_ERR_DEVICE, TORC_ERR_OOM) nothing moved. */
+TORC_API torc_status torc_module_to(torc_module *m, torc_device dev);
+
+/* Converts every floating parameter and buffer (and gradient) below m to
+ * the floating dtype `dtype` (integer buffers such as num_batches_tracked
+ * keep theirs). All-or-nothing like torc_module_to. */
+TORC_API torc_status torc_module_to_dtype(torc_module *m, torc_dtype dtype);
+
+/* Checks that every parameter and buffer below m is on `dev`. Returns
+ * TORC_OK, or TORC_ERR_DEVICE with a message listing every one that is
+ * elsewhere ("features.0.weight on cpu"), and the fix. */
+TORC_API torc_status torc_module_check_device(const torc_module *m,
+                                              torc_device dev);
+
+/* Freezes (requires_grad off, freeze 1) or unfreezes (freeze 0) every
+ * parameter whose dotted name matches the shell pattern (fnmatch: '*'
+ * crosses dots, so "features.*" is everything below features). Returns
+ * the number of parameters matched, or -1 with TORC_ERR_INVALID when
+ * none matched (a typo must not pass silently; the message lists the
+ * parameter names). */
+TORC_API int torc_module_freeze(torc_module *m, const char *pattern,
+                                int freeze);
+
+/* Number of parameter elements below m (trainable_only: only those with
+ * requires_grad). */
+TORC_API int64_t torc_module_parameter_count(const torc_module *m,
+                                             int trainable_only);
+
+/* ------------------------------------------------------------------------
+ * Enumerating parameters and buffers
+ * ---------------------------------------------------------------------- */
+
+/* A named tensor, as listed by the enumeration functions. `name` is the
+ * dotted name from the module the listing started at; `tensor` is
+ * borrowed from the module (no reference is taken). */
+typedef struct torc_named_tensor {
+  char *name;
+  torc_tensor *tensor;
+} torc_named_tensor;
+
+/* Lists every parameter below m in PyTorch's order (a module's own
+ * parameters in registration order, then each child's, depth first) with
+ * dotted names ("features.0.weight"). *out receives a malloc'ed array
+ * freed with torc_named_tensors_free. Returns the count, or -1 on OOM. */
+TORC_API int torc_module_named_parameters(const torc_module *m,
+                                          torc_named_tensor **out);
+
+/* As torc_module_named_parameters, for buffers (persistent_only: leave out
+ * the non-persistent ones, as state_dict does). */
+TORC_API int torc_module_named_buffers(const torc_module *m,
+                                       int persistent_only,
+                                       torc_named_tensor **out);
+
+/* Frees a listing (and its names). NULL is ignored. */
+TORC_API void torc_named_tensors_free(torc_named_tensor *list, int n);
+
+/* ------------------------------------------------------------------------
+ * Describing a module
+ * ---------------------------------------------------------------------- */
+
+/* The module tree as PyTorch prints it:
+ *   Sequential(
+ *     (0): Conv2d(1, 32, kernel_size=(3, 3), ...)
+ *   )
+ * A malloc'ed string (free it), or NULL on OOM. */
+TORC_API char *torc_module_repr(const torc_module *m);
+
+/* Runs m once on `example` (a batch) in evaluation mode without autograd
+ * (so lazy parameters take their shapes, no running statistic changes,
+ * and the training flag is restored after) and returns the summary table
+ * torchsummary prints: one row per module with its path, type, output
+ * shape and parameter count, then totals (parameters, trainable ones,
+ * their size, buffer size, the forward pass's activation size). A
+ * malloc'ed string, or NULL with the forward's error. */
+TORC_API char *torc_module_summary(torc_module *m, const torc_tensor *example);
+
+/* ------------------------------------------------------------------------
+ * Containers
+ * ---------------------------------------------------------------------- */
+
+/* nn.Sequential: children named "0", "1", ... run in order. */
+TORC_API torc_module *torc_sequential_new(void);
+
+/* Appends `child` (taking ownership, also on failure) under the next
+ * index. If the child is an add or concat node its `from` offset is
+ * checked against the layers already there. */
+TORC_API torc_status torc_sequential_append(torc_module *seq,
+                                            torc_module *child);
+
+/* nn.ModuleList: children named "0", "1", ...; no forward (iterate with
+ * torc_module_child_at). Append with torc_sequential_append. */
+TORC_API torc_module *torc_module_list_new(void);
+
+/* nn.ModuleDict: children under names given with torc_module_add_child;
+ * no forward. */
+TORC_API torc_module *torc_module_dict_new(void);
+
+/* ------------------------------------------------------------------------
+ * Built-in layers. Every constructor returns a new root module (NULL with
+ * an error for bad arguments: the message names the argument, its value
+ * and the accepted range), on the cpu in f32, initialised as PyTorch
+ * initialises the same layer (from the default generator), in training
+ * mode. A 0 for in_features / in_channels / num_features means "infer it
+ * at the first forward" (PyTorch's Lazy* modules): the parameters are
+ * created then, on the module's device and dtype.
+ * ---------------------------------------------------------------------- */
+
+/* nn.Linear: y = x W^T + b; weight [out, in], bias [out]. */
+TORC_API torc_module *torc_linear_new(int64_t in_features,
+                                      int64_t out_features, int bias);
+
+/* nn.Conv2d: weight [out, in/groups, kh, kw], bias [out]; geometry as in
+ * nn.h (NULL = stride 1, padding 0, dilation 1, groups 1). */
+TORC_API torc_module *torc_conv2d_new(int64_t in_channels,
+                                      int64_t out_channels, int64_t kh,
+                                      int64_t kw, const torc_conv2d_params *p,
+                                      int bias);
+
+/* nn.ConvTranspose2d: weight [in, out/groups, kh, kw], bias [out]. */
+TORC_API torc_module *torc_conv_transpose2d_new(int64_t in_channels,
+                                                int64_t out_channels,
+                                                int64_t kh, int64_t kw,
+                                                const torc_conv2d_params *p,
+                                                int bias);
+
+/* nn.BatchNorm1d / nn.BatchNorm2d with affine weight/bias and running
+ * statistics (running_mean, running_var, num_batches_tracked). momentum
+ * 0.1 and eps 1e-5 are PyTorch's defaults. */
+TORC_API torc_module *torc_batchnorm1d_new(int64_t num_features, double eps,
+                                           double momentum);
+TORC_API torc_module *torc_batchnorm2d_new(int64_t num_features, double eps,
+                                           double momentum);
+
+/* nn.LayerNorm over the last n dims of shape `normalized_shape` (n 0 =
+ * lazy: the last dim of the first input). */
+TORC_API torc_module *torc_layernorm_new(const int64_t *normalized_shape,
+                                         int n, double eps,
+                                         int elementwise_affine);
+
+/* nn.GroupNorm: `groups` groups over num_channels (0 = lazy). */
+TORC_API torc_module *torc_groupnorm_new(int64_t groups, int64_t num_channels,
+                                         double eps, int affine);
+
+/* nn.Dropout(p), using the default generator. */
+TORC_API torc_module *torc_dropout_new(double p);
+
+/* nn.Embedding: weight [num_embeddings, dim] ~ N(0, 1). */
+TORC_API torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim);
+
+/* Pools: nn.MaxPool2d, nn.AvgPool2d (geometry as nn.h), and
+ * nn.AdaptiveAvgPool2d to out_h x out_w. */
+TORC_API torc_module *torc_maxpool2d_new(const torc_pool2d_params *p);
+TORC_API torc_module *torc_avgpool2d_new(const torc_pool2d_params *p);
+TORC_API torc_module *torc_adaptive_avgpool2d_new(int64_t out_h,
+                                                  int64_t out_w);
+
+/* nn.Flatten(start_dim, end_dim) (PyTorch's defaults: 1, -1). */
+TORC_API torc_module *torc_flatten_new(int start_dim, int end_dim);
+
+/* nn.Identity. */
+TORC_API torc_module *torc_identity_new(void);
+
+/* Skip-connection nodes. Inside a sequential, an add node at index i adds
+ * the output of layer i + from (from < 0; index -1 is the sequential's
+ * input) to its input (the output of layer i - 1); a concat node joins the
+ * two along `dim` (1, channels, by default): [input, earlier]. Outside a
+ * sequential they take two inputs (torc_module_forward_n). */
+TORC_API torc_module *torc_add_node_new(int from);
+TORC_API torc_module *torc_concat_node_new(int from, int dim);
+
+/* The `from` offset of an add/concat node (0 for other modules). */
+TORC_API int torc_module_from(const torc_module *m);
+
+/* ------------------------------------------------------------------------
+ * Module types by name (what the INI trainer and plugins use)
+ * ---------------------------------------------------------------------- */
+
+/* A key a module type accepts. */
+typedef struct torc_module_key {
+  const char *name;
+  const char *help;          /* one line, with the accepted values */
+  const char *default_value; /* or NULL when required */
+} torc_module_key;
+
+/* A module type that can be built from key/value pairs. */
+typedef struct torc_module_type {
+  size_t struct_size;
+  const char *name;        /* "linear": letters, digits, '_' */
+  const char *description; /* one line */
+  const torc_module_key *keys; /* terminated by {NULL} */
+  /* Builds a module. Every key is one of `keys` (the core checked), and
+   * every key with a default that was not given is passed with it.
+   * Returns NULL after setting an error naming the key and value. */
+  torc_module *(*create)(const char *const *keys, const char *const *values,
+                         int n, void *user);
+  void *user;
+} torc_module_type;
+
+/* Registers a module type (the struct and its strings are borrowed: they
+ * must outlive the registration). A name already registered is
+ * TORC_ERR_INVALID. Built-in types: every layer above and every
+ * activation (relu, leaky_relu, elu, gelu, silu, sigmoid, tanh, softplus,
+ * softmax, log_softmax, ...). */
+TORC_API torc_status torc_module_type_register(const torc_module_type *type);
+
+/* Looks up a module type; NULL (no error recorded) when unknown. */
+TORC_API const torc_module_type *torc_module_type_find(const char *name);
+
+/* Number of registered module types, and type i (in name order). */
+TORC_API int torc_module_type_count(void);
+TORC_API const torc_module_type *torc_module_type_at(int i);
+
+/* Builds a module of type `type` from n key/value pairs. Errors
+ * (TORC_ERR_INVALID): unknown type (the message lists the types and the
+ * nearest name), unknown key (the type's keys and the nearest one), a
+ * required key missing, a key given twice, and the type's own value
+ * errors. */
+TORC_API torc_module *torc_module_create(const char *type,
+                                         const char *const *keys,
+                                         const char *const *values, int n);
+
+/* As torc_module_create from a string of "key=value" pairs separated by
+ * commas or spaces: torc_module_build("conv2d", "out_channels=32,
+ * kernel=3, padding=1"). spec may be NULL or "". */
+TORC_API torc_module *torc_module_build(const char *type, const char *spec);
+
+/* ------------------------------------------------------------------------
+ * Models from INI files
+ * ---------------------------------------------------------------------- */
+
+struct torc_config;
+
+/* Builds the model of an INI file (../shared/CONFIG.md): a sequential with
+ * one module per [layer] section, in file order, each made by
+ * torc_module_create from the section's keys (all but `type`). [model]
+ * `input` is the shape of one sample; the model is run once, in eval mode
+ * without autograd, on zeros of shape [1, input...], so every lazy size
+ * (in_features, in_channels, num_features) is inferred before the model is
+ * returned; [model] `init` then re-initialises (torc_module_init). The
+ * model is on the cpu in f32, in training mode. sample_shape (room for
+ * TORC_MAX_DIMS sizes) and sample_ndim receive the input shape (either may
+ * be NULL). Errors: TORC_ERR_CONFIG "FILE:LINE: key 'k' in [layer]: layer
+ * 3 (conv2d): ..." naming the layer's index and type and the key at fault
+ * (the section's line when no key is), including a layer that does not fit
+ * the shape reaching it. */
+TORC_API torc_module *torc_module_from_config(const struct torc_config *cfg,
+                                              int64_t *sample_shape,
+                                              int *sample_ndim);
+
+TORC_END_DECLS
+
+#endif /* TORC_MODULE_H */

@@ -1,0 +1,251 @@
+/* torc/plugin_api.h — the public functions a plugin may call, as a table of
+ * function pointers (SQLite's sqlite3ext.h, Lua's lua_State API). A plugin
+ * never links libtorc (torc/plugin.h); the core hands it this table through
+ * `host->api`, so a plugin defining a module type, a loss, an optimizer or
+ * a data source computes with tensors without a link-time dependency:
+ *
+ *   #include <torc/plugin.h>
+ *   #include <torc/plugin_api.h>
+ *   static const torc_api *api;
+ *   static int init(const torc_host *host, torc_plugin *self) {
+ *     if (!TORC_HAS_SLOT(host, torc_host, register_module_type) ||
+ *         !TORC_API_HAS(host->api, module_dtype))
+ *       return host->set_error(TORC_ERR_ABI, "... needs torc ABI 1.1");
+ *     api = host->api;
+ *     ...
+ *   }
+ *   ... api->mul(alpha, api->tanh(x)) ...
+ *
+ * Every slot has the exact type of the public function of the same name
+ * without the `torc_` prefix (api->module_new is torc_module_new) and the
+ * same contract: ownership, scopes, NULL propagation and errors are those
+ * written in torc/tensor.h, ops.h, nn.h, autograd.h, module.h and init.h.
+ * This header includes those headers for their TYPES only: calling their
+ * functions directly from a plugin fails at link time (-Wl,--no-undefined),
+ * which is the point — go through the table.
+ *
+ * Rules (those of every torc table; tests/test_abi.c freezes the offsets):
+ *  - struct_size comes first; the core sets it to the size of its table;
+ *  - the table is append-only: a slot keeps its offset for the life of the
+ *    ABI major version, and new slots go at the end with a minor bump;
+ *  - before calling a slot newer than the oldest core you support, check
+ *    that the core's table has it: TORC_API_HAS(api, slot). Slots are
+ *    appended in order, so checking the newest slot you use covers all the
+ *    older ones. Every slot below exists since ABI 1.1 (host->api itself
+ *    is new in 1.1: check TORC_HAS_SLOT(host, torc_host, api) first).
+ *
+ * The table is a constant owned by the core, valid from init until the
+ * plugin is unloaded. Thread safety is that of the functions themselves.
+ */
+#ifndef TORC_PLUGIN_API_H
+#define TORC_PLUGIN_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torc/autograd.h"
+#include "torc/init.h"
+#include "torc/module.h"
+#include "torc/nn.h"
+#include "torc/ops.h"
+#include "torc/plugin.h"
+#include "torc/tensor.h"
+
+TORC_BEGIN_DECLS
+
+/* 1 if the core's api table contains `slot` (see the rules above). */
+#define TORC_API_HAS(api, slot) TORC_HAS_SLOT(api, torc_api, slot)
+
+typedef struct torc_api {
+  size_t struct_size;
+
+  /* ---- errors (torc/error.h). Set errors with host->set_error. ---- */
+  const char *(*last_error)(void);
+  torc_status (*last_status)(void);
+  void (*clear_error)(void);
+
+  /* ---- references and scopes (torc/tensor.h). A tensor returned while a
+   * scope is open belongs to the scope: never release it; helpers open
+   * their own scope and keep their result. ---- */
+  torc_tensor *(*retain)(torc_tensor *t);
+  void (*release)(torc_tensor *t);
+  int (*scope_begin)(void);
+  void (*scope_end)(int token);
+  torc_tensor *(*scope_keep)(torc_tensor *t);
+
+  /* ---- shape queries (borrowed results, valid while t lives) ---- */
+  int (*ndim)(const torc_tensor *t);
+  const int64_t *(*shape)(const torc_tensor *t);
+  int64_t (*size)(const torc_tensor *t, int dim);
+  int64_t (*numel)(const torc_tensor *t);
+  torc_dtype (*dtype_of)(const torc_tensor *t);
+  torc_device (*device_of)(const torc_tensor *t);
+  int (*is_contiguous)(const torc_tensor *t);
+
+  /* ---- creation (gen NULL = the default generator) ---- */
+  torc_tensor *(*empty)(const int64_t *shape, int ndim, torc_dtype dtype,
+                        torc_device dev);
+  torc_tensor *(*zeros)(const int64_t *shape, int ndim, torc_dtype dtype,
+                        torc_device dev);
+  torc_tensor *(*ones)(const int64_t *shape, int ndim, torc_dtype dtype,
+                       torc_device dev);
+  torc_tensor *(*full)(const int64_t *shape, int ndim, double value,
+                       torc_dtype dtype, torc_device dev);
+  torc_tensor *(*zeros_like)(const torc_tensor *like);
+  torc_tensor *(*ones_like)(const torc_tensor *like);
+  torc_tensor *(*from_host)(const void *data, const int64_t *shape, int ndim,
+                            torc_dtype dtype, torc_device dev);
+  torc_tensor *(*rand)(const int64_t *shape, int ndim, torc_dtype dtype,
+                       torc_device dev, torc_generator *gen);
+  torc_tensor *(*randn)(const int64_t *shape, int ndim, torc_dtype dtype,
+                        torc_device dev, torc_generator *gen);
+
+  /* ---- reading values back to the host ---- */
+  torc_status (*to_host)(const torc_tensor *t, void *dst, size_t nbytes);
+  torc_status (*item)(const torc_tensor *t, double *out);
+
+  /* ---- views and copies ---- */
+  torc_tensor *(*reshape)(const torc_tensor *t, const int64_t *shape,
+                          int ndim);
+  torc_tensor *(*view)(const torc_tensor *t, const int64_t *shape, int ndim);
+  torc_tensor *(*permute)(const torc_tensor *t, const int *dims, int ndim);
+  torc_tensor *(*transpose)(const torc_tensor *t, int dim0, int dim1);
+  torc_tensor *(*flatten)(const torc_tensor *t, int start_dim, int end_dim);
+  torc_tensor *(*unsqueeze)(const torc_tensor *t, int dim);
+  torc_tensor *(*squeeze)(const torc_tensor *t, int dim);
+  torc_tensor *(*narrow)(const torc_tensor *t, int dim, int64_t start,
+                         int64_t length);
+  torc_tensor *(*expand)(const torc_tensor *t, const int64_t *shape,
+                         int ndim);
+  torc_tensor *(*contiguous)(const torc_tensor *t);
+  torc_tensor *(*clone)(const torc_tensor *t);
+  torc_tensor *(*detach)(const torc_tensor *t);
+  torc_tensor *(*to)(const torc_tensor *t, torc_device dev);
+  torc_tensor *(*to_dtype)(const torc_tensor *t, torc_dtype dtype);
+
+  /* ---- in place ---- */
+  torc_status (*copy_)(torc_tensor *dst, const torc_tensor *src);
+  torc_status (*fill_)(torc_tensor *t, double value);
+  torc_status (*zero_)(torc_tensor *t);
+
+  /* ---- math (torc/ops.h): broadcasting, PyTorch's promotion,
+   * differentiable ---- */
+  torc_tensor *(*add)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*sub)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*mul)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*div)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*matmul)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*linear)(const torc_tensor *x, const torc_tensor *weight,
+                         const torc_tensor *bias);
+  torc_tensor *(*neg)(const torc_tensor *x);
+  torc_tensor *(*exp)(const torc_tensor *x);
+  torc_tensor *(*log)(const torc_tensor *x);
+  torc_tensor *(*sqrt)(const torc_tensor *x);
+  torc_tensor *(*tanh)(const torc_tensor *x);
+  torc_tensor *(*sigmoid)(const torc_tensor *x);
+  torc_tensor *(*relu)(const torc_tensor *x);
+  torc_tensor *(*sum)(const torc_tensor *x, const int *dims, int n_dims,
+                      int keepdim);
+  torc_tensor *(*mean)(const torc_tensor *x, const int *dims, int n_dims,
+                       int keepdim);
+  torc_tensor *(*add_scalar)(const torc_tensor *x, double c);
+  torc_tensor *(*mul_scalar)(const torc_tensor *x, double c);
+  torc_tensor *(*pow_scalar)(const torc_tensor *x, double c);
+  torc_tensor *(*softmax)(const torc_tensor *x, int dim);
+  torc_tensor *(*log_softmax)(const torc_tensor *x, int dim);
+
+  /* ---- neural-network ops (torc/nn.h) ---- */
+  torc_tensor *(*conv2d)(const torc_tensor *x, const torc_tensor *weight,
+                         const torc_tensor *bias,
+                         const torc_conv2d_params *p);
+  torc_tensor *(*conv_transpose2d)(const torc_tensor *x,
+                                   const torc_tensor *weight,
+                                   const torc_tensor *bias,
+                                   const torc_conv2d_params *p);
+  torc_tensor *(*max_pool2d)(const torc_tensor *x,
+                             const torc_pool2d_params *p);
+  torc_tensor *(*avg_pool2d)(const torc_tensor *x,
+                             const torc_pool2d_params *p);
+  torc_tensor *(*adaptive_avg_pool2d)(const torc_tensor *x, int64_t out_h,
+                                      int64_t out_w);
+  torc_tensor *(*batch_norm)(const torc_tensor *x, torc_tensor *running_mean,
+                             torc_tensor *running_var,
+                             const torc_tensor *weight,
+                             const torc_tensor *bias, int training,
+                             double momentum, double eps);
+  torc_tensor *(*layer_norm)(const torc_tensor *x,
+                             const int64_t *normalized_shape, int n,
+                             const torc_tensor *weight,
+                             const torc_tensor *bias, double eps);
+  torc_tensor *(*group_norm)(const torc_tensor *x, int64_t groups,
+                             const torc_tensor *weight,
+                             const torc_tensor *bias, double eps);
+  torc_tensor *(*dropout)(const torc_tensor *x, double p, int training,
+                          torc_generator *gen);
+  torc_tensor *(*embedding)(const torc_tensor *indices,
+                            const torc_tensor *weight);
+
+  /* ---- autograd (torc/autograd.h) ---- */
+  torc_status (*set_requires_grad)(torc_tensor *t, int requires_grad);
+  int (*requires_grad)(const torc_tensor *t);
+  torc_tensor *(*grad_of)(const torc_tensor *t);
+  torc_grad_mode (*set_grad_mode)(torc_grad_mode mode);
+  torc_grad_mode (*get_grad_mode)(void);
+
+  /* ---- modules (torc/module.h): what a module type's create, forward,
+   * destroy and describe use. A module type's strings, vtable and keys live
+   * in the plugin, so every module of a plugin's type must be freed before
+   * torc_shutdown unloads the plugin. ---- */
+  torc_module *(*module_new)(const char *type, const torc_module_vtable *vtable,
+                             void *state);
+  void (*module_free)(torc_module *m);
+  void *(*module_state)(const torc_module *m);
+  const char *(*module_type_name)(const torc_module *m);
+  const char *(*module_path)(const torc_module *m);
+  torc_status (*module_register_parameter)(torc_module *m, const char *name,
+                                           torc_tensor *t);
+  torc_status (*module_register_buffer)(torc_module *m, const char *name,
+                                        torc_tensor *t, int persistent);
+  torc_status (*module_set_buffer)(torc_module *m, const char *name,
+                                   torc_tensor *t);
+  torc_tensor *(*module_parameter)(const torc_module *m, const char *name);
+  torc_tensor *(*module_buffer)(const torc_module *m, const char *name);
+  torc_status (*module_add_child)(torc_module *m, const char *name,
+                                  torc_module *child);
+  torc_module *(*module_child)(const torc_module *m, const char *name);
+  torc_tensor *(*module_forward)(torc_module *m, const torc_tensor *x);
+  torc_tensor *(*module_forward_n)(torc_module *m,
+                                   const torc_tensor *const *in, int n_in);
+  int (*module_is_training)(const torc_module *m);
+  torc_device (*module_device)(const torc_module *m);
+  torc_dtype (*module_dtype)(const torc_module *m);
+  /* Builds a child of any registered type (composite modules). */
+  torc_module *(*module_build)(const char *type, const char *spec);
+
+  /* ---- parameter initialisation (torc/init.h) ---- */
+  torc_status (*init_uniform_)(torc_tensor *t, double low, double high,
+                               torc_generator *gen);
+  torc_status (*init_normal_)(torc_tensor *t, double mean, double std,
+                              torc_generator *gen);
+  torc_status (*init_constant_)(torc_tensor *t, double value);
+  torc_status (*init_zeros_)(torc_tensor *t);
+  torc_status (*init_ones_)(torc_tensor *t);
+  torc_status (*init_kaiming_uniform_)(torc_tensor *t, double a,
+                                       const char *mode,
+                                       const char *nonlinearity,
+                                       torc_generator *gen);
+  torc_status (*init_kaiming_normal_)(torc_tensor *t, double a,
+                                      const char *mode,
+                                      const char *nonlinearity,
+                                      torc_generator *gen);
+  torc_status (*init_xavier_uniform_)(torc_tensor *t, double gain,
+                                      torc_generator *gen);
+  torc_status (*init_xavier_normal_)(torc_tensor *t, double gain,
+                                     torc_generator *gen);
+  torc_status (*init_fans)(const torc_tensor *t, int64_t *fan_in,
+                           int64_t *fan_out);
+} torc_api;
+
+TORC_END_DECLS
+
+#endif /* TORC_PLUGIN_API_H */
