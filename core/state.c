@@ -643,10 +643,6 @@ static void give_list(strlist *l, int *n, char ***v) {
   memset(l, 0, sizeof *l);
 }
 
-static const char *dev_name(torc_device d, char *buf, size_t size) {
-  return torc_device_str(d, buf, size);
-}
-
 /* The loader behind every load: `what` names the caller (and file) in
  * messages. */
 static torc_status load_into(torc_module *m, const torc_state_dict *sd,
@@ -813,12 +809,12 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
     if (x == NULL) {
       char dn[64], msg[700];
       snprintf(msg, sizeof msg, "%s", torc_last_error());
-      s = torc_set_error(torc_last_status() ? torc_last_status()
-                                            : TORC_ERR_DEVICE,
-                         "%s: copying '%s' onto %s failed, so nothing was "
-                         "loaded: %s",
-                         what, model->names[j],
-                         dev_name(torc_device_of(t), dn, sizeof dn), msg);
+      s = torc_set_error(
+          torc_last_status() ? torc_last_status() : TORC_ERR_DEVICE,
+          "%s: copying '%s' onto %s failed, so nothing was "
+          "loaded: %s",
+          what, model->names[j],
+          torc_device_str(torc_device_of(t), dn, sizeof dn), msg);
     }
     staged[j] = x;
   }

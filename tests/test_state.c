@@ -1268,6 +1268,59 @@ static void test_lazy_layers(void **state) {
   torc_module_free(seq);
 }
 
+/* PyTorch's order for a real network: each module's parameters, then its
+ * buffers, then the next module (listing all parameters, then all buffers,
+ * would put 3.weight before 1.running_mean). From /usr/bin/python3:
+ *   m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(),
+ *                     nn.Linear(8, 3))
+ *   list(m.state_dict()) */
+static void test_layers_order_like_pytorch(void **state) {
+  (void)state;
+  static const char *const torch_keys[] = {"0.weight",
+                                           "0.bias",
+                                           "1.weight",
+                                           "1.bias",
+                                           "1.running_mean",
+                                           "1.running_var",
+                                           "1.num_batches_tracked",
+                                           "3.weight",
+                                           "3.bias"};
+  torc_module *seq = torc_sequential_new();
+  assert_ok(torc_sequential_append(seq, torc_conv2d_new(1, 2, 3, 3, NULL, 1)));
+  assert_ok(torc_sequential_append(seq, torc_batchnorm2d_new(2, 1e-5, 0.1)));
+  assert_ok(torc_sequential_append(seq, torc_flatten_new(1, -1)));
+  assert_ok(torc_sequential_append(seq, torc_linear_new(8, 3, 1)));
+  torc_state_dict *sd = torc_state_dict_new();
+  assert_ok(torc_module_state_dict(seq, NULL, sd));
+  assert_int_equal(torc_state_dict_count(sd), 9);
+  for (int i = 0; i < 9; i++)
+    assert_string_equal(torc_state_dict_name(sd, i), torch_keys[i]);
+  /* a round trip through a file into a second network */
+  const char *p = tpath("seq.safetensors");
+  assert_ok(torc_module_save(seq, p));
+  torc_module *two = torc_sequential_new();
+  assert_ok(torc_sequential_append(two, torc_conv2d_new(1, 2, 3, 3, NULL, 1)));
+  assert_ok(torc_sequential_append(two, torc_batchnorm2d_new(2, 1e-5, 0.1)));
+  assert_ok(torc_sequential_append(two, torc_flatten_new(1, -1)));
+  assert_ok(torc_sequential_append(two, torc_linear_new(8, 3, 1)));
+  torc_load_report r = {0};
+  assert_ok(torc_module_load(two, p, NULL, &r));
+  assert_int_equal(r.n_loaded, 9);
+  torc_state_dict *sd2 = torc_state_dict_new();
+  assert_ok(torc_module_state_dict(two, NULL, sd2));
+  for (int i = 0; i < 9; i++) {
+    double *want = test_values(torc_state_dict_tensor(sd, i));
+    const torc_tensor *got = torc_state_dict_tensor(sd2, i);
+    test_assert_values(got, want, torc_numel(got), 0);
+    free(want);
+  }
+  torc_state_dict_free(sd2);
+  torc_load_report_clear(&r);
+  torc_module_free(two);
+  torc_state_dict_free(sd);
+  torc_module_free(seq);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_dict_basics, setup, teardown),
@@ -1291,6 +1344,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_bad_files, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lazy_layers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_layers_order_like_pytorch, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
