@@ -86,10 +86,12 @@ static const torc__config_row core_rows[] = {
 
 /* [model] and [layer], in config_model.c. */
 extern const torc__config_row torc__model_rows[];
+/* [data.NAME], in data_config.c. */
+extern const torc__config_row torc__data_rows[];
 
 static const torc__config_row *schema_tables[SCHEMA_MAX_TABLES] = {
-    core_rows, torc__model_rows};
-static _Atomic int schema_n = 2;
+    core_rows, torc__model_rows, torc__data_rows};
+static _Atomic int schema_n = 3;
 static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Iterates every registered row, table by table:
@@ -1351,6 +1353,12 @@ int torc_config_line(const torc_config *cfg, const char *section,
 
 const char *torc_config_path(const torc_config *cfg) {
   return cfg ? cfg->path : NULL;
+}
+
+/* The folder relative values resolve against (NULL: the current one);
+ * data_config.c resolves a data source's path keys with it. */
+const char *torc__config_dir(const torc_config *cfg) {
+  return cfg ? cfg->dir : NULL;
 }
 
 int torc_config_section_count(const torc_config *cfg) {

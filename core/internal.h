@@ -506,6 +506,10 @@ int torc__config_find(const torc_config *cfg, const char *section);
  * (path values resolved), else the schema's default, else NULL. */
 const char *torc__config_value(const torc_config *cfg, int i, const char *key);
 
+/* The folder cfg's relative values resolve against (NULL: the current
+ * one), for keys the schema does not type (a data source's paths). */
+const char *torc__config_dir(const torc_config *cfg);
+
 /* Line of section occurrence i / of `key` in it (0: absent or --set). */
 int torc__config_section_line(const torc_config *cfg, int i);
 int torc__config_key_line(const torc_config *cfg, int i, const char *key);

@@ -21,3 +21,4 @@ include core/nn.mk
 include core/st.mk
 include core/index.mk
 include core/module.mk
+include core/data.mk

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data_internal.h"
 #include "internal.h"
 #include "module_internal.h"
 #include "torc/plugin_api.h"
@@ -127,8 +128,47 @@ static int host_register_module_type(torc_plugin *self,
   return st;
 }
 
+static const char *source_name(const torc_data_source_type *type) {
+  return TORC_HAS_SLOT(type, torc_data_source_type, name) && type->name
+             ? type->name
+             : "(unnamed)";
+}
+
+/* Data source types belong to the plugin as module types do: unregistered
+ * at unload or when init fails, with a warning when provides lacks
+ * TORC_PROVIDES_DATA. */
+static int host_register_data_source(torc_plugin *self,
+                                     const torc_data_source_type *type) {
+  torc__plugin *p = (torc__plugin *)self;
+  if (p == NULL || type == NULL)
+    return torc_set_error(TORC_ERR_NULL,
+                          "register_data_source: %s is NULL; pass the "
+                          "plugin handle given to init and a data source "
+                          "type",
+                          p == NULL ? "the plugin handle" : "the type");
+  if (!(p->provides & TORC_PROVIDES_DATA))
+    torc_logf(TORC_LOG_WARN,
+              "plugin '%s' registers data source '%s' but its info.provides "
+              "lacks TORC_PROVIDES_DATA; add it so listings show the plugin "
+              "provides data sources",
+              p->name, source_name(type));
+  torc_status st = torc__data_source_register_owned(p, type);
+  if (st != TORC_OK) {
+    char msg[1024];
+    const char *e = torc_last_error();
+    const char *prefix = "torc_data_source_register: ";
+    if (strncmp(e, prefix, strlen(prefix)) == 0)
+      e += strlen(prefix);
+    snprintf(msg, sizeof msg, "%s", e);
+    torc_set_error(st, "plugin '%s' cannot register data source '%s': %s",
+                   p->name, source_name(type), msg);
+  }
+  return st;
+}
+
 /* Everything a plugin registered, undone (failed init, unload). */
 static void unregister_all(torc__plugin *p) {
+  torc__data_sources_unregister_owner(p);
   torc__module_types_unregister_owner(p);
   torc__kernel_unregister_owner(p);
   torc__devtype_unregister_owner(p);
@@ -148,6 +188,7 @@ const torc_host torc__host = {
     .set_error_v = torc__set_error_v,
     .api = &torc__api,
     .register_module_type = host_register_module_type,
+    .register_data_source = host_register_data_source,
 };
 
 /* ---- helpers ---- */

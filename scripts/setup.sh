@@ -11,8 +11,12 @@ build=${BUILD:-_build}
 case $build in /*) ;; *) build="$top/$build" ;; esac
 
 # Debian packages the build and the tests need.
+# zlib1g-dev, libpng-dev, libjpeg-dev: the data plugin (gzip IDX, PNG,
+# JPEG); dataset-fashion-mnist: the examples and test_sources' real-data
+# check (skipped without it).
 packages=(gcc make autoconf automake libtool pkg-config
-          libinih-dev libjansson-dev libcmocka-dev valgrind)
+          libinih-dev libjansson-dev libcmocka-dev valgrind
+          zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

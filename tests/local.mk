@@ -61,3 +61,4 @@ include tests/nn.mk
 include tests/st.mk
 include tests/index.mk
 include tests/module.mk
+include tests/data.mk

@@ -357,3 +357,36 @@ FROZEN(torc_module_key, default_value, 16);
 FROZEN_SIZE(torc_module_key, 24);
 
 #endif /* TEST_ABI_LP64 */
+
+/* ---- ABI 1.2: data sources from plugins ---- */
+
+#include "torc/data.h"
+
+#if TEST_ABI_LP64
+
+FROZEN(torc_host, register_data_source, 96);
+static_assert(sizeof(torc_host) >= 104, "torc_host shrank");
+
+/* What a plugin hands the core to define a data source (torc/data.h). */
+FROZEN(torc_data_source_type, struct_size, 0);
+FROZEN(torc_data_source_type, name, 8);
+FROZEN(torc_data_source_type, description, 16);
+FROZEN(torc_data_source_type, keys, 24);
+FROZEN(torc_data_source_type, open, 32);
+FROZEN(torc_data_source_type, length, 40);
+FROZEN(torc_data_source_type, get, 48);
+FROZEN(torc_data_source_type, close, 56);
+FROZEN(torc_data_source_type, describe, 64);
+FROZEN(torc_data_source_type, num_classes, 72);
+FROZEN(torc_data_source_type, class_name, 80);
+FROZEN(torc_data_source_type, user, 88);
+static_assert(sizeof(torc_data_source_type) >= 96,
+              "torc_data_source_type shrank");
+
+FROZEN(torc_data_key, name, 0);
+FROZEN(torc_data_key, help, 8);
+FROZEN(torc_data_key, default_value, 16);
+FROZEN(torc_data_key, is_path, 24);
+FROZEN_SIZE(torc_data_key, 32);
+
+#endif /* TEST_ABI_LP64 */

@@ -34,8 +34,8 @@ TORC_BEGIN_DECLS
 /* ABI version. A plugin whose major differs from the core's is refused. */
 #define TORC_ABI_MAJOR 1
 /* Minor version: grows when slots are appended. 1.1: torc_host.api and
- * torc_host.register_module_type. */
-#define TORC_ABI_MINOR 1
+ * torc_host.register_module_type. 1.2: torc_host.register_data_source. */
+#define TORC_ABI_MINOR 2
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -62,6 +62,7 @@ typedef struct torc_plugin torc_plugin;
  * includes those headers. */
 struct torc_api;
 struct torc_module_type;
+struct torc_data_source_type; /* torc/data.h */
 
 /* ------------------------------------------------------------------------
  * What a kernel sees.
@@ -345,6 +346,21 @@ typedef struct torc_host {
    * TORC_PROVIDES_MODULE is accepted with a warning. */
   int (*register_module_type)(torc_plugin *self,
                               const struct torc_module_type *type);
+
+  /* ---- ABI 1.2 (check TORC_HAS_SLOT(host, torc_host,
+   * register_data_source) first) ---- */
+
+  /* Registers a data source type (torc/data.h), so that torc_dataset_open
+   * and [data.*] INI sections can open it by name. The struct, its strings
+   * and keys are borrowed: they live in the plugin. The type is
+   * unregistered when the plugin is unloaded (torc_shutdown) or when its
+   * init fails, so every dataset opened from it must be closed before then.
+   * Errors: TORC_ERR_INVALID for a bad name, a missing open/length/get/close
+   * or a name already registered (the message names both owners). A plugin
+   * whose info.provides lacks TORC_PROVIDES_DATA is accepted with a
+   * warning. */
+  int (*register_data_source)(torc_plugin *self,
+                              const struct torc_data_source_type *type);
 } torc_host;
 
 /* ------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include "torc/autograd.h"
 #include "torc/config.h"
+#include "torc/data.h"
 #include "torc/device.h"
 #include "torc/dtype.h"
 #include "torc/error.h"

@@ -1,0 +1,270 @@
+/* plugins/data/data.c — the "data" plugin: registers the built-in data
+ * sources (idx, csv, npy, image_folder, synthetic), and the helpers they
+ * share (errors, key parsing, opening files, making sample tensors).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "data_internal.h"
+
+const torc_host *dsrc_host;
+const torc_api *dsrc_api;
+
+int dsrc_error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int st = dsrc_host->set_error_v(status, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+void dsrc_log(int level, const char *fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  dsrc_host->log(level, "%s", buf);
+}
+
+int dsrc_oom(const char *source, size_t nbytes) {
+  return dsrc_error(TORC_ERR_OOM,
+                    "%s: out of memory allocating %zu bytes; free memory or "
+                    "use a smaller dataset",
+                    source, nbytes);
+}
+
+const char *dsrc_value(const char *const *keys, const char *const *values,
+                       int n, const char *key) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(keys[i], key) == 0)
+      return values[i];
+  return NULL;
+}
+
+int dsrc_parse_int(const char *source, const char *key, const char *text,
+                   int64_t min, int64_t max, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = text ? strtoll(text, &end, 10) : 0;
+  if (text != NULL && end != text)
+    while (*end == ' ' || *end == '\t')
+      end++;
+  if (text == NULL || end == text || *end != '\0' || errno != 0 || v < min ||
+      v > max)
+    return dsrc_error(TORC_ERR_INVALID,
+                      "%s: key '%s' = '%s' is not an integer in [%" PRId64
+                      ", %" PRId64 "]; give one in that range",
+                      source, key, text ? text : "", min, max);
+  *out = (int64_t)v;
+  return TORC_OK;
+}
+
+int dsrc_parse_bool(const char *source, const char *key, const char *text,
+                    int *out) {
+  static const char *const yes[] = {"yes", "true", "on", "1"};
+  static const char *const no[] = {"no", "false", "off", "0"};
+  for (size_t i = 0; text && i < sizeof yes / sizeof yes[0]; i++) {
+    if (strcasecmp(text, yes[i]) == 0) {
+      *out = 1;
+      return TORC_OK;
+    }
+    if (strcasecmp(text, no[i]) == 0) {
+      *out = 0;
+      return TORC_OK;
+    }
+  }
+  return dsrc_error(TORC_ERR_INVALID,
+                    "%s: key '%s' = '%s' is not yes or no; give yes or no",
+                    source, key, text ? text : "");
+}
+
+int dsrc_fopen(const char *source, const char *key, const char *path,
+               FILE **out) {
+  *out = NULL;
+  if (path == NULL || path[0] == '\0')
+    return dsrc_error(TORC_ERR_INVALID,
+                      "%s: key '%s' is empty; give the path of a file",
+                      source, key);
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    int e = errno;
+    if (e == ENOENT || e == ENOTDIR)
+      return dsrc_error(TORC_ERR_IO,
+                        "%s: %s file '%s' does not exist; check the path "
+                        "(key '%s')",
+                        source, key, path, key);
+    return dsrc_error(TORC_ERR_IO, "%s: cannot read %s file '%s': %s",
+                      source, key, path, strerror(e));
+  }
+  if (S_ISDIR(sb.st_mode))
+    return dsrc_error(TORC_ERR_IO,
+                      "%s: %s '%s' is a folder; key '%s' takes a file",
+                      source, key, path, key);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    int e = errno;
+    if (e == EACCES || e == EPERM)
+      return dsrc_error(TORC_ERR_IO,
+                        "%s: %s file '%s' is not readable (permission "
+                        "denied); make it readable (chmod u+r) or run as its "
+                        "owner",
+                        source, key, path);
+    return dsrc_error(TORC_ERR_IO, "%s: cannot open %s file '%s': %s",
+                      source, key, path, strerror(e));
+  }
+  *out = f;
+  return TORC_OK;
+}
+
+int dsrc_read_file(const char *source, const char *key, const char *path,
+                   char **data, size_t *size) {
+  *data = NULL;
+  *size = 0;
+  FILE *f;
+  int st = dsrc_fopen(source, key, path, &f);
+  if (st != TORC_OK)
+    return st;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  if (buf == NULL) {
+    fclose(f);
+    return dsrc_oom(source, cap);
+  }
+  for (;;) {
+    if (cap - n < 2) {
+      size_t ncap = cap * 2;
+      char *nb = realloc(buf, ncap);
+      if (nb == NULL) {
+        free(buf);
+        fclose(f);
+        return dsrc_oom(source, ncap);
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    free(buf);
+    return dsrc_error(TORC_ERR_IO, "%s: reading %s file '%s' failed: %s",
+                      source, key, path, strerror(errno));
+  }
+  buf[n] = '\0';
+  *data = buf;
+  *size = n;
+  return TORC_OK;
+}
+
+void dsrc_appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+  if (size == 0 || *len >= size - 1)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    *len = *len + (size_t)n < size - 1 ? *len + (size_t)n : size - 1;
+}
+
+void dsrc_shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
+  size_t len = 0;
+  if (size == 0)
+    return;
+  buf[0] = '\0';
+  len += (size_t)snprintf(buf + len, size - len, "[");
+  for (int i = 0; i < ndim && len < size; i++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%" PRId64,
+                            i ? ", " : "", shape[i]);
+  if (len < size)
+    snprintf(buf + len, size - len, "]");
+}
+
+const char *dsrc_dtype_str(torc_dtype dt) {
+  switch (dt) {
+  case TORC_F32: return "f32";
+  case TORC_F64: return "f64";
+  case TORC_F16: return "f16";
+  case TORC_BF16: return "bf16";
+  case TORC_I32: return "i32";
+  case TORC_I64: return "i64";
+  case TORC_U8: return "u8";
+  case TORC_BOOL: return "bool";
+  default: return "?";
+  }
+}
+
+int dsrc_tensor(const void *data, const int64_t *shape, int ndim,
+                torc_dtype dtype, torc_tensor **out) {
+  *out = dsrc_api->from_host(data, shape, ndim, dtype, TORC_CPU);
+  return *out ? TORC_OK : (int)dsrc_api->last_status();
+}
+
+int dsrc_class_target(int64_t cls, torc_tensor **out) {
+  return dsrc_tensor(&cls, NULL, 0, TORC_I64, out);
+}
+
+char *dsrc_strndup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+/* ---- the plugin ---- */
+
+static int data_init(const torc_host *host, torc_plugin *self) {
+  if (!TORC_HAS_SLOT(host, torc_host, register_data_source) ||
+      host->register_data_source == NULL || host->api == NULL ||
+      !TORC_API_HAS(host->api, from_host))
+    return host->set_error(TORC_ERR_ABI,
+                           "data: this torc (ABI %u.%u) cannot take data "
+                           "sources from plugins; it needs ABI 1.2 or newer: "
+                           "upgrade torc",
+                           (unsigned)host->abi_major,
+                           (unsigned)host->abi_minor);
+  dsrc_host = host;
+  dsrc_api = host->api;
+  const torc_data_source_type *types[] = {
+      &dsrc_idx_type, &dsrc_csv_type, &dsrc_npy_type,
+      &dsrc_image_folder_type, &dsrc_synthetic_type};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    int st = host->register_data_source(self, types[i]);
+    if (st != TORC_OK)
+      return st;
+  }
+  return TORC_OK;
+}
+
+static const torc_plugin_info data_info = {
+    .struct_size = sizeof(torc_plugin_info),
+    .abi_major = TORC_ABI_MAJOR,
+    .abi_minor = TORC_ABI_MINOR,
+    .name = "data",
+    .version = "0.1.0",
+    .description = "data sources: idx (MNIST, gzip or raw), csv, npy, "
+                   "image_folder (PNG, JPEG), synthetic",
+    .provides = TORC_PROVIDES_DATA,
+    .flags = 0,
+    .keys = NULL,
+    .init = data_init,
+    .fini = NULL,
+};
+
+TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
+
+TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void) {
+  return &data_info;
+}
