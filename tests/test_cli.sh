@@ -180,14 +180,14 @@ pass "prints the usage of version"
 run_torc frobnicate
 expect_rc 2
 expect_has err "torc: unknown command 'frobnicate'"
-expect_has err "commands: plugins, describe, layers, version, help"
+expect_has err "commands: plugins, describe, layers, sources, version, help"
 expect_empty out
 pass "unknown command: named, commands listed, status 2"
 
 run_torc --frobnicate
 expect_rc 2
 expect_has err "torc: unknown option '--frobnicate'"
-expect_has err "commands: plugins, describe, layers, version, help"
+expect_has err "commands: plugins, describe, layers, sources, version, help"
 pass "unknown option: named, commands listed, status 2"
 
 run_torc help frobnicate
@@ -436,6 +436,13 @@ expect_has out "conv2d"
 expect_has out "out_channels"
 expect_has out "sequential"
 pass "lists the module types and their keys"
+
+run_torc sources
+expect_rc 0
+expect_has out "idx"
+expect_has out "images"
+expect_has out "synthetic"
+pass "lists the data sources of the plugins on the path and their keys"
 
 # README's first command runs scripts/torc: the build tree's torc with the
 # build tree's plugins, and no TORC_PLUGIN_PATH set by the caller.

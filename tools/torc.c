@@ -33,6 +33,7 @@ static const char usage_main[] =
     "  describe FILE.ini        build the model of FILE.ini and print it\n"
     "                           and its summary table (shapes, parameters)\n"
     "  layers                   list the module types and their keys\n"
+    "  sources                  list the data sources and their keys\n"
     "  version                  print the torc version and plugin ABI\n"
     "  help [COMMAND]           print this help, or a command's\n"
     "  train, eval, export, bench\n"
@@ -96,8 +97,16 @@ static const char usage_layers[] =
     "usage: torc layers [--config FILE]\n"
     "\n"
     "Lists every module type a [layer] section may name (type = ...), with\n"
-    "its keys, defaults and accepted values; --config loads that file's\n"
-    "plugins first, so the types they register are listed too.\n";
+    "its keys, defaults and accepted values. Without --config every plugin\n"
+    "on the plugin path is loaded (their module types are listed too); with\n"
+    "it, that file's plugins.\n";
+
+static const char usage_sources[] =
+    "usage: torc sources [--config FILE]\n"
+    "\n"
+    "Lists every data source a [data.NAME] section may name (source = ...),\n"
+    "with its keys, defaults and accepted values. Without --config every\n"
+    "plugin on the plugin path is loaded; with it, that file's plugins.\n";
 
 static const char usage_version[] =
     "usage: torc version\n"
@@ -114,8 +123,9 @@ static const char *const reserved_commands[] = {"train", "eval", "export",
                                                 "bench", NULL};
 
 static const char commands_line[] =
-    "commands: plugins, describe, layers, version, help, test-backend\n"
-    "(reserved: train, eval, export, bench); `torc --help` for details\n";
+    "commands: plugins, describe, layers, sources, version, help,\n"
+    "test-backend (reserved: train, eval, export, bench); `torc --help` for\n"
+    "details\n";
 
 static int is_help_flag(const char *a) {
   return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
@@ -807,23 +817,38 @@ static int cmd_layers(int argc, char **argv) {
   const char *config = NULL;
   for (int i = 1; i < argc; i++) {
     if (is_help_flag(argv[i])) {
-      fputs(usage_layers, stdout);
+      fputs(strcmp(argv[0], "sources") == 0 ? usage_sources : usage_layers,
+            stdout);
       return EXIT_OK;
     } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       config = argv[++i];
     } else {
-      fprintf(stderr, "torc layers: unexpected %s '%s'\nusage: torc layers "
+      fprintf(stderr, "torc %s: unexpected %s '%s'\nusage: torc %s "
                       "[--config FILE]\n",
-              argv[i][0] == '-' ? "option" : "argument", argv[i]);
+              argv[0], argv[i][0] == '-' ? "option" : "argument", argv[i],
+              argv[0]);
       return EXIT_USAGE;
     }
   }
   if (config) {
     int rc;
-    torc_config *cfg = load_config("layers", config, &rc);
+    torc_config *cfg = load_config(argv[0], config, &rc);
     if (cfg == NULL)
       return rc;
     torc_config_free(cfg);
+  } else {
+    torc_plugin_load_all(); /* what the plugin path offers; failures warn */
+  }
+  if (strcmp(argv[0], "sources") == 0) {
+    for (int i = 0; i < torc_data_source_count(); i++) {
+      const torc_data_source_type *t = torc_data_source_at(i);
+      printf("%s\n    %s\n", t->name, t->description ? t->description : "");
+      for (const torc_data_key *k = t->keys; k && k->name; k++)
+        printf("    %-18s %s%s%s%s\n", k->name, k->help ? k->help : "",
+               k->default_value ? " (default " : " (required",
+               k->default_value ? k->default_value : "", ")");
+    }
+    return EXIT_OK;
   }
   for (int i = 0; i < torc_module_type_count(); i++) {
     const torc_module_type *t = torc_module_type_at(i);
@@ -875,6 +900,8 @@ static int cmd_help(int argc, char **argv) {
     fputs(usage_describe, stdout);
   else if (strcmp(cmd, "layers") == 0)
     fputs(usage_layers, stdout);
+  else if (strcmp(cmd, "sources") == 0)
+    fputs(usage_sources, stdout);
   else if (strcmp(cmd, "version") == 0)
     fputs(usage_version, stdout);
   else if (strcmp(cmd, "help") == 0)
@@ -916,7 +943,7 @@ static int run(int argc, char **argv) {
     return cmd_test_backend(argc - 1, argv + 1);
   if (strcmp(cmd, "describe") == 0)
     return cmd_describe(argc - 1, argv + 1);
-  if (strcmp(cmd, "layers") == 0)
+  if (strcmp(cmd, "layers") == 0 || strcmp(cmd, "sources") == 0)
     return cmd_layers(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
