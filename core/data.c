@@ -185,47 +185,6 @@ const torc_data_source_type *torc_data_source_at(int i) {
   return t;
 }
 
-/* ---- "did you mean" ---- */
-
-/* Levenshtein distance, case-insensitive. */
-static int edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63)
-    return 99;
-  int d[64][64];
-  for (size_t i = 0; i <= la; i++)
-    d[i][0] = (int)i;
-  for (size_t j = 0; j <= lb; j++)
-    d[0][j] = (int)j;
-  for (size_t i = 1; i <= la; i++)
-    for (size_t j = 1; j <= lb; j++) {
-      int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) !=
-                                 tolower((unsigned char)b[j - 1]));
-      int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
-      d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
-    }
-  return d[la][lb];
-}
-
-void torc__data_suggest(const char *got, const char *const *cands, int n,
-                        char *buf, size_t size) {
-  int best = 99;
-  const char *bn = NULL;
-  for (int i = 0; i < n; i++) {
-    int dd = edit_distance(got, cands[i]);
-    if (dd < best) {
-      best = dd;
-      bn = cands[i];
-    }
-  }
-  if (size == 0)
-    return;
-  if (bn && best <= 2 + (int)strlen(got) / 4)
-    snprintf(buf, size, " (did you mean '%s'?)", bn);
-  else
-    buf[0] = '\0';
-}
-
 /* ---- datasets ---- */
 
 static int key_count(const torc_data_source_type *t) {
@@ -261,7 +220,7 @@ static void unknown_source(const char *source) {
                               i ? ", " : "", types[i].type->name);
   }
   if (names)
-    torc__data_suggest(source, names, n_types, hint, sizeof hint);
+    torc__suggest(source, names, n_types, hint, sizeof hint);
   free(names);
   int n = n_types;
   pthread_mutex_unlock(&reg_lock);
@@ -314,7 +273,7 @@ torc_dataset *torc_dataset_open(const char *source, const char *const *keys,
     if (j == nk) {
       char list[600], hint[96];
       key_list(t, list, sizeof list);
-      torc__data_suggest(keys[i], names, nk, hint, sizeof hint);
+      torc__suggest(keys[i], names, nk, hint, sizeof hint);
       st = torc_set_error(TORC_ERR_INVALID,
                           "data source '%s': unknown key '%s'%s; its keys "
                           "are: %s",

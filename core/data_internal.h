@@ -19,11 +19,6 @@ void torc__data_sources_unregister_owner(struct torc__plugin *owner);
  * transform, batch_size, ...): a source cannot declare it; data.c. */
 int torc__data_loader_key(const char *k);
 
-/* " (did you mean 'x'?)" for the candidate nearest to `got` (Levenshtein,
- * case-insensitive), or "" when none is near; data.c. */
-void torc__data_suggest(const char *got, const char *const *cands, int n,
-                        char *buf, size_t size);
-
 /* The keys of the type a dataset was opened from (terminated by {NULL}),
  * for the config layer; data.c. */
 const torc_data_source_type *torc__dataset_type(const torc_dataset *ds);

@@ -2,6 +2,7 @@
  * One message per thread, overwritten by each failure; ops given a NULL
  * input keep the first message (torc__null_input).
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -67,4 +68,43 @@ torc_status torc__null_input(const char *fn) {
                    "without its error being checked",
                    fn);
   return TORC_ERR_NULL;
+}
+
+/* Levenshtein distance, case-insensitive (names of at most 63 bytes). */
+static int edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63)
+    return 99;
+  int d[64][64];
+  for (size_t i = 0; i <= la; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) !=
+                                 tolower((unsigned char)b[j - 1]));
+      int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
+      d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
+    }
+  return d[la][lb];
+}
+
+void torc__suggest(const char *got, const char *const *cands, int n,
+                   char *buf, size_t size) {
+  int best = 99;
+  const char *bn = NULL;
+  for (int i = 0; i < n; i++) {
+    int dd = edit_distance(got, cands[i]);
+    if (dd < best) {
+      best = dd;
+      bn = cands[i];
+    }
+  }
+  if (size == 0)
+    return;
+  if (bn && best <= 2 + (int)strlen(got) / 4)
+    snprintf(buf, size, " (did you mean '%s'?)", bn);
+  else
+    buf[0] = '\0';
 }

@@ -26,6 +26,11 @@ int torc__set_error_v(int status, const char *fmt, va_list ap);
  * otherwise records TORC_ERR_NULL naming `fn`. Returns TORC_ERR_NULL. */
 torc_status torc__null_input(const char *fn);
 
+/* " (did you mean 'x'?)" into buf when one of the n candidates is close to
+ * `got` (edit distance), else "". For unknown-name messages. */
+void torc__suggest(const char *got, const char *const *cands, int n,
+                   char *buf, size_t size);
+
 /* ---- dtypes (dtype.c): host-side element access for printing, item and
  * the creation functions that fill on the host (arange, linspace, eye) ---- */
 double torc__load_f64(torc_dtype dt, const void *p);

@@ -1557,43 +1557,6 @@ const torc_module_type *torc_module_type_at(int i) {
   return t;
 }
 
-/* Levenshtein distance, for "did you mean". */
-static int edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63)
-    return 99;
-  int d[64][64];
-  for (size_t i = 0; i <= la; i++)
-    d[i][0] = (int)i;
-  for (size_t j = 0; j <= lb; j++)
-    d[0][j] = (int)j;
-  for (size_t i = 1; i <= la; i++)
-    for (size_t j = 1; j <= lb; j++) {
-      int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) !=
-                                 tolower((unsigned char)b[j - 1]));
-      int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
-      d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
-    }
-  return d[la][lb];
-}
-
-static void suggest(const char *got, const char *const *cands, int n,
-                    char *buf, size_t size) {
-  int best = 99;
-  const char *bn = NULL;
-  for (int i = 0; i < n; i++) {
-    int dd = edit_distance(got, cands[i]);
-    if (dd < best) {
-      best = dd;
-      bn = cands[i];
-    }
-  }
-  if (bn && best <= 2 + (int)strlen(got) / 4)
-    snprintf(buf, size, " (did you mean '%s'?)", bn);
-  else if (size)
-    buf[0] = '\0';
-}
-
 torc_module *torc_module_create(const char *type, const char *const *keys,
                                 const char *const *values, int n) {
   if (type == NULL || (n > 0 && (keys == NULL || values == NULL)) || n < 0) {
@@ -1618,7 +1581,7 @@ torc_module *torc_module_create(const char *type, const char *const *keys,
                                 i ? ", " : "", types[i].type->name);
     }
     if (names)
-      suggest(type, names, n_types, hint, sizeof hint);
+      torc__suggest(type, names, n_types, hint, sizeof hint);
     free(names);
     pthread_mutex_unlock(&reg_lock);
     torc_set_error(TORC_ERR_INVALID,
@@ -1653,7 +1616,7 @@ torc_module *torc_module_create(const char *type, const char *const *keys,
       for (int q = 0; q < nk && len + 40 < sizeof list; q++)
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
                                 q ? ", " : "", t->keys[q].name);
-      suggest(keys[i], names, nk, hint, sizeof hint);
+      torc__suggest(keys[i], names, nk, hint, sizeof hint);
       st = torc_set_error(TORC_ERR_INVALID,
                           "%s: unknown key '%s'%s; its keys are: %s", type,
                           keys[i], hint, nk ? list : "(none)");

@@ -327,7 +327,7 @@ static torc_status parse_stage(const char *spec, int pos, char *text,
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
                               k ? ", " : "", names[k]);
     }
-    torc__data_suggest(name, names, N_STAGE_KINDS, hint, sizeof hint);
+    torc__suggest(name, names, N_STAGE_KINDS, hint, sizeof hint);
     return stage_error(spec, pos, s->text,
                        "unknown stage '%s'%s; the stages are: %s", name, hint,
                        list);
