@@ -31,8 +31,9 @@
  *  - before calling a slot newer than the oldest core you support, check
  *    that the core's table has it: TORC_API_HAS(api, slot). Slots are
  *    appended in order, so checking the newest slot you use covers all the
- *    older ones. Every slot below exists since ABI 1.1 (host->api itself
- *    is new in 1.1: check TORC_HAS_SLOT(host, torc_host, api) first).
+ *    older ones. The slots exist since ABI 1.1 (host->api itself is new
+ *    in 1.1: check TORC_HAS_SLOT(host, torc_host, api) first), those
+ *    after the "appended in ABI 1.2" mark since 1.2.
  *
  * The table is a constant owned by the core, valid from init until the
  * plugin is unloaded. Thread safety is that of the functions themselves.
@@ -244,6 +245,64 @@ typedef struct torc_api {
                                      torc_generator *gen);
   torc_status (*init_fans)(const torc_tensor *t, int64_t *fan_in,
                            int64_t *fan_out);
+
+  /* ---- appended in ABI 1.2: more math for losses and optimizers ---- */
+  torc_tensor *(*abs)(const torc_tensor *x);
+  torc_tensor *(*sign)(const torc_tensor *x);
+  torc_tensor *(*square)(const torc_tensor *x);
+  torc_tensor *(*log1p)(const torc_tensor *x);
+  torc_tensor *(*rsqrt)(const torc_tensor *x);
+  torc_tensor *(*softplus)(const torc_tensor *x, double beta,
+                           double threshold);
+  torc_tensor *(*clamp)(const torc_tensor *x, int has_min, double min,
+                        int has_max, double max);
+  torc_status (*clamp_)(torc_tensor *x, int has_min, double min, int has_max,
+                        double max);
+  torc_tensor *(*where)(const torc_tensor *cond, const torc_tensor *a,
+                        const torc_tensor *b);
+  torc_tensor *(*pow)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*maximum)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*minimum)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*eq)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*ne)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*lt)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*le)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*gt)(const torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*ge)(const torc_tensor *a, const torc_tensor *b);
+  torc_status (*add_)(torc_tensor *a, const torc_tensor *b);
+  torc_status (*sub_)(torc_tensor *a, const torc_tensor *b);
+  torc_status (*mul_)(torc_tensor *a, const torc_tensor *b);
+  torc_status (*div_)(torc_tensor *a, const torc_tensor *b);
+  torc_tensor *(*sub_scalar)(const torc_tensor *x, double c);
+  torc_tensor *(*div_scalar)(const torc_tensor *x, double c);
+  torc_status (*add_scalar_)(torc_tensor *x, double c);
+  torc_status (*mul_scalar_)(torc_tensor *x, double c);
+  torc_tensor *(*amax)(const torc_tensor *x, const int *dims, int n_dims,
+                       int keepdim);
+  torc_tensor *(*amin)(const torc_tensor *x, const int *dims, int n_dims,
+                       int keepdim);
+  torc_tensor *(*var)(const torc_tensor *x, const int *dims, int n_dims,
+                      double correction, int keepdim);
+  torc_tensor *(*logsumexp)(const torc_tensor *x, const int *dims, int n_dims,
+                            int keepdim);
+  torc_tensor *(*norm)(const torc_tensor *x, double p, const int *dims,
+                       int n_dims, int keepdim);
+  torc_status (*max_dim)(const torc_tensor *x, int dim, int keepdim,
+                         torc_tensor **values, torc_tensor **indices);
+  torc_tensor *(*argmax)(const torc_tensor *x, const int *dim, int keepdim);
+  torc_tensor *(*gather)(const torc_tensor *x, int dim,
+                         const torc_tensor *index);
+  torc_tensor *(*scatter_add)(const torc_tensor *x, int dim,
+                              const torc_tensor *index, const torc_tensor *src);
+  torc_tensor *(*index_select)(const torc_tensor *x, int dim,
+                               const torc_tensor *index);
+  torc_tensor *(*one_hot)(const torc_tensor *indices, int64_t num_classes);
+  torc_tensor *(*cat)(const torc_tensor *const *ts, int n, int dim);
+  torc_status (*set_grad)(torc_tensor *t, torc_tensor *g);
+  torc_status (*zero_grad)(torc_tensor *t, int set_to_none);
+  torc_status (*backward)(torc_tensor *root, const torc_tensor *grad,
+                          int retain_graph);
+  void (*manual_seed)(uint64_t seed);
 } torc_api;
 
 TORC_END_DECLS
