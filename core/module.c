@@ -143,9 +143,8 @@ const char *torc_module_path(const torc_module *m) {
   if (mm->path && mm->path_gen == gen)
     return mm->path;
   size_t len = 0;
-  int depth = 0;
   for (const torc_module *p = m; p->parent; p = p->parent)
-    len += strlen(p->name) + 1, depth++;
+    len += strlen(p->name) + 1;
   char *s = malloc(len + 1);
   if (s == NULL)
     return mm->path ? mm->path : "";
@@ -159,7 +158,6 @@ const char *torc_module_path(const torc_module *m) {
     if (p->parent->parent)
       s[--pos] = '.';
   }
-  (void)depth;
   if (len > 0) /* one byte too many was reserved for separators */
     memmove(s, s + pos, len - pos + 1);
   free(mm->path);
@@ -1168,13 +1166,6 @@ char *torc_module_summary(torc_module *m, const torc_tensor *example) {
 
 /* ---- containers ---- */
 
-static int64_t kid_index(const torc_module *seq, const torc_module *child) {
-  for (int i = 0; i < seq->n_kids; i++)
-    if (seq->kids[i].m == child)
-      return i;
-  return -1;
-}
-
 static torc_tensor *sequential_forward(torc_module *m,
                                        const torc_tensor *const *in,
                                        int n_in) {
@@ -1282,7 +1273,6 @@ torc_status torc_sequential_append(torc_module *seq, torc_module *child) {
   }
   char name[24];
   snprintf(name, sizeof name, "%d", idx);
-  (void)kid_index;
   return torc_module_add_child(seq, name, child);
 }
 
@@ -1356,17 +1346,18 @@ static treg *types;
 static int n_types, cap_types;
 static int builtins_done;
 
-static torc_module *parse_int_key(const char *key, const char *v,
-                                  long long *out, const char *type) {
+/* Parses an integer key's value; 0, or -1 after setting an error. */
+static int parse_int_key(const char *key, const char *v, long long *out,
+                         const char *type) {
   char *end;
   long long x = strtoll(v, &end, 10);
   if (end == v || *end != '\0') {
     torc_set_error(TORC_ERR_INVALID, "%s: key '%s' = '%s' is not an integer",
                    type, key, v);
-    return NULL;
+    return -1;
   }
   *out = x;
-  return (torc_module *)1;
+  return 0;
 }
 
 static const char *kv(const char *const *k, const char *const *v, int n,
@@ -1394,7 +1385,7 @@ static torc_module *create_skip(const char *const *k, const char *const *v,
   int kind = (int)(intptr_t)user;
   const char *type = kind == KIND_ADD ? "add" : "concat";
   long long from = 0, dim = 1;
-  if (!parse_int_key("from", kv(k, v, n, "from"), &from, type))
+  if (parse_int_key("from", kv(k, v, n, "from"), &from, type))
     return NULL;
   if (from >= 0) {
     torc_set_error(TORC_ERR_INVALID,
@@ -1404,7 +1395,7 @@ static torc_module *create_skip(const char *const *k, const char *const *v,
     return NULL;
   }
   if (kind == KIND_CONCAT &&
-      !parse_int_key("dim", kv(k, v, n, "dim"), &dim, type))
+      parse_int_key("dim", kv(k, v, n, "dim"), &dim, type))
     return NULL;
   return kind == KIND_ADD ? torc_add_node_new((int)from)
                           : torc_concat_node_new((int)from, (int)dim);
