@@ -22,3 +22,4 @@ include core/st.mk
 include core/index.mk
 include core/module.mk
 include core/data.mk
+include core/optim.mk

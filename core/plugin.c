@@ -16,6 +16,7 @@
 #include "data_internal.h"
 #include "internal.h"
 #include "module_internal.h"
+#include "optim_internal.h"
 #include "torc/plugin_api.h"
 
 /* The function table plugins get as host->api (plugin_api.c). */
@@ -166,8 +167,86 @@ static int host_register_data_source(torc_plugin *self,
   return st;
 }
 
+/* Loss, optimizer and scheduler types belong to the plugin as module types
+ * do: unregistered at unload or when init fails, with a warning when
+ * provides lacks the matching TORC_PROVIDES_ bit. `kind` words the
+ * messages ("loss type"), `fn` is the core's prefix to drop from them. */
+static int host_register_optim(torc_plugin *self, const void *type,
+                               const char *name, const char *kind,
+                               const char *slot, uint32_t bit,
+                               const char *bit_name, const char *fn,
+                               torc_status (*reg)(torc__plugin *,
+                                                  const void *)) {
+  torc__plugin *p = (torc__plugin *)self;
+  if (p == NULL || type == NULL)
+    return torc_set_error(TORC_ERR_NULL,
+                          "%s: %s is NULL; pass the plugin handle given to "
+                          "init and a %s",
+                          slot, p == NULL ? "the plugin handle" : "the type",
+                          kind);
+  if (!(p->provides & bit))
+    torc_logf(TORC_LOG_WARN,
+              "plugin '%s' registers %s '%s' but its info.provides lacks "
+              "%s; add it so listings show what the plugin provides",
+              p->name, kind, name ? name : "(unnamed)", bit_name);
+  torc_status st = reg(p, type);
+  if (st != TORC_OK) {
+    char msg[1024];
+    const char *e = torc_last_error();
+    size_t fl = strlen(fn);
+    if (strncmp(e, fn, fl) == 0 && strncmp(e + fl, ": ", 2) == 0)
+      e += fl + 2;
+    snprintf(msg, sizeof msg, "%s", e);
+    torc_set_error(st, "plugin '%s' cannot register %s '%s': %s", p->name,
+                   kind, name ? name : "(unnamed)", msg);
+  }
+  return st;
+}
+
+static torc_status reg_loss(torc__plugin *p, const void *t) {
+  return torc__loss_type_register_owned(p, t);
+}
+static torc_status reg_optimizer(torc__plugin *p, const void *t) {
+  return torc__optimizer_type_register_owned(p, t);
+}
+static torc_status reg_scheduler(torc__plugin *p, const void *t) {
+  return torc__scheduler_type_register_owned(p, t);
+}
+
+static int host_register_loss(torc_plugin *self, const torc_loss_type *type) {
+  const char *name = type && TORC_HAS_SLOT(type, torc_loss_type, name)
+                         ? type->name
+                         : NULL;
+  return host_register_optim(self, type, name, "loss type", "register_loss",
+                             TORC_PROVIDES_LOSS, "TORC_PROVIDES_LOSS",
+                             "torc_loss_type_register", reg_loss);
+}
+
+static int host_register_optimizer(torc_plugin *self,
+                                   const torc_optimizer_type *type) {
+  const char *name = type && TORC_HAS_SLOT(type, torc_optimizer_type, name)
+                         ? type->name
+                         : NULL;
+  return host_register_optim(self, type, name, "optimizer type",
+                             "register_optimizer", TORC_PROVIDES_OPTIM,
+                             "TORC_PROVIDES_OPTIM",
+                             "torc_optimizer_type_register", reg_optimizer);
+}
+
+static int host_register_scheduler(torc_plugin *self,
+                                   const torc_scheduler_type *type) {
+  const char *name = type && TORC_HAS_SLOT(type, torc_scheduler_type, name)
+                         ? type->name
+                         : NULL;
+  return host_register_optim(self, type, name, "scheduler type",
+                             "register_scheduler", TORC_PROVIDES_OPTIM,
+                             "TORC_PROVIDES_OPTIM",
+                             "torc_scheduler_type_register", reg_scheduler);
+}
+
 /* Everything a plugin registered, undone (failed init, unload). */
 static void unregister_all(torc__plugin *p) {
+  torc__optim_types_unregister_owner(p);
   torc__data_sources_unregister_owner(p);
   torc__module_types_unregister_owner(p);
   torc__kernel_unregister_owner(p);
@@ -189,6 +268,9 @@ const torc_host torc__host = {
     .api = &torc__api,
     .register_module_type = host_register_module_type,
     .register_data_source = host_register_data_source,
+    .register_loss = host_register_loss,
+    .register_optimizer = host_register_optimizer,
+    .register_scheduler = host_register_scheduler,
 };
 
 /* ---- helpers ---- */

@@ -62,3 +62,4 @@ include tests/st.mk
 include tests/index.mk
 include tests/module.mk
 include tests/data.mk
+include tests/optim.mk

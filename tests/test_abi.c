@@ -390,3 +390,52 @@ FROZEN(torc_data_key, is_path, 24);
 FROZEN_SIZE(torc_data_key, 32);
 
 #endif /* TEST_ABI_LP64 */
+
+/* ---- ABI 1.3: loss, optimizer and scheduler types from plugins ---- */
+
+#include "torc/optim.h"
+
+#if TEST_ABI_LP64
+
+FROZEN(torc_host, register_loss, 104);
+FROZEN(torc_host, register_optimizer, 112);
+FROZEN(torc_host, register_scheduler, 120);
+static_assert(sizeof(torc_host) >= 128, "torc_host shrank");
+
+/* What a plugin hands the core to define each type (torc/optim.h). */
+FROZEN(torc_loss_type, struct_size, 0);
+FROZEN(torc_loss_type, name, 8);
+FROZEN(torc_loss_type, description, 16);
+FROZEN(torc_loss_type, keys, 24);
+FROZEN(torc_loss_type, create, 32);
+FROZEN(torc_loss_type, destroy, 40);
+FROZEN(torc_loss_type, forward, 48);
+FROZEN(torc_loss_type, user, 56);
+static_assert(sizeof(torc_loss_type) >= 64, "torc_loss_type shrank");
+
+FROZEN(torc_optimizer_type, struct_size, 0);
+FROZEN(torc_optimizer_type, name, 8);
+FROZEN(torc_optimizer_type, description, 16);
+FROZEN(torc_optimizer_type, keys, 24);
+FROZEN(torc_optimizer_type, state_names, 32);
+FROZEN(torc_optimizer_type, create, 40);
+FROZEN(torc_optimizer_type, destroy, 48);
+FROZEN(torc_optimizer_type, update, 56);
+FROZEN(torc_optimizer_type, user, 64);
+static_assert(sizeof(torc_optimizer_type) >= 72,
+              "torc_optimizer_type shrank");
+
+FROZEN(torc_scheduler_type, struct_size, 0);
+FROZEN(torc_scheduler_type, name, 8);
+FROZEN(torc_scheduler_type, description, 16);
+FROZEN(torc_scheduler_type, keys, 24);
+FROZEN(torc_scheduler_type, create, 32);
+FROZEN(torc_scheduler_type, destroy, 40);
+FROZEN(torc_scheduler_type, lr, 48);
+FROZEN(torc_scheduler_type, save, 56);
+FROZEN(torc_scheduler_type, load, 64);
+FROZEN(torc_scheduler_type, user, 72);
+static_assert(sizeof(torc_scheduler_type) >= 80,
+              "torc_scheduler_type shrank");
+
+#endif /* TEST_ABI_LP64 */

@@ -34,8 +34,9 @@ TORC_BEGIN_DECLS
 /* ABI version. A plugin whose major differs from the core's is refused. */
 #define TORC_ABI_MAJOR 1
 /* Minor version: grows when slots are appended. 1.1: torc_host.api and
- * torc_host.register_module_type. 1.2: torc_host.register_data_source. */
-#define TORC_ABI_MINOR 2
+ * torc_host.register_module_type. 1.2: torc_host.register_data_source.
+ * 1.3: torc_host.register_loss, register_optimizer, register_scheduler. */
+#define TORC_ABI_MINOR 3
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -63,6 +64,9 @@ typedef struct torc_plugin torc_plugin;
 struct torc_api;
 struct torc_module_type;
 struct torc_data_source_type; /* torc/data.h */
+struct torc_loss_type;        /* torc/optim.h */
+struct torc_optimizer_type;   /* torc/optim.h */
+struct torc_scheduler_type;   /* torc/optim.h */
 
 /* ------------------------------------------------------------------------
  * What a kernel sees.
@@ -361,6 +365,28 @@ typedef struct torc_host {
    * warning. */
   int (*register_data_source)(torc_plugin *self,
                               const struct torc_data_source_type *type);
+
+  /* ---- ABI 1.3 (check TORC_HAS_SLOT(host, torc_host,
+   * register_scheduler) first) ---- */
+
+  /* Register a loss, optimizer or learning-rate scheduler type
+   * (torc/optim.h), so that torc_loss_build / torc_optimizer_build /
+   * torc_scheduler_build and the [loss], [optimizer] and [scheduler] INI
+   * sections can build it by name. The struct, its strings and keys are
+   * borrowed: they live in the plugin. The type is unregistered when the
+   * plugin is unloaded (torc_shutdown) or when its init fails, so every
+   * loss, optimizer and scheduler built from it must be freed before then.
+   * Errors: TORC_ERR_INVALID for a bad name, a missing required function
+   * (loss: forward; optimizer: update, and "lr" among its keys; scheduler:
+   * lr) or a name already registered (the message names both owners). A
+   * plugin whose info.provides lacks TORC_PROVIDES_LOSS (losses) or
+   * TORC_PROVIDES_OPTIM (optimizers, schedulers) is accepted with a
+   * warning. */
+  int (*register_loss)(torc_plugin *self, const struct torc_loss_type *type);
+  int (*register_optimizer)(torc_plugin *self,
+                            const struct torc_optimizer_type *type);
+  int (*register_scheduler)(torc_plugin *self,
+                            const struct torc_scheduler_type *type);
 } torc_host;
 
 /* ------------------------------------------------------------------------
