@@ -427,16 +427,29 @@ out:
   return r;
 }
 
-/* The state tensors of a parameter, zeros like it, created on first use. */
-static torc_status ensure_state(torc_optimizer *opt, oparam *p) {
-  if (p->state || opt->n_state == 0)
+/* 1 if state tensor i is used with these hyper-parameters. */
+static int state_used(const torc_optimizer *opt, void *hyper, int i) {
+  const torc_optimizer_type *t = opt->type;
+  if (!TORC_HAS_SLOT(t, torc_optimizer_type, state_used) ||
+      t->state_used == NULL)
+    return 1;
+  return t->state_used(hyper, i) != 0;
+}
+
+/* The state tensors of a parameter, zeros like it, created on first use
+ * (only those its group's hyper-parameters use; the others stay NULL). */
+static torc_status ensure_state(torc_optimizer *opt, void *hyper,
+                                oparam *p) {
+  if (opt->n_state == 0)
     return TORC_OK;
-  torc_tensor **s = calloc((size_t)opt->n_state, sizeof *s);
-  if (s == NULL)
+  torc_tensor **s = p->state;
+  if (s == NULL && (s = calloc((size_t)opt->n_state, sizeof *s)) == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory for optimizer state");
   int scope = torc_scope_begin();
   torc_status st = TORC_OK;
   for (int i = 0; i < opt->n_state && st == TORC_OK; i++) {
+    if (s[i] || !state_used(opt, hyper, i))
+      continue;
     /* Our own reference: the scope drops its one at the end (keeping it
      * would hand it to the caller's scope, if one is open). */
     s[i] = torc_retain(torc_zeros_like(p->t));
@@ -444,12 +457,12 @@ static torc_status ensure_state(torc_optimizer *opt, oparam *p) {
       st = torc_last_status() ? torc_last_status() : TORC_ERR_OOM;
   }
   torc_scope_end(scope);
-  if (st) {
+  if (st && p->state == NULL) {
     free_state(s, opt->n_state);
     return st;
   }
   p->state = s;
-  return TORC_OK;
+  return st;
 }
 
 torc_status torc_optimizer_step(torc_optimizer *opt) {
@@ -466,7 +479,7 @@ torc_status torc_optimizer_step(torc_optimizer *opt) {
       torc_tensor *grad = torc_grad_of(p->t);
       if (!torc_requires_grad(p->t) || grad == NULL)
         continue;
-      st = ensure_state(opt, p);
+      st = ensure_state(opt, G->hyper, p);
       if (st)
         break;
       p->step++;
@@ -569,6 +582,8 @@ torc_status torc_optimizer_state_dict(const torc_optimizer *opt,
   for (int g = 0; g < opt->n_groups; g++)
     for (int i = 0; i < opt->g[g].n; i++, index++)
       for (int s = 0; opt->g[g].p[i].state && s < opt->n_state; s++) {
+        if (opt->g[g].p[i].state[s] == NULL) /* not used: not saved */
+          continue;
         key_of(key, sizeof key, prefix, "state.%d.%s", index,
                opt->type->state_names[s]);
         if (torc_state_dict_get(sd, key))
@@ -610,6 +625,8 @@ torc_status torc_optimizer_state_dict(const torc_optimizer *opt,
       snprintf(val, sizeof val, "%lld", (long long)p->step);
       META("state.%d.step", index);
       for (int s = 0; p->state && s < opt->n_state && st == TORC_OK; s++) {
+        if (p->state[s] == NULL)
+          continue;
         key_of(key, sizeof key, prefix, "state.%d.%s", index,
                opt->type->state_names[s]);
         st = torc_state_dict_set(sd, key, p->state[s]);
@@ -809,11 +826,14 @@ torc_status torc_optimizer_load_state_dict(torc_optimizer *opt,
         st = torc_set_error(TORC_ERR_OOM, "out of memory");
         break;
       }
+      void *hyper = P.hyper[g] ? P.hyper[g] : opt->g[g].hyper;
       for (int s = 0; s < opt->n_state; s++) {
         key_of(key, sizeof key, pre, "state.%d.%s", index,
                opt->type->state_names[s]);
         torc_tensor *t = torc_state_dict_get(sd, key);
         char a[96], b[96];
+        if (t == NULL && !state_used(opt, hyper, s))
+          continue; /* not used with these hyper-parameters */
         if (t == NULL) {
           add_problem(problems, sizeof problems, &n_problems, "'%s' is missing",
                       key);

@@ -422,7 +422,8 @@ FROZEN(torc_optimizer_type, create, 40);
 FROZEN(torc_optimizer_type, destroy, 48);
 FROZEN(torc_optimizer_type, update, 56);
 FROZEN(torc_optimizer_type, user, 64);
-static_assert(sizeof(torc_optimizer_type) >= 72,
+FROZEN(torc_optimizer_type, state_used, 72);
+static_assert(sizeof(torc_optimizer_type) >= 80,
               "torc_optimizer_type shrank");
 
 FROZEN(torc_scheduler_type, struct_size, 0);

@@ -458,6 +458,56 @@ static void test_optimizer_state_names(void **state) {
   params_free(&p);
 }
 
+/* Only the state the hyper-parameters use is kept, as in PyTorch's
+ * optimizer.state: no momentum_buffer for plain SGD, no max_exp_avg_sq
+ * without amsgrad, rmsprop's extras only when enabled. */
+static void test_optimizer_state_kept(void **state) {
+  (void)state;
+  static const struct {
+    const char *cfg;
+    const char *have, *lack; /* "" = none */
+  } cases[] = {
+      {"sgd", "", "momentum_buffer"},
+      {"sgd_momentum", "momentum_buffer", ""},
+      {"adam", "exp_avg_sq", "max_exp_avg_sq"},
+      {"adam_amsgrad", "max_exp_avg_sq", ""},
+      {"rmsprop", "square_avg", "grad_avg"},
+      {"rmsprop_centered", "grad_avg", ""},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    opt_cfg c;
+    parse_opt_cfg(cases[k].cfg, &c);
+    params p;
+    params_new(&p, &c, TORC_CPU, NULL, NULL);
+    torc_optimizer *opt = make_optimizer(&c, &p);
+    set_grad(p.w, p.tw, 0);
+    set_grad(p.b, p.tb, 0);
+    assert_ok(torc_optimizer_step(opt));
+    torc_state_dict *sd = torc_state_dict_new();
+    assert_ok(torc_optimizer_state_dict(opt, "optimizer.", sd));
+    char key[96];
+    assert_non_null(torc_state_dict_meta(sd, "optimizer.state.0.step"));
+    if (cases[k].have[0]) {
+      snprintf(key, sizeof key, "optimizer.state.0.%s", cases[k].have);
+      if (torc_state_dict_get(sd, key) == NULL)
+        fail_msg("%s: the state dict lacks '%s'", cases[k].cfg, key);
+    }
+    if (cases[k].lack[0]) {
+      snprintf(key, sizeof key, "optimizer.state.0.%s", cases[k].lack);
+      if (torc_state_dict_get(sd, key) != NULL)
+        fail_msg("%s: the state dict has '%s', which PyTorch does not keep",
+                 cases[k].cfg, key);
+    }
+    /* and it loads back into a fresh optimizer of the same settings */
+    torc_optimizer *again = make_optimizer(&c, &p);
+    assert_ok(torc_optimizer_load_state_dict(again, sd, "optimizer."));
+    torc_optimizer_free(again);
+    torc_state_dict_free(sd);
+    torc_optimizer_free(opt);
+    params_free(&p);
+  }
+}
+
 /* The same math on another device (sim runs the ref kernels: same bits). */
 static void test_optimizer_on_sim(void **state) {
   (void)state;
@@ -810,6 +860,7 @@ int main(void) {
       T(test_optimizers_match_pytorch),
       T(test_optimizer_state_resume),
       T(test_optimizer_state_names),
+      T(test_optimizer_state_kept),
       T(test_optimizer_on_sim),
       T(test_frozen_parameter),
       T(test_schedulers_match_pytorch),

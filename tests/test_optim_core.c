@@ -76,6 +76,7 @@ static const torc_optimizer_type test_sgd = {sizeof(torc_optimizer_type),
                                              sgd_create,
                                              free,
                                              sgd_update,
+                                             NULL,
                                              NULL};
 
 /* test_mse: mean (or sum) of squared differences. */

@@ -110,6 +110,12 @@ typedef struct torc_optimizer_type {
                 const torc_tensor *grad, torc_tensor *const *state,
                 int64_t step);
   void *user;
+  /* (optional) 0 if state tensor i is not needed with these
+   * hyper-parameters (SGD without momentum has no momentum_buffer, Adam
+   * without amsgrad no max_exp_avg_sq): the core then creates none, passes
+   * NULL in its slot and saves nothing for it, as PyTorch's state holds
+   * only what the step uses. NULL = every state tensor is used. */
+  int (*state_used)(void *hyper, int i);
 } torc_optimizer_type;
 
 TORC_API torc_status

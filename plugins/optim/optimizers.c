@@ -172,6 +172,12 @@ static const torc_module_key sgd_keys[] = {
 
 static const char *const sgd_state[] = {"momentum_buffer", NULL};
 
+/* PyTorch keeps a momentum buffer only when momentum is on. */
+static int sgd_state_used(void *hyper, int i) {
+  (void)i;
+  return ((const sgd_hyper *)hyper)->momentum != 0;
+}
+
 const torc_optimizer_type optim_sgd_type = {
     .struct_size = sizeof(torc_optimizer_type),
     .name = "sgd",
@@ -183,6 +189,7 @@ const torc_optimizer_type optim_sgd_type = {
     .destroy = free_hyper,
     .update = sgd_update,
     .user = NULL,
+    .state_used = sgd_state_used,
 };
 
 /* ---------------------------------------------------------------------
@@ -328,6 +335,11 @@ static const torc_module_key adamw_keys[] = {
 static const char *const adam_state[] = {"exp_avg", "exp_avg_sq",
                                          "max_exp_avg_sq", NULL};
 
+/* max_exp_avg_sq exists only with amsgrad. */
+static int adam_state_used(void *hyper, int i) {
+  return i != 2 || ((const adam_hyper *)hyper)->amsgrad;
+}
+
 const torc_optimizer_type optim_adam_type = {
     .struct_size = sizeof(torc_optimizer_type),
     .name = "adam",
@@ -339,6 +351,7 @@ const torc_optimizer_type optim_adam_type = {
     .destroy = free_hyper,
     .update = adam_update,
     .user = NULL,
+    .state_used = adam_state_used,
 };
 
 const torc_optimizer_type optim_adamw_type = {
@@ -351,6 +364,7 @@ const torc_optimizer_type optim_adamw_type = {
     .destroy = free_hyper,
     .update = adam_update,
     .user = NULL,
+    .state_used = adam_state_used,
 };
 
 /* ---------------------------------------------------------------------
@@ -456,6 +470,12 @@ static const torc_module_key rmsprop_keys[] = {
 static const char *const rmsprop_state[] = {"square_avg", "momentum_buffer",
                                             "grad_avg", NULL};
 
+/* momentum_buffer with momentum > 0, grad_avg when centered. */
+static int rmsprop_state_used(void *hyper, int i) {
+  const rmsprop_hyper *h = hyper;
+  return i == 0 || (i == 1 && h->momentum > 0) || (i == 2 && h->centered);
+}
+
 const torc_optimizer_type optim_rmsprop_type = {
     .struct_size = sizeof(torc_optimizer_type),
     .name = "rmsprop",
@@ -467,6 +487,7 @@ const torc_optimizer_type optim_rmsprop_type = {
     .destroy = free_hyper,
     .update = rmsprop_update,
     .user = NULL,
+    .state_used = rmsprop_state_used,
 };
 
 /* ---------------------------------------------------------------------
