@@ -1759,3 +1759,54 @@ torc_status torc_config_device(const torc_config *cfg, torc_device *out) {
   *out = dev;
   return TORC_OK;
 }
+
+/* ---- the reference of every section and key (`torc help config`) ---- */
+
+char *torc_config_help(void) {
+  size_t cap = 8192, len = 0;
+  char *out = malloc(cap);
+  if (out == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of memory for the configuration help");
+    return NULL;
+  }
+  out[0] = '\0';
+  char acc[MSG_MAX], line[2 * MSG_MAX];
+  row_iter it;
+  for (ROWS_EACH(it, r)) {
+    if (r->key == NULL) {
+      char shown[128];
+      pattern_show(r->section, shown, sizeof shown);
+      snprintf(line, sizeof line, "%s%s%s\n    %s\n", len ? "\n" : "", shown,
+               (r->flags & TORC__CFG_REPEAT) ? " (may repeat)" : "",
+               r->help ? r->help : "");
+    } else if (strcmp(r->key, "*") == 0) {
+      snprintf(line, sizeof line, "  %-20s %s\n", "(other keys)",
+               r->help ? r->help : "");
+    } else {
+      describe(r, acc, sizeof acc);
+      char dflt[160] = "";
+      if (r->flags & TORC__CFG_REQUIRED)
+        snprintf(dflt, sizeof dflt, "; required");
+      else if (r->def)
+        snprintf(dflt, sizeof dflt, "; default %s", r->def);
+      snprintf(line, sizeof line, "  %-20s %s\n  %-20s (%s%s)\n", r->key,
+               r->help ? r->help : "", "", acc, dflt);
+    }
+    size_t n = strlen(line);
+    if (len + n + 1 > cap) {
+      while (len + n + 1 > cap)
+        cap *= 2;
+      char *p = realloc(out, cap);
+      if (p == NULL) {
+        free(out);
+        torc_set_error(TORC_ERR_OOM, "out of memory for the configuration "
+                                     "help");
+        return NULL;
+      }
+      out = p;
+    }
+    memcpy(out + len, line, n + 1);
+    len += n;
+  }
+  return out;
+}

@@ -29,10 +29,10 @@ const torc__config_row torc__model_rows[] = {
      "one module of the model, in order; state-dict keys are \"0.weight\", "
      "\"3.bias\", ... as in nn.Sequential"},
     {"layer", "type", TORC__CFG_STRING, NULL,
-     "a module type (`torc help layers` lists them)", TORC__CFG_REQUIRED,
+     "a module type (`torc layers` lists them)", TORC__CFG_REQUIRED,
      "the module type: linear, conv2d, relu, ... or a plugin's"},
     {"layer", "*", TORC__CFG_ANY, NULL, NULL, 0,
-     "the type's keys (`torc help layers`)"},
+     "the type's keys (`torc layers` lists them)"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
 
 /* The key of section i that the message names ("key 'k'"), or NULL. */

@@ -437,6 +437,14 @@ expect_has out "out_channels"
 expect_has out "sequential"
 pass "lists the module types and their keys"
 
+run_torc help config
+expect_rc 0
+expect_has out "[layer] (may repeat)"
+expect_has out "[data.NAME]"
+expect_has out "[optimizer]"
+expect_has out "  seed                 one seed for init"
+pass "the reference of every section and key"
+
 run_torc sources
 expect_rc 0
 expect_has out "idx"

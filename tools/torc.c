@@ -115,7 +115,7 @@ static const char usage_version[] =
     "loads when its ABI major equals this one).\n";
 
 static const char usage_help[] =
-    "usage: torc help [COMMAND]\n"
+    "usage: torc help [COMMAND | config]\n"
     "\n"
     "Prints the list of commands, or the help of COMMAND.\n";
 
@@ -894,6 +894,17 @@ static int cmd_help(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
+  if (strcmp(cmd, "config") == 0) {
+    char *h = torc_config_help();
+    if (h == NULL) {
+      fprintf(stderr, "torc help: %s\n", torc_last_error());
+      return EXIT_RUNTIME;
+    }
+    printf("Sections and keys of a torc INI file (values are validated; an\n"
+           "unknown section or key is an error with its line):\n\n%s", h);
+    free(h);
+    return EXIT_OK;
+  }
   if (strcmp(cmd, "plugins") == 0)
     fputs(usage_plugins, stdout);
   else if (strcmp(cmd, "describe") == 0)

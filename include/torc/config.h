@@ -74,6 +74,12 @@ TORC_API torc_status torc_config_apply(const torc_config *cfg);
 TORC_API torc_status torc_config_device(const torc_config *cfg,
                                         torc_device *out);
 
+/* Every section and key the configuration accepts (the core's, the
+ * model's, the data loader's, the trainer's and any a library adds), with
+ * its type or accepted values, default and one line of help: what `torc
+ * help config` prints. A malloc'ed string (free it), or NULL on OOM. */
+TORC_API char *torc_config_help(void);
+
 TORC_END_DECLS
 
 #endif /* TORC_CONFIG_H */
