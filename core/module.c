@@ -1292,15 +1292,24 @@ static torc_tensor *add_forward(torc_module *m, const torc_tensor *const *in,
   if (m->kind == KIND_ADD) {
     if (a->ndim != b->ndim ||
         memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0])) {
-      char sa[96], sb[96];
+      char sa[96], sb[96], what[64];
       torc__shape_str(a->shape, a->ndim, sa, sizeof sa);
       torc__shape_str(b->shape, b->ndim, sb, sizeof sb);
+      /* Inside a sequential the node's name is its index: from it, say
+       * whether the other path is an earlier layer or the input. */
+      int at = m->parent && m->parent->kind == KIND_SEQUENTIAL
+                   ? atoi(m->name) + m->from
+                   : 0;
+      if (at < 0)
+        snprintf(what, sizeof what, "the sequential's input");
+      else
+        snprintf(what, sizeof what, "the output of the layer %d back",
+                 -m->from);
       torc_set_error(TORC_ERR_SHAPE,
-                     "add: the input %s and the output of the layer %d back "
-                     "%s differ in shape; both paths must give the same "
-                     "shape (match channels and strides, or use a 1x1 conv "
-                     "on the skip path)",
-                     sa, -m->from, sb);
+                     "add: the input %s and %s %s differ in shape; both "
+                     "paths must give the same shape (match channels and "
+                     "strides, or use a 1x1 conv on the skip path)",
+                     sa, what, sb);
       return NULL;
     }
     return torc_add(a, b);

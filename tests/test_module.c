@@ -374,8 +374,8 @@ static void test_skip_nodes(void **state) {
   assert_ok(torc_sequential_append(s2, torc_concat_node_new(-1, 0)));
   assert_ok(torc_sequential_append(s2, torc_add_node_new(-2)));
   assert_null(torc_module_forward(s2, x));
-  assert_error(TORC_ERR_SHAPE, "the input [4] and the output of the layer 2 "
-                               "back [2] differ in shape");
+  assert_error(TORC_ERR_SHAPE, "the input [4] and the sequential's input [2] "
+                               "differ in shape");
   assert_contains(torc_last_error(), "(in add '1')");
   /* outside a sequential: two inputs */
   torc_module *add = torc_add_node_new(-1);
@@ -593,8 +593,8 @@ static void test_model_config_errors(void **state) {
        "net.ini:2: key 'input' in [model]: '1,x,8' is not a shape"},
       {"from = -2", "from = -3",
        "net.ini:10: [layer]: layer 2 (add) does not fit a sample of shape "
-       "[1,8,8]: add: the input [1, 4, 8, 8] and the output of the layer 3 "
-       "back [1, 1, 8, 8] differ in shape"},
+       "[1,8,8]: add: the input [1, 4, 8, 8] and the sequential's input "
+       "[1, 1, 8, 8] differ in shape"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *text = edit(cases[i].from, cases[i].to);
