@@ -377,6 +377,14 @@ static void test_skip_nodes(void **state) {
   assert_error(TORC_ERR_SHAPE, "the input [4] and the sequential's input [2] "
                                "differ in shape");
   assert_contains(torc_last_error(), "(in add '1')");
+  torc_module *s3 = torc_sequential_new();
+  assert_ok(torc_sequential_append(s3, scale_new(2, 1.0)));
+  assert_ok(torc_sequential_append(s3, torc_concat_node_new(-1, 0)));
+  assert_ok(torc_sequential_append(s3, torc_add_node_new(-2)));
+  assert_null(torc_module_forward(s3, x));
+  assert_error(TORC_ERR_SHAPE, "the input [4] and the output of the layer 2 "
+                               "back [2] differ in shape");
+  torc_module_free(s3);
   /* outside a sequential: two inputs */
   torc_module *add = torc_add_node_new(-1);
   assert_null(torc_module_forward(add, x));
