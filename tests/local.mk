@@ -63,3 +63,4 @@ include tests/index.mk
 include tests/module.mk
 include tests/data.mk
 include tests/optim.mk
+include tests/cpu.mk

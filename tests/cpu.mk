@@ -1,0 +1,12 @@
+# tests/cpu.mk — the cpu (OpenBLAS) plugin: the conformance suite against
+# ref through its certify mode (skipped when the plugin was not built).
+TESTS += tests/test_cpu.sh
+EXTRA_DIST += tests/test_cpu.sh
+# Geometry and layout cases beyond the suite's fixed shapes (conv groups,
+# stride, dilation; transposed, strided, broadcast, batched matmul).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cpu_ops
+TESTS += tests/test_cpu_ops
+endif
+tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c tests/testutil.h
+tests_test_cpu_ops_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

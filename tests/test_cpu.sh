@@ -1,0 +1,95 @@
+#!/bin/sh
+# tests/test_cpu.sh — the cpu plugin (OpenBLAS): `torc test-backend cpu` in
+# its certify mode (device cpu_certify: its kernels over ref's, compared
+# with ref on cpu) must pass with no failures, and its matmul and conv2d
+# cases must have run, not been skipped. Skipped (77) when configure did
+# not find OpenBLAS. TORC_VALGRIND=1 runs torc under valgrind.
+
+set -u
+
+if [ -z "${TORC_TOP_BUILDDIR:-}" ] || [ -z "${TORC_TOP_SRCDIR:-}" ]; then
+  echo "SKIP: run through make check (TORC_TOP_BUILDDIR is not set)"
+  exit 77
+fi
+TORC=$TORC_TOP_BUILDDIR/tools/torc
+if [ ! -x "$TORC" ]; then
+  echo "SKIP: $TORC is not built"
+  exit 77
+fi
+if [ ! -f "$TORC_TOP_BUILDDIR/plugins/.libs/cpu.so" ]; then
+  echo "SKIP: the cpu plugin was not built (configure found no OpenBLAS:" \
+    "apt-get install libopenblas-dev, then configure again)"
+  exit 77
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/torc-cpu.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP
+
+what=
+
+# run_torc ARGS...: as tests/test_conformance.sh (valgrind when
+# TORC_VALGRIND=1).
+run_torc() {
+  what="torc $*"
+  if [ "${TORC_VALGRIND:-0}" = 1 ]; then
+    # $LIBTOOL is a command line ("/bin/bash .../libtool"): split on purpose.
+    $LIBTOOL --mode=execute valgrind --quiet --error-exitcode=99 \
+      --leak-check=full --show-leak-kinds=definite,indirect,possible \
+      --errors-for-leak-kinds=definite,indirect,possible \
+      --suppressions="$TORC_TOP_SRCDIR/tests/valgrind.supp" \
+      "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
+  else
+    "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
+  fi
+  rc=$?
+}
+
+fail() {
+  echo "FAIL: $what: $*"
+  echo "--- exit status: $rc"
+  echo "--- stdout (last 40 lines):"
+  tail -n 40 "$tmp/out"
+  echo "--- stderr:"
+  cat "$tmp/err"
+  exit 1
+}
+
+printf '[plugin.cpu]\nmodule = cpu\ncertify = yes\n' >"$tmp/certify.ini"
+run_torc test-backend cpu --config "$tmp/certify.ini" --verbose
+[ "$rc" -eq 99 ] && fail "valgrind found errors"
+summary='^conformance on cpu_certify: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$'
+line=$(grep -E "$summary" "$tmp/out")
+[ -n "$line" ] || fail "expected the summary line 'conformance on cpu_certify'"
+echo "$line"
+failed=$(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')
+grep '^FAIL' "$tmp/out" | head -n 20
+[ "$failed" -eq 0 ] || fail "$failed cases failed"
+[ "$rc" -eq 0 ] || fail "expected exit status 0"
+for op in matmul linear conv2d; do
+  for dt in f32 f64; do
+    for v in contiguous non-contiguous empty size-1; do
+      for pass in forward backward; do
+        [ "$v" = empty ] && [ "$pass" = backward ] && continue
+        grep -E "^PASS: $op $dt $v on cpu_certify \($pass\)" "$tmp/out" \
+          >/dev/null || fail "expected PASS for $op $dt $v ($pass)"
+      done
+    done
+  done
+  grep -E "^PASS: $op f64 contiguous on cpu_certify \(gradcheck\)" \
+    "$tmp/out" >/dev/null || fail "expected a gradcheck PASS for $op"
+done
+for op in matmul linear; do
+  grep -E "^PASS: $op f32 broadcast on cpu_certify \(backward\)" \
+    "$tmp/out" >/dev/null || fail "expected PASS for $op f32 broadcast"
+done
+echo "PASS: $what"
+
+# The plugin's key is checked.
+printf '[plugin.cpu]\nmodule = cpu\ncertify = maybe\n' >"$tmp/bad.ini"
+run_torc test-backend cpu --config "$tmp/bad.ini"
+[ "$rc" -eq 0 ] && fail "expected a failure for certify = maybe"
+grep -F "certify" "$tmp/err" >/dev/null ||
+  fail "expected the message to name the key"
+echo "PASS: $what: a bad certify value is refused"
+exit 0

@@ -1,0 +1,295 @@
+/* tests/test_cpu_ops.c — the cpu (OpenBLAS) plugin beyond the conformance
+ * suite's fixed shapes: conv2d and conv_transpose2d with groups, stride,
+ * padding and dilation, and matmul with transposed, strided, broadcast and
+ * batched operands, each compared with ref (forward and gradients) through
+ * the plugin's certify device; the certify key's errors; and that in normal
+ * use the plugin serves cpu's matmul and conv2d above ref.
+ */
+#include "testutil.h"
+
+#include <unistd.h>
+
+static torc_device cert;
+
+static int setup_certify(void **state) {
+  (void)state;
+  torc_config *cfg = torc_config_parse("[torc]\nthreads = 2\n"
+                                       "[plugin.ref]\nmodule = ref\n"
+                                       "[plugin.cpu]\nmodule = cpu\n"
+                                       "certify = yes\n",
+                                       "certify.ini");
+  torc_status st = cfg ? torc_config_apply(cfg) : torc_last_status();
+  torc_config_free(cfg);
+  if (st != TORC_OK || torc_device_parse("cpu_certify:0", &cert) != TORC_OK) {
+    fprintf(stderr, "setup: %s\n", torc_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+/* Asserts a (on the certify device) equals b (on cpu) within tol. */
+static void assert_close(const torc_tensor *a, const torc_tensor *b,
+                         double tol) {
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_int_equal(torc_numel(a), torc_numel(b));
+  double *vb = test_values(b);
+  assert_non_null(vb);
+  test_assert_values(a, vb, torc_numel(b), tol);
+  free(vb);
+}
+
+/* A leaf of the given shape on cpu and its copy on the certify device,
+ * both requiring gradients (scope-owned). */
+static void leaf_pair(const int64_t *shape, int nd, torc_dtype dt,
+                      torc_tensor **c, torc_tensor **d) {
+  *c = torc_randn(shape, nd, dt, TORC_CPU, NULL);
+  assert_torc(*c);
+  *d = torc_to(*c, cert);
+  assert_torc(*d);
+  assert_ok(torc_set_requires_grad(*c, 1));
+  assert_ok(torc_set_requires_grad(*d, 1));
+}
+
+/* Backward of sum(y * r) for a fixed random r, on each device. */
+static void backward_pair(torc_tensor *yc, torc_tensor *yd) {
+  torc_tensor *r = torc_randn(torc_shape(yc), torc_ndim(yc), torc_dtype_of(yc),
+                              TORC_CPU, NULL);
+  assert_torc(r);
+  torc_tensor *rd = torc_to(r, cert);
+  assert_torc(rd);
+  assert_ok(torc_backward(torc_sum(torc_mul(yc, r), NULL, 0, 0), NULL, 0));
+  assert_ok(torc_backward(torc_sum(torc_mul(yd, rd), NULL, 0, 0), NULL, 0));
+}
+
+static double tol_of(torc_dtype dt) { return dt == TORC_F64 ? 1e-10 : 2e-5; }
+
+typedef struct conv_case {
+  int64_t n, c, h, w, o, kh, kw;
+  int64_t stride[2], pad[2], dil[2], groups;
+  int bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {2, 4, 7, 6, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {2, 4, 9, 8, 6, 3, 2, {2, 1}, {1, 0}, {1, 2}, 2, 1},
+    {1, 6, 10, 11, 6, 3, 3, {2, 3}, {2, 1}, {2, 1}, 3, 0},
+    {3, 3, 5, 5, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, 1}, /* pointwise */
+    {2, 4, 6, 6, 4, 1, 1, {2, 2}, {0, 0}, {1, 1}, 2, 0}, /* 1x1, strided */
+    {1, 2, 4, 4, 2, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, 1},
+    {2, 8, 5, 5, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 8, 1}, /* depthwise */
+    {1, 2, 3, 3, 2, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, 0}, /* 1x1 output */
+    {2, 3, 12, 12, 5, 3, 3, {3, 2}, {0, 2}, {3, 2}, 1, 1},
+};
+
+static void conv_run(const conv_case *k, torc_dtype dt, int transpose) {
+  int scope = torc_scope_begin();
+  int64_t xs[4] = {k->n, k->c, k->h, k->w};
+  /* conv_transpose2d's weight is [C_in, C_out/groups, kH, kW]. */
+  int64_t ws[4] = {transpose ? k->c : k->o,
+                   transpose ? k->o / k->groups : k->c / k->groups, k->kh,
+                   k->kw};
+  int64_t bs[1] = {k->o};
+  torc_tensor *xc, *xd, *wc, *wd, *bc = NULL, *bd = NULL;
+  leaf_pair(xs, 4, dt, &xc, &xd);
+  leaf_pair(ws, 4, dt, &wc, &wd);
+  if (k->bias)
+    leaf_pair(bs, 1, dt, &bc, &bd);
+  torc_conv2d_params p = {{k->stride[0], k->stride[1]},
+                          {k->pad[0], k->pad[1]},
+                          {k->dil[0], k->dil[1]},
+                          {0, 0},
+                          k->groups};
+  torc_tensor *yc = transpose ? torc_conv_transpose2d(xc, wc, bc, &p)
+                              : torc_conv2d(xc, wc, bc, &p);
+  torc_tensor *yd = transpose ? torc_conv_transpose2d(xd, wd, bd, &p)
+                              : torc_conv2d(xd, wd, bd, &p);
+  assert_torc(yc);
+  assert_torc(yd);
+  double tol = tol_of(dt);
+  assert_close(yd, yc, tol);
+  backward_pair(yc, yd);
+  assert_close(torc_grad_of(xd), torc_grad_of(xc), tol);
+  assert_close(torc_grad_of(wd), torc_grad_of(wc), tol);
+  if (k->bias)
+    assert_close(torc_grad_of(bd), torc_grad_of(bc), tol);
+  torc_scope_end(scope);
+}
+
+static void test_conv2d_geometry(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    conv_run(&conv_cases[i], TORC_F32, 0);
+    conv_run(&conv_cases[i], TORC_F64, 0);
+  }
+}
+
+static void test_conv_transpose2d_geometry(void **state) {
+  (void)state;
+  /* The cases whose channels also fit the transposed weight. */
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    if (conv_cases[i].o % conv_cases[i].groups)
+      continue;
+    conv_run(&conv_cases[i], TORC_F32, 1);
+    conv_run(&conv_cases[i], TORC_F64, 1);
+  }
+}
+
+/* A matmul operand: a leaf of shape base[] and the view the op gets. */
+enum { VIEW_NONE, VIEW_T, VIEW_STEP2, VIEW_EXPAND };
+
+typedef struct mm_operand {
+  int nd;
+  int64_t base[4];
+  int view;
+  int64_t expand_rows; /* VIEW_EXPAND: rows of the [1, K] base */
+} mm_operand;
+
+static torc_tensor *mm_view(torc_tensor *t, const mm_operand *o) {
+  int nd = o->nd;
+  switch (o->view) {
+  case VIEW_T:
+    return torc_transpose(t, nd - 2, nd - 1);
+  case VIEW_STEP2:
+    return torc_slice(t, nd - 1, 0, TORC_END, 2);
+  case VIEW_EXPAND: {
+    int64_t s[4];
+    memcpy(s, o->base, sizeof s);
+    s[nd - 2] = o->expand_rows;
+    return torc_expand(t, s, nd);
+  }
+  default:
+    return t;
+  }
+}
+
+static const mm_operand mm_cases[][2] = {
+    {{2, {64, 33}, VIEW_NONE, 0}, {2, {33, 17}, VIEW_NONE, 0}},
+    {{2, {33, 64}, VIEW_T, 0}, {2, {17, 33}, VIEW_T, 0}},
+    {{2, {64, 33}, VIEW_NONE, 0}, {2, {17, 33}, VIEW_T, 0}},
+    {{2, {5, 14}, VIEW_STEP2, 0}, {2, {7, 8}, VIEW_STEP2, 0}},
+    {{2, {1, 7}, VIEW_EXPAND, 5}, {2, {7, 4}, VIEW_NONE, 0}},
+    {{4, {2, 3, 5, 7}, VIEW_NONE, 0}, {2, {7, 4}, VIEW_NONE, 0}},
+    {{4, {2, 3, 7, 5}, VIEW_T, 0}, {2, {4, 7}, VIEW_T, 0}},
+    {{4, {3, 1, 5, 7}, VIEW_NONE, 0}, {3, {2, 7, 4}, VIEW_NONE, 0}},
+    {{3, {2, 5, 7}, VIEW_NONE, 0}, {3, {2, 7, 4}, VIEW_NONE, 0}},
+    {{1, {7}, VIEW_NONE, 0}, {2, {7, 4}, VIEW_NONE, 0}},
+    {{2, {5, 7}, VIEW_NONE, 0}, {1, {7}, VIEW_NONE, 0}},
+    {{2, {5, 1}, VIEW_NONE, 0}, {2, {1, 6}, VIEW_NONE, 0}},
+};
+
+static void mm_run(const mm_operand *ops, torc_dtype dt) {
+  int scope = torc_scope_begin();
+  torc_tensor *c[2], *d[2], *vc[2], *vd[2];
+  for (int k = 0; k < 2; k++) {
+    leaf_pair(ops[k].base, ops[k].nd, dt, &c[k], &d[k]);
+    vc[k] = mm_view(c[k], &ops[k]);
+    vd[k] = mm_view(d[k], &ops[k]);
+  }
+  torc_tensor *yc = torc_matmul(vc[0], vc[1]);
+  torc_tensor *yd = torc_matmul(vd[0], vd[1]);
+  assert_torc(yc);
+  assert_torc(yd);
+  double tol = tol_of(dt);
+  assert_close(yd, yc, tol);
+  backward_pair(yc, yd);
+  for (int k = 0; k < 2; k++)
+    assert_close(torc_grad_of(d[k]), torc_grad_of(c[k]), tol);
+  torc_scope_end(scope);
+}
+
+static void test_matmul_layouts(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof mm_cases / sizeof mm_cases[0]; i++) {
+    mm_run(mm_cases[i], TORC_F32);
+    mm_run(mm_cases[i], TORC_F64);
+  }
+}
+
+static void test_linear_3d(void **state) {
+  (void)state;
+  int scope = torc_scope_begin();
+  int64_t xs[3] = {4, 6, 9}, ws[2] = {5, 9}, bs[1] = {5};
+  torc_tensor *xc, *xd, *wc, *wd, *bc, *bd;
+  leaf_pair(xs, 3, TORC_F32, &xc, &xd);
+  leaf_pair(ws, 2, TORC_F32, &wc, &wd);
+  leaf_pair(bs, 1, TORC_F32, &bc, &bd);
+  torc_tensor *yc = torc_linear(xc, wc, bc), *yd = torc_linear(xd, wd, bd);
+  assert_close(yd, yc, 2e-5);
+  backward_pair(yc, yd);
+  assert_close(torc_grad_of(xd), torc_grad_of(xc), 2e-5);
+  assert_close(torc_grad_of(wd), torc_grad_of(wc), 2e-5);
+  assert_close(torc_grad_of(bd), torc_grad_of(bc), 2e-5);
+  torc_scope_end(scope);
+}
+
+static void test_certify_key_checked(void **state) {
+  (void)state;
+  torc_config *cfg = torc_config_parse(
+      "[plugin.cpu]\nmodule = cpu\ncertify = maybe\n", "bad.ini");
+  assert_torc(cfg);
+  assert_int_not_equal(torc_config_apply(cfg), TORC_OK);
+  torc_config_free(cfg);
+  assert_contains(torc_last_error(), "certify = 'maybe'");
+  assert_contains(torc_last_error(), "yes or no");
+  torc_shutdown();
+}
+
+/* In normal use the plugin's kernels serve cpu above ref's, and only for
+ * f32/f64 (ref keeps the other dtypes). */
+static void test_serves_cpu(void **state) {
+  (void)state;
+  test_load_plugin("ref");
+  test_load_plugin("cpu");
+  int found = 0;
+  for (int i = 0; i < torc_kernel_count(); i++) {
+    torc_kernel_summary k;
+    assert_ok(torc_kernel_get(i, &k));
+    if (strcmp(k.device_type, "cpu") != 0 || !k.active)
+      continue;
+    int fast = strcmp(k.op, "matmul") == 0 || strcmp(k.op, "conv2d") == 0 ||
+               strcmp(k.op, "conv2d_backward_input") == 0 ||
+               strcmp(k.op, "conv2d_backward_weight") == 0 ||
+               strcmp(k.op, "conv_transpose2d") == 0;
+    int ours = strcmp(k.provider, "cpu") == 0;
+    if (fast && (k.dtype == TORC_F32 || k.dtype == TORC_F64)) {
+      assert_true(ours);
+      found++;
+    } else {
+      assert_false(ours);
+    }
+  }
+  assert_int_equal(found, 10);
+  torc_shutdown();
+}
+
+int main(void) {
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) != 0) {
+    printf("SKIP: the cpu plugin was not built (%s is missing; install "
+           "libopenblas-dev and configure again)\n",
+           so);
+    return TEST_SKIP_STATUS;
+  }
+  const struct CMUnitTest certify[] = {
+      cmocka_unit_test_setup_teardown(test_conv2d_geometry, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_conv_transpose2d_geometry,
+                                      test_live_setup, test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_matmul_layouts, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_linear_3d, test_live_setup,
+                                      test_live_teardown),
+  };
+  const struct CMUnitTest plain[] = {
+      cmocka_unit_test(test_certify_key_checked),
+      cmocka_unit_test(test_serves_cpu),
+  };
+  int failed = cmocka_run_group_tests_name("cpu certify", certify,
+                                           setup_certify, test_teardown_all);
+  failed +=
+      cmocka_run_group_tests_name("cpu plugin", plain, NULL, test_teardown_all);
+  return failed;
+}
