@@ -172,7 +172,45 @@ void torc__registry_clear(void) {
   pthread_mutex_unlock(&reg_lock);
 }
 
+/* The provider this thread prefers (torc__dispatch_pin), or NULL. */
+static _Thread_local const char *tl_pin;
+static _Thread_local kbest tl_pinned;
+
+void torc__dispatch_pin(const char *provider) { tl_pin = provider; }
+
+/* The pinned provider's best kernel for the key (exact dtype, else ANY),
+ * or NULL when it has none. */
+static const kbest *lookup_pinned(int devtype, int op, torc_dtype dt) {
+  const kentry *win = NULL;
+  pthread_mutex_lock(&reg_lock);
+  for (int pass = 0; pass < 2 && win == NULL; pass++) {
+    int want = pass == 0 ? (int)dt : -1;
+    for (int i = 0; i < n_entries; i++) {
+      const kentry *e = &entries[i];
+      if (e->devtype != devtype || e->op != op || e->dtype != want ||
+          e->owner == NULL || strcmp(torc__plugin_name(e->owner), tl_pin))
+        continue;
+      if (win == NULL || e->priority > win->priority ||
+          (e->priority == win->priority && e->seq > win->seq))
+        win = e;
+    }
+  }
+  if (win) {
+    tl_pinned.fn = win->fn;
+    tl_pinned.data = win->data;
+    tl_pinned.flags = win->flags;
+    tl_pinned.seq = win->seq;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return win ? &tl_pinned : NULL;
+}
+
 static const kbest *lookup(int devtype, int op, torc_dtype dt) {
+  if (tl_pin) {
+    const kbest *p = lookup_pinned(devtype, op, dt);
+    if (p)
+      return p;
+  }
   const kbest *b = &best[devtype][op][dt + 1];
   if (b->fn)
     return b;
@@ -356,7 +394,14 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
   if (st)
     return st;
   torc_device dev = out[0]->storage->device;
+  /* A copy: a pinned lookup's result lives in a per-thread slot that the
+   * nested calls below (contiguous copies) would overwrite. */
+  kbest kcopy;
   const kbest *k = lookup(dev.type, op, kdtype);
+  if (k) {
+    kcopy = *k;
+    k = &kcopy;
+  }
   if (k == NULL) {
     if (fallback_cpu && dev.type != 0 && lookup(0, op, kdtype)) {
       if (!fallback_logged[dev.type][op]) {

@@ -227,6 +227,13 @@ void torc__registry_clear(void);
  * copies, logged once per (op, device). */
 void torc__set_fallback(int on);
 
+/* Makes this thread prefer the kernels of plugin `provider` (by name) over
+ * the registry's winner wherever that plugin has one; NULL restores the
+ * registry's choice. For the conformance suite, which certifies a plugin
+ * that overrides ref on the cpu by running each case once pinned to ref
+ * and once pinned to the plugin. Exported for tools/, not public API. */
+TORC_API void torc__dispatch_pin(const char *provider);
+
 /* ---- autograd (autograd.c: the tape and the engine; derivatives.c: the
  * backward formulas) ---- */
 

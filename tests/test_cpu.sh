@@ -1,8 +1,9 @@
 #!/bin/sh
-# tests/test_cpu.sh — the cpu plugin (OpenBLAS): `torc test-backend cpu` in
-# its certify mode (device cpu_certify: its kernels over ref's, compared
-# with ref on cpu) must pass with no failures, and its matmul and conv2d
-# cases must have run, not been skipped. Skipped (77) when configure did
+# tests/test_cpu.sh — the cpu plugin (OpenBLAS): `torc test-backend cpu`
+# must pass with no failures both as users load it (every case run pinned
+# to ref and pinned to the plugin on the cpu) and in its certify mode
+# (device cpu_certify: its kernels over ref's, compared with ref on cpu,
+# where its matmul and conv2d cases must have run, not been skipped). Skipped (77) when configure did
 # not find OpenBLAS. TORC_VALGRIND=1 runs torc under valgrind.
 
 set -u
@@ -83,6 +84,23 @@ for op in matmul linear; do
   grep -E "^PASS: $op f32 broadcast on cpu_certify \(backward\)" \
     "$tmp/out" >/dev/null || fail "expected PASS for $op f32 broadcast"
 done
+echo "PASS: $what"
+
+# The plugin as users load it (kernels for cpu itself, above ref):
+# test-backend runs every case pinned to ref and pinned to the plugin.
+run_torc test-backend cpu --verbose
+[ "$rc" -eq 99 ] && fail "valgrind found errors"
+summary='^conformance of cpu on cpu \(against ref\): [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$'
+line=$(grep -E "$summary" "$tmp/out")
+[ -n "$line" ] || fail "expected the summary line 'conformance of cpu on cpu'"
+echo "$line"
+failed=$(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')
+[ "$failed" -eq 0 ] || fail "$failed cases failed"
+[ "$rc" -eq 0 ] || fail "expected exit status 0"
+# The plugin's kernels really ran: its f32 GEMM rounds differently from
+# ref's loops, so some matmul deviation is not zero.
+grep -E '^PASS: matmul f32 contiguous on cpu \(forward\): max deviation [1-9]' \
+  "$tmp/out" >/dev/null || fail "expected a non-zero matmul f32 deviation"
 echo "PASS: $what"
 
 # The plugin's key is checked.

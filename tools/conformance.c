@@ -642,7 +642,26 @@ typedef struct suite {
   int verbose;
   FILE *out;
   torc_conformance_result *res;
+  const char *pin; /* a cpu provider certified against ref, or NULL */
 } suite;
+
+/* The dispatcher's provider pin (core/dispatch.c; exported for tools). */
+TORC_API void torc__dispatch_pin(const char *provider);
+
+/* Before a reference computation: ref's kernels; before the candidate's:
+ * the pinned provider's (no-ops when no provider is pinned). */
+static void as_reference(const suite *s) {
+  if (s->pin)
+    torc__dispatch_pin("ref");
+}
+static void as_candidate(const suite *s) {
+  if (s->pin)
+    torc__dispatch_pin(s->pin);
+}
+static void unpin(const suite *s) {
+  if (s->pin)
+    torc__dispatch_pin(NULL);
+}
 
 static void report(suite *s, int verdict, const char *op, const char *dtype,
                    const char *variant, const char *what, double dev,
@@ -747,11 +766,14 @@ static void run_case(suite *s, const op_row *r, torc_dtype dt, int variant) {
     return;
   }
   torc_clear_error();
+  as_reference(s);
   torc_tensor *out_c = r->call(in_c);
   torc_status st_c = out_c ? TORC_OK : torc_last_status();
   last_error(msg_c, sizeof msg_c);
   torc_clear_error();
+  as_candidate(s);
   torc_tensor *out_d = r->call(in_d);
+  unpin(s);
   torc_status st_d = out_d ? TORC_OK : torc_last_status();
   last_error(msg_d, sizeof msg_d);
 
@@ -780,9 +802,12 @@ static void run_case(suite *s, const op_row *r, torc_dtype dt, int variant) {
     }
     report(s, bad, r->name, dname, vname, "forward", dev, why);
     if (!bad && grad && torc_requires_grad(out_c)) {
+      as_reference(s);
       torc_status bc = backward_weighted(out_c);
       last_error(msg_c, sizeof msg_c);
+      as_candidate(s);
       torc_status bd = bc == TORC_OK ? backward_weighted(out_d) : TORC_OK;
+      unpin(s);
       last_error(msg_d, sizeof msg_d);
       if (bc != TORC_OK) {
         snprintf(why, sizeof why, "backward fails on cpu ref too: %s", msg_c);
@@ -851,8 +876,10 @@ static void run_gradcheck(suite *s, const op_row *r) {
   torc_scope_end(scope);
   if (st == 0) {
     torc_clear_error();
+    as_candidate(s);
     torc_status gs = torc_gradcheck(gc_call, (void *)r, in, r->n_in, 1e-6,
                                     1e-7, 1e-5);
+    unpin(s);
     last_error(msg, sizeof msg);
     if (gs == TORC_ERR_NO_KERNEL) {
       snprintf(why, sizeof why, "no kernel: %s", msg);
@@ -872,9 +899,9 @@ static void run_gradcheck(suite *s, const op_row *r) {
   torc_clear_error();
 }
 
-int torc_conformance_run(const char *device_type, int verbose, FILE *out,
-                         torc_conformance_result *res) {
-  suite s = {device_type, {0, 0}, verbose, out, res};
+static int run_suite(const char *device_type, const char *pin, int verbose,
+                     FILE *out, torc_conformance_result *res) {
+  suite s = {device_type, {0, 0}, verbose, out, res, pin};
   memset(res, 0, sizeof *res);
   char name[64];
   snprintf(name, sizeof name, "%s:0", device_type);
@@ -895,7 +922,22 @@ int torc_conformance_run(const char *device_type, int verbose, FILE *out,
     if (rows[i].diff)
       run_gradcheck(&s, &rows[i]);
   }
-  fprintf(out, "conformance on %s: %d passed, %d failed, %d skipped\n",
-          device_type, res->passed, res->failed, res->skipped);
+  if (pin)
+    fprintf(out, "conformance of %s on cpu (against ref): %d passed, %d "
+                 "failed, %d skipped\n",
+            pin, res->passed, res->failed, res->skipped);
+  else
+    fprintf(out, "conformance on %s: %d passed, %d failed, %d skipped\n",
+            device_type, res->passed, res->failed, res->skipped);
   return 0;
+}
+
+int torc_conformance_run(const char *device_type, int verbose, FILE *out,
+                         torc_conformance_result *res) {
+  return run_suite(device_type, NULL, verbose, out, res);
+}
+
+int torc_conformance_run_provider(const char *provider, int verbose,
+                                  FILE *out, torc_conformance_result *res) {
+  return run_suite("cpu", provider, verbose, out, res);
 }

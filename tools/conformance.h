@@ -20,4 +20,12 @@ typedef struct torc_conformance_result {
 int torc_conformance_run(const char *device_type, int verbose, FILE *out,
                          torc_conformance_result *res);
 
+/* Certifies a plugin that provides cpu kernels over ref's: every case runs
+ * on the cpu twice, once with the dispatcher pinned to ref's kernels (the
+ * reference) and once pinned to `provider`'s (where it has them; ref's
+ * elsewhere), forward, backward and gradcheck. Summary line "conformance
+ * of PROVIDER on cpu (against ref): ...". Returns as torc_conformance_run. */
+int torc_conformance_run_provider(const char *provider, int verbose,
+                                  FILE *out, torc_conformance_result *res);
+
 #endif /* TORC_TOOLS_CONFORMANCE_H */

@@ -1,7 +1,9 @@
 /* plugins/cpu/cpu.c — the cpu plugin: OpenBLAS-backed kernels for the
  * core's "cpu" device at a priority above ref (which keeps every op this
  * plugin does not serve), OpenBLAS's threads set from [torc] threads, and
- * the `certify` mode that lets `torc test-backend cpu` compare them with ref.
+ * the `certify` mode: the kernels on a second, host-memory device type over
+ * ref's, for tests that compare the two across devices (`torc
+ * test-backend cpu` itself pins the dispatcher to each provider instead).
  */
 #include <stdlib.h>
 #include <string.h>
