@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "data_internal.h"
+#include "registry.h"
 #include "internal.h"
 
 struct torc_dataset {
@@ -19,14 +20,9 @@ struct torc_dataset {
 
 /* ---- the registry ---- */
 
-typedef struct sreg {
-  const torc_data_source_type *type;
-  struct torc__plugin *owner;
-} sreg;
-
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static sreg *types;
-static int n_types, cap_types;
+static torc__oreg source_reg =
+    TORC__OREG_INIT("data source", "torc_data_source_register",
+                    "the core or the program");
 
 static int valid_name(const char *name) {
   if (name == NULL || name[0] == '\0' || strlen(name) > 64)
@@ -47,18 +43,6 @@ int torc__data_loader_key(const char *k) {
   return 0;
 }
 
-static int sreg_cmp(const void *a, const void *b) {
-  return strcmp(((const sreg *)a)->type->name, ((const sreg *)b)->type->name);
-}
-
-static sreg *reg_lookup(const char *name) {
-  for (int i = 0; i < n_types; i++)
-    if (strcmp(types[i].type->name, name) == 0)
-      return &types[i];
-  return NULL;
-}
-
-/* Caller holds reg_lock. */
 static torc_status reg_add(struct torc__plugin *owner,
                            const torc_data_source_type *t) {
   if (t == NULL)
@@ -105,38 +89,12 @@ static torc_status reg_add(struct torc__plugin *owner,
             "pin_memory); rename it",
             t->name, k->name);
     }
-  sreg *old = reg_lookup(t->name);
-  if (old)
-    return torc_set_error(
-        TORC_ERR_INVALID,
-        "torc_data_source_register: data source '%s' is already registered "
-        "(by %s); give the new source another name",
-        t->name,
-        old->owner ? torc__plugin_name(old->owner)
-                   : "the core or the program");
-  if (n_types == cap_types) {
-    int cap = cap_types ? cap_types * 2 : 16;
-    sreg *p = realloc(types, (size_t)cap * sizeof *p);
-    if (p == NULL)
-      return torc_set_error(TORC_ERR_OOM, "out of memory registering data "
-                                          "source '%s'",
-                            t->name);
-    types = p;
-    cap_types = cap;
-  }
-  types[n_types].type = t;
-  types[n_types].owner = owner;
-  n_types++;
-  qsort(types, (size_t)n_types, sizeof *types, sreg_cmp);
-  return TORC_OK;
+  return torc__oreg_add(&source_reg, owner, t, t->name);
 }
 
 torc_status torc__data_source_register_owned(struct torc__plugin *owner,
                                              const torc_data_source_type *t) {
-  pthread_mutex_lock(&reg_lock);
-  torc_status st = reg_add(owner, t);
-  pthread_mutex_unlock(&reg_lock);
-  return st;
+  return reg_add(owner, t);
 }
 
 torc_status torc_data_source_register(const torc_data_source_type *type) {
@@ -144,45 +102,17 @@ torc_status torc_data_source_register(const torc_data_source_type *type) {
 }
 
 void torc__data_sources_unregister_owner(struct torc__plugin *owner) {
-  if (owner == NULL)
-    return;
-  pthread_mutex_lock(&reg_lock);
-  int o = 0;
-  for (int i = 0; i < n_types; i++)
-    if (types[i].owner != owner)
-      types[o++] = types[i];
-  n_types = o;
-  if (n_types == 0) {
-    free(types);
-    types = NULL;
-    cap_types = 0;
-  }
-  pthread_mutex_unlock(&reg_lock);
+  torc__oreg_remove_owner(&source_reg, owner);
 }
 
 const torc_data_source_type *torc_data_source_find(const char *name) {
-  if (name == NULL)
-    return NULL;
-  pthread_mutex_lock(&reg_lock);
-  sreg *r = reg_lookup(name);
-  const torc_data_source_type *t = r ? r->type : NULL;
-  pthread_mutex_unlock(&reg_lock);
-  return t;
+  return torc__oreg_find(&source_reg, name);
 }
 
-int torc_data_source_count(void) {
-  pthread_mutex_lock(&reg_lock);
-  int n = n_types;
-  pthread_mutex_unlock(&reg_lock);
-  return n;
-}
+int torc_data_source_count(void) { return torc__oreg_count(&source_reg); }
 
 const torc_data_source_type *torc_data_source_at(int i) {
-  pthread_mutex_lock(&reg_lock);
-  const torc_data_source_type *t =
-      i >= 0 && i < n_types ? types[i].type : NULL;
-  pthread_mutex_unlock(&reg_lock);
-  return t;
+  return torc__oreg_at(&source_reg, i);
 }
 
 /* ---- datasets ---- */
@@ -208,22 +138,22 @@ static void key_list(const torc_data_source_type *t, char *buf,
 
 /* The unknown-source error: the registered names and the nearest. */
 static void unknown_source(const char *source) {
-  pthread_mutex_lock(&reg_lock);
-  const char **names = malloc((size_t)(n_types + 1) * sizeof *names);
+  int n = torc_data_source_count();
+  const char **names = malloc((size_t)(n + 1) * sizeof *names);
   char list[600] = "", hint[96] = "";
   size_t len = 0;
-  for (int i = 0; i < n_types; i++) {
+  for (int i = 0; i < n; i++) {
+    const torc_data_source_type *t = torc_data_source_at(i);
+    const char *name = t ? t->name : "";
     if (names)
-      names[i] = types[i].type->name;
+      names[i] = name;
     if (len + 2 < sizeof list)
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
-                              i ? ", " : "", types[i].type->name);
+                              i ? ", " : "", name);
   }
   if (names)
-    torc__suggest(source, names, n_types, hint, sizeof hint);
+    torc__suggest(source, names, n, hint, sizeof hint);
   free(names);
-  int n = n_types;
-  pthread_mutex_unlock(&reg_lock);
   torc_set_error(TORC_ERR_INVALID,
                  "unknown data source '%s'%s; the sources are: %s (idx, csv, "
                  "npy, image_folder and synthetic come with the data plugin: "

@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "module_internal.h"
+#include "registry.h"
 #include "torc/autograd.h"
 #include "torc/ops.h"
 #include "torc/runtime.h"
@@ -1345,15 +1346,10 @@ torc_module *torc_concat_node_new(int from, int dim) {
 
 /* ---- the type registry ---- */
 
-typedef struct treg {
-  const torc_module_type *type;
-  struct torc__plugin *owner;
-} treg;
-
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static treg *types;
-static int n_types, cap_types;
-static int builtins_done;
+static torc__oreg module_reg =
+    TORC__OREG_INIT("module type", "torc_module_type_register",
+                    "the core or the program");
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
 /* Parses an integer key's value; 0, or -1 after setting an error. */
 static int parse_int_key(const char *key, const char *v, long long *out,
@@ -1438,18 +1434,6 @@ static const torc_module_type core_types[] = {
      create_skip, (void *)(intptr_t)KIND_CONCAT},
 };
 
-static int treg_cmp(const void *a, const void *b) {
-  return strcmp(((const treg *)a)->type->name, ((const treg *)b)->type->name);
-}
-
-static treg *reg_lookup(const char *name) {
-  for (int i = 0; i < n_types; i++)
-    if (strcmp(types[i].type->name, name) == 0)
-      return &types[i];
-  return NULL;
-}
-
-/* Caller holds reg_lock. */
 static torc_status reg_add(struct torc__plugin *owner,
                            const torc_module_type *t) {
   if (t == NULL || t->name == NULL || t->create == NULL)
@@ -1462,56 +1446,26 @@ static torc_status reg_add(struct torc__plugin *owner,
                           "struct_size %zu; set it to "
                           "sizeof(torc_module_type)",
                           t->name, t->struct_size);
-  if (!valid_name(t->name))
-    return torc_set_error(TORC_ERR_INVALID,
-                          "torc_module_type_register: type name '%s' is not "
-                          "valid; use letters, digits and '_'",
-                          t->name);
-  treg *old = reg_lookup(t->name);
-  if (old)
-    return torc_set_error(
-        TORC_ERR_INVALID,
-        "torc_module_type_register: module type '%s' is already registered "
-        "(by %s); a plugin cannot replace it — give the new type another "
-        "name",
-        t->name,
-        old->owner ? torc__plugin_name(old->owner)
-                   : "the core or the program");
-  if (n_types == cap_types) {
-    int cap = cap_types ? cap_types * 2 : 64;
-    treg *p = realloc(types, (size_t)cap * sizeof *p);
-    if (p == NULL)
-      return torc_set_error(TORC_ERR_OOM, "out of memory registering module "
-                                          "type '%s'",
-                            t->name);
-    types = p;
-    cap_types = cap;
-  }
-  types[n_types].type = t;
-  types[n_types].owner = owner;
-  n_types++;
-  qsort(types, (size_t)n_types, sizeof *types, treg_cmp);
-  return TORC_OK;
+  return torc__oreg_add(&module_reg, owner, t, t->name);
 }
 
-/* Caller holds reg_lock. */
-static void ensure_builtins(void) {
-  if (builtins_done)
-    return;
-  builtins_done = 1;
+static void register_builtins(void) {
   for (size_t i = 0; i < sizeof core_types / sizeof core_types[0]; i++)
     reg_add(NULL, &core_types[i]);
   for (int i = 0; torc__builtin_module_types[i]; i++)
     reg_add(NULL, torc__builtin_module_types[i]);
 }
 
+/* The registry, with the built-in types in it. */
+static torc__oreg *registry(void) {
+  pthread_once(&builtins_once, register_builtins);
+  return &module_reg;
+}
+
 torc_status torc__module_type_register_owned(struct torc__plugin *owner,
                                              const torc_module_type *type) {
-  pthread_mutex_lock(&reg_lock);
-  ensure_builtins();
-  torc_status st = reg_add(owner, type);
-  pthread_mutex_unlock(&reg_lock);
-  return st;
+  registry();
+  return reg_add(owner, type);
 }
 
 torc_status torc_module_type_register(const torc_module_type *type) {
@@ -1519,42 +1473,17 @@ torc_status torc_module_type_register(const torc_module_type *type) {
 }
 
 void torc__module_types_unregister_owner(struct torc__plugin *owner) {
-  if (owner == NULL)
-    return;
-  pthread_mutex_lock(&reg_lock);
-  int o = 0;
-  for (int i = 0; i < n_types; i++)
-    if (types[i].owner != owner)
-      types[o++] = types[i];
-  n_types = o;
-  pthread_mutex_unlock(&reg_lock);
+  torc__oreg_remove_owner(&module_reg, owner);
 }
 
 const torc_module_type *torc_module_type_find(const char *name) {
-  if (name == NULL)
-    return NULL;
-  pthread_mutex_lock(&reg_lock);
-  ensure_builtins();
-  treg *r = reg_lookup(name);
-  const torc_module_type *t = r ? r->type : NULL;
-  pthread_mutex_unlock(&reg_lock);
-  return t;
+  return torc__oreg_find(registry(), name);
 }
 
-int torc_module_type_count(void) {
-  pthread_mutex_lock(&reg_lock);
-  ensure_builtins();
-  int n = n_types;
-  pthread_mutex_unlock(&reg_lock);
-  return n;
-}
+int torc_module_type_count(void) { return torc__oreg_count(registry()); }
 
 const torc_module_type *torc_module_type_at(int i) {
-  pthread_mutex_lock(&reg_lock);
-  ensure_builtins();
-  const torc_module_type *t = i >= 0 && i < n_types ? types[i].type : NULL;
-  pthread_mutex_unlock(&reg_lock);
-  return t;
+  return torc__oreg_at(registry(), i);
 }
 
 torc_module *torc_module_create(const char *type, const char *const *keys,
@@ -1565,152 +1494,37 @@ torc_module *torc_module_create(const char *type, const char *const *keys,
                                   "are required");
     return NULL;
   }
-  pthread_mutex_lock(&reg_lock);
-  ensure_builtins();
-  treg *r = reg_lookup(type);
-  const torc_module_type *t = r ? r->type : NULL;
-  if (t == NULL) {
-    const char **names = malloc((size_t)(n_types + 1) * sizeof *names);
-    char list[700] = "", hint[96] = "";
-    size_t len = 0;
-    for (int i = 0; i < n_types; i++) {
-      if (names)
-        names[i] = types[i].type->name;
-      if (len + 40 < sizeof list)
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
-                                i ? ", " : "", types[i].type->name);
-    }
-    if (names)
-      torc__suggest(type, names, n_types, hint, sizeof hint);
-    free(names);
-    pthread_mutex_unlock(&reg_lock);
-    torc_set_error(TORC_ERR_INVALID,
-                   "unknown module type '%s'%s; the types are: %s (a plugin "
-                   "may add more: load it first)",
-                   type, hint, list);
+  const torc_module_type *t = torc__oreg_lookup(registry(), type, "module");
+  if (t == NULL)
     return NULL;
-  }
-  pthread_mutex_unlock(&reg_lock);
-
-  int nk = 0;
-  while (t->keys && t->keys[nk].name)
-    nk++;
-  const char **kk = calloc((size_t)(nk + 1), sizeof *kk);
-  const char **vv = calloc((size_t)(nk + 1), sizeof *vv);
-  const char **names = calloc((size_t)(nk + 1), sizeof *names);
-  if (kk == NULL || vv == NULL || names == NULL) {
-    free(kk), free(vv), free(names);
-    torc_set_error(TORC_ERR_OOM, "out of memory building a '%s'", type);
-    return NULL;
-  }
-  for (int j = 0; j < nk; j++)
-    names[j] = t->keys[j].name;
-  torc_status st = TORC_OK;
-  for (int i = 0; i < n && st == TORC_OK; i++) {
-    int j = 0;
-    while (j < nk && strcmp(keys[i], t->keys[j].name) != 0)
-      j++;
-    if (j == nk) {
-      char list[600] = "", hint[96] = "";
-      size_t len = 0;
-      for (int q = 0; q < nk && len + 40 < sizeof list; q++)
-        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
-                                q ? ", " : "", t->keys[q].name);
-      torc__suggest(keys[i], names, nk, hint, sizeof hint);
-      st = torc_set_error(TORC_ERR_INVALID,
-                          "%s: unknown key '%s'%s; its keys are: %s", type,
-                          keys[i], hint, nk ? list : "(none)");
-    } else if (vv[j]) {
-      st = torc_set_error(TORC_ERR_INVALID,
-                          "%s: key '%s' is given twice ('%s' and '%s'); "
-                          "keep one",
-                          type, keys[i], vv[j], values[i]);
-    } else {
-      vv[j] = values[i];
-    }
-  }
-  int m_n = 0;
-  for (int j = 0; j < nk && st == TORC_OK; j++) {
-    if (vv[j] == NULL)
-      vv[j] = t->keys[j].default_value;
-    if (vv[j] == NULL) {
-      st = torc_set_error(TORC_ERR_INVALID,
-                          "%s: key '%s' is required (%s)", type,
-                          t->keys[j].name,
-                          t->keys[j].help ? t->keys[j].help : "no default");
-      break;
-    }
-    kk[m_n] = t->keys[j].name;
-    vv[m_n] = vv[j];
-    m_n++;
-  }
+  int nk = torc__keys_count(t->keys);
+  const char **kk = calloc((size_t)nk + 1, sizeof *kk);
+  const char **vv = calloc((size_t)nk + 1, sizeof *vv);
+  torc_status st = kk && vv ? TORC_OK
+                            : torc_set_error(TORC_ERR_OOM,
+                                             "out of memory building a '%s'",
+                                             type);
+  if (st == TORC_OK)
+    st = torc__keys_resolve(type, t->keys, NULL, keys, values, n, NULL, vv);
   torc_module *m = NULL;
   if (st == TORC_OK) {
+    for (int j = 0; j < nk; j++)
+      kk[j] = t->keys[j].name;
     torc_clear_error();
-    m = t->create(kk, vv, m_n, t->user);
+    m = t->create(kk, vv, nk, t->user);
     if (m == NULL && torc_last_status() == TORC_OK)
       torc_set_error(TORC_ERR_INVALID, "%s: the type's create failed "
                                        "without saying why",
                      type);
   }
-  free(kk), free(vv), free(names);
+  free(kk), free(vv);
   return m;
 }
 
 torc_module *torc_module_build(const char *type, const char *spec) {
-  if (spec == NULL || spec[0] == '\0')
-    return torc_module_create(type, NULL, NULL, 0);
-  char *buf = strdup(spec);
-  if (buf == NULL) {
-    torc_set_error(TORC_ERR_OOM, "out of memory parsing '%s'", spec);
-    return NULL;
-  }
-  /* Tokens split on commas and blanks; a token without '=' continues the
-   * previous value ("kernel=3,5" is one pair). */
-  const char *k[64], *v[64];
-  char *vbuf[64] = {0};
-  int n = 0;
-  torc_status st = TORC_OK;
-  for (char *save = NULL, *tok = strtok_r(buf, ", \t", &save); tok;
-       tok = strtok_r(NULL, ", \t", &save)) {
-    char *eq = strchr(tok, '=');
-    if (eq == NULL) {
-      if (n == 0) {
-        st = torc_set_error(TORC_ERR_INVALID,
-                            "%s: '%s' in \"%s\" is not key=value", type, tok,
-                            spec);
-        break;
-      }
-      size_t l = strlen(v[n - 1]) + strlen(tok) + 2;
-      char *nv = malloc(l);
-      if (nv == NULL) {
-        st = torc_set_error(TORC_ERR_OOM, "out of memory");
-        break;
-      }
-      snprintf(nv, l, "%s,%s", v[n - 1], tok);
-      free(vbuf[n - 1]);
-      vbuf[n - 1] = nv;
-      v[n - 1] = nv;
-      continue;
-    }
-    if (n == 64) {
-      st = torc_set_error(TORC_ERR_INVALID, "%s: more than 64 keys in \"%s\"",
-                          type, spec);
-      break;
-    }
-    *eq = '\0';
-    if (tok[0] == '\0') {
-      st = torc_set_error(TORC_ERR_INVALID, "%s: an empty key in \"%s\"",
-                          type, spec);
-      break;
-    }
-    k[n] = tok;
-    v[n] = eq + 1;
-    n++;
-  }
-  torc_module *m = st ? NULL : torc_module_create(type, k, v, n);
-  for (int i = 0; i < n; i++)
-    free(vbuf[i]);
-  free(buf);
+  torc__spec sp;
+  torc_status st = torc__spec_split(&sp, type ? type : "module", spec);
+  torc_module *m = st ? NULL : torc_module_create(type, sp.k, sp.v, sp.n);
+  torc__spec_free(&sp);
   return m;
 }

@@ -1,6 +1,7 @@
 # core/module.mk — modules, layers, init, state dicts (torc/module.h,
 # torc/init.h, torc/state.h).
-libtorc_la_SOURCES += core/module_internal.h core/module.c core/config_model.c core/layers.c \
+libtorc_la_SOURCES += core/module_internal.h core/module.c core/registry.h \
+	core/registry.c core/config_model.c core/layers.c \
 	core/init.c core/state.c core/plugin_api.c \
 	core/layers_internal.h core/layers_norm.c core/layers_simple.c \
 	core/layers_types.c

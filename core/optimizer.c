@@ -155,7 +155,7 @@ torc_optimizer *torc_optimizer_create(const char *type, const char *const *keys,
   if (t == NULL)
     return NULL;
   torc_optimizer *opt = calloc(1, sizeof *opt);
-  int nk = torc__optim_nkeys(t->keys);
+  int nk = torc__keys_count(t->keys);
   const char **vv = calloc((size_t)nk + 1, sizeof *vv);
   if (opt)
     opt->keys = calloc((size_t)nk + 1, sizeof *opt->keys);
@@ -172,7 +172,7 @@ torc_optimizer *torc_optimizer_create(const char *type, const char *const *keys,
   }
   while (t->state_names && t->state_names[opt->n_state])
     opt->n_state++;
-  if (torc__optim_resolve(type, t->keys, NULL, keys, values, n, NULL, vv))
+  if (torc__keys_resolve(type, t->keys, NULL, keys, values, n, NULL, vv))
     goto fail;
   /* Build the hyper-parameters once now, so a bad value is reported here
    * rather than at the first group. */
@@ -274,7 +274,7 @@ static int add_group(torc_optimizer *opt, torc_tensor *const *params,
   else
     memset(&s, 0, sizeof s);
   if (st == TORC_OK)
-    st = torc__optim_resolve(tn, opt->type->keys, NULL, s.k, s.v, s.n,
+    st = torc__keys_resolve(tn, opt->type->keys, NULL, s.k, s.v, s.n,
                              (const char *const *)opt->defaults, vv);
   if (st == TORC_OK)
     st = make_hyper(opt, vv, &G.hyper, &G.lr);

@@ -117,7 +117,7 @@ torc_scheduler *torc_scheduler_create(const char *type, const char *const *keys,
       torc__oreg_lookup(&torc__scheduler_reg, type, "scheduler");
   if (t == NULL)
     return NULL;
-  int nt = torc__optim_nkeys(t->keys);
+  int nt = torc__keys_count(t->keys);
   const char **vv = calloc((size_t)nt + 3, sizeof *vv);
   const char **kk = calloc((size_t)nt + 1, sizeof *kk);
   torc_scheduler *s = calloc(1, sizeof *s);
@@ -126,7 +126,7 @@ torc_scheduler *torc_scheduler_create(const char *type, const char *const *keys,
     st = torc_set_error(TORC_ERR_OOM, "out of memory building scheduler '%s'",
                         type);
   if (st == TORC_OK)
-    st = torc__optim_resolve(type, t->keys, warmup_keys, keys, values, n, NULL,
+    st = torc__keys_resolve(type, t->keys, warmup_keys, keys, values, n, NULL,
                              vv);
   if (st == TORC_OK) {
     s->type = t;
