@@ -50,10 +50,17 @@ int torc__should_record(const torc_tensor *const *in, int n) {
 
 /* ---- nodes ---- */
 
+/* Nodes with at most this many inputs come from a per-thread pool, at the
+ * size of this many. */
+enum { POOLED_INPUTS = 2 };
+
 static torc__node *node_alloc(int n_in) {
-  size_t sz = sizeof(torc__node) + (size_t)n_in * (sizeof(torc__edge) +
-                                                   sizeof(torc__inmeta));
-  torc__node *n = calloc(1, sz);
+  size_t per = sizeof(torc__edge) + sizeof(torc__inmeta);
+  torc__node *n =
+      n_in <= POOLED_INPUTS
+          ? torc__obj_alloc(TORC__POOL_NODE,
+                            sizeof(torc__node) + POOLED_INPUTS * per)
+          : calloc(1, sizeof(torc__node) + (size_t)n_in * per);
   if (n == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory recording an autograd node");
     return NULL;
@@ -207,7 +214,10 @@ void torc__node_release(torc__node *n) {
       }
     }
     free(cur->module);
-    free(cur);
+    if (cur->n_in <= POOLED_INPUTS)
+      torc__obj_free(TORC__POOL_NODE, cur);
+    else
+      free(cur);
   }
   free(heap);
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -16,10 +17,24 @@ static pthread_mutex_t devtypes_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int cpu_count(void *user) { return 1; }
 
+/* Blocks from this size on are 2 MiB aligned and advised for transparent
+ * huge pages: one fault maps 2 MiB instead of 4 KiB. */
+#define HUGE_BLOCK ((size_t)2 << 20)
+
 static int cpu_alloc(void *user, int index, size_t nbytes, void **out) {
   /* Round up so aligned_alloc's size is a multiple of the alignment. */
   size_t n = (nbytes + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, n ? n : 64);
+  void *p = NULL;
+  if (n >= HUGE_BLOCK) {
+    if (posix_memalign(&p, HUGE_BLOCK, n) != 0)
+      p = NULL;
+#ifdef MADV_HUGEPAGE
+    else
+      madvise(p, n, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+  } else {
+    p = aligned_alloc(64, n ? n : 64);
+  }
   if (p == NULL)
     return torc_set_error(TORC_ERR_OOM,
                           "out of host memory allocating %zu bytes on cpu",
@@ -90,12 +105,20 @@ static int register_locked(torc__plugin *owner, const torc_device_ops *ops,
   if (d->allocated == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory registering device %s",
                           ops->type);
-  d->used = 1;
+  /* The built-in cpu device caches freed blocks (alloc.c). */
+  if (owner == NULL && torc__cache_create(d) != TORC_OK) {
+    free((void *)d->allocated);
+    return -1;
+  }
+  __atomic_store_n(&d->used, 1, __ATOMIC_RELEASE);
   return slot;
 }
 
 void torc__device_init_cpu(void);
 void torc__device_init_cpu(void) {
+  /* Every allocation passes here: no lock once the cpu type exists. */
+  if (__atomic_load_n(&devtypes[0].used, __ATOMIC_ACQUIRE))
+    return;
   pthread_mutex_lock(&devtypes_lock);
   if (!devtypes[0].used)
     register_locked(NULL, &cpu_ops, 0);
@@ -166,6 +189,7 @@ static void devtype_drop(torc__devtype *d) {
                "device %s:%d still has %zu bytes allocated at unload "
                "(tensors not released)",
                d->name, i, (size_t)d->allocated[i]);
+  torc__cache_destroy(d);
   if (d->ops.shutdown)
     d->ops.shutdown(d->ops.user);
   free((void *)d->allocated);

@@ -42,6 +42,31 @@ const torc__opinfo torc__ops[TORC__OP_COUNT] = {
 #undef TORC_OP
 };
 
+/* The public function names used in messages, per suffix ("", "_",
+ * "_scalar", "_scalar_"): built once, so the hot path never formats. */
+const char *const torc__op_fn[4][TORC__OP_COUNT] = {
+    {
+#define TORC_OP(name, kind, rule) "torc_" #name,
+#include "ops.def"
+#undef TORC_OP
+    },
+    {
+#define TORC_OP(name, kind, rule) "torc_" #name "_",
+#include "ops.def"
+#undef TORC_OP
+    },
+    {
+#define TORC_OP(name, kind, rule) "torc_" #name "_scalar",
+#include "ops.def"
+#undef TORC_OP
+    },
+    {
+#define TORC_OP(name, kind, rule) "torc_" #name "_scalar_",
+#include "ops.def"
+#undef TORC_OP
+    },
+};
+
 static const char *op_name_list[TORC__OP_COUNT + 1] = {
 #define TORC_OP(name, kind, rule) #name,
 #include "ops.def"

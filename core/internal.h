@@ -49,7 +49,30 @@ typedef struct torc__devtype {
   torc__plugin *owner; /* NULL for the built-in cpu */
   int count;
   _Atomic size_t *allocated; /* bytes allocated, per index */
+  struct torc__cache *cache; /* caching allocator per index, or NULL */
 } torc__devtype;
+
+/* The caching allocator (alloc.c). */
+typedef struct torc__cache torc__cache;
+/* Gives d a cache per index when caching is on. */
+torc_status torc__cache_create(torc__devtype *d);
+/* Frees every cached block and the cache. */
+void torc__cache_destroy(torc__devtype *d);
+/* nbytes of memory on (d, index): from the cache, else from d->ops.alloc
+ * (rounded up to the size class). */
+torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
+                            void **out);
+/* Returns memory from torc__mem_alloc (the same nbytes) to the cache. */
+void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes);
+
+/* Per-thread pools of fixed-size objects (alloc.c): `kind` one of
+ * TORC__POOL_*, the same size on every call of a kind. obj_alloc returns
+ * zeroed memory or NULL. */
+enum { TORC__POOL_TENSOR, TORC__POOL_STORAGE, TORC__POOL_NODE };
+void *torc__obj_alloc(int kind, size_t size);
+void torc__obj_free(int kind, void *p);
+/* Frees the calling thread's pooled objects (torc_shutdown). */
+void torc__pool_drain(void);
 
 /* The device type with id `type`, or NULL. */
 torc__devtype *torc__devtype_get(int type);
@@ -128,6 +151,11 @@ torc_status torc__wrap_dim(int dim, int ndim, const char *fn, int *out);
 /* "[2, 3]" into buf. */
 char *torc__shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
 
+/* torc__expand, but t itself (retained) when it has that shape already:
+ * for kernel inputs only, never for a result the user sees. */
+torc_tensor *torc__expand_or_self(const torc_tensor *t, const int64_t *shape,
+                                  int ndim);
+
 /* Untracked internal versions of public functions (scope-free). */
 torc_tensor *torc__contiguous(const torc_tensor *t);
 torc_tensor *torc__to(const torc_tensor *t, torc_device dev);
@@ -193,6 +221,9 @@ typedef struct torc__opinfo {
   torc__op_rule rule;
 } torc__opinfo;
 
+/* "torc_NAME", "torc_NAME_", "torc_NAME_scalar", "torc_NAME_scalar_" per
+ * op, for messages. */
+extern const char *const torc__op_fn[4][TORC__OP_COUNT];
 extern const torc__opinfo torc__ops[TORC__OP_COUNT];
 
 /* The id of an op name, or -1. */

@@ -76,8 +76,7 @@ torc_tensor *torc__as_dtype(const torc_tensor *t, torc_dtype dt) {
 
 torc_tensor *torc__unary_p(int op, const torc_tensor *x, const void *params,
                            size_t psize) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s", OPNAME(op));
+  const char *fn = torc__op_fn[0][op];
   if (x == NULL) {
     torc__null_input(fn);
     return NULL;
@@ -168,8 +167,7 @@ static torc_status binary_dtypes(int op, const char *fn, const torc_tensor *a,
 }
 
 torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s", OPNAME(op));
+  const char *fn = torc__op_fn[0][op];
   if (a == NULL || b == NULL) {
     torc__null_input(fn);
     return NULL;
@@ -194,8 +192,8 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
     return out;
   }
   torc_tensor *ca = torc__as_dtype(a, kdt), *cb = ca ? torc__as_dtype(b, kdt) : NULL;
-  torc_tensor *ea = cb ? torc__expand(ca, shape, ndim) : NULL;
-  torc_tensor *eb = ea ? torc__expand(cb, shape, ndim) : NULL;
+  torc_tensor *ea = cb ? torc__expand_or_self(ca, shape, ndim) : NULL;
+  torc_tensor *eb = ea ? torc__expand_or_self(cb, shape, ndim) : NULL;
   const torc_tensor *in[2] = {ea, eb};
   if (eb == NULL || torc__kernel_call(op, kdt, in, 2, &out, 1, NULL, 0) ||
       torc__record_op(op, pair, 2, out, NULL, 0)) {
@@ -230,8 +228,7 @@ BINARY(ge)
 
 /* a op= b: b broadcasts to a's shape; the result must keep a's dtype. */
 torc_status torc__binary_inplace(int op, torc_tensor *a, const torc_tensor *b) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s_", OPNAME(op));
+  const char *fn = torc__op_fn[1][op];
   if (a == NULL || b == NULL)
     return torc__null_input(fn);
   const torc_tensor *pair[2] = {a, b};
@@ -311,7 +308,7 @@ torc_status torc__binary_inplace(int op, torc_tensor *a, const torc_tensor *b) {
   }
   kdt = a->dtype;
   torc_tensor *cb = torc__as_dtype(b, kdt);
-  torc_tensor *eb = cb ? torc__expand(cb, a->shape, a->ndim) : NULL;
+  torc_tensor *eb = cb ? torc__expand_or_self(cb, a->shape, a->ndim) : NULL;
   if (eb == NULL) {
     torc_release(cb);
     torc_release(old_a);
@@ -357,8 +354,7 @@ torc_status torc_div_(torc_tensor *a, const torc_tensor *b) {
 /* `extra`: var/std's correction, norm's p (unused by the others). */
 static torc_tensor *reduce_ex(int op, const torc_tensor *x, const int *dims,
                               int n_dims, int keepdim, double extra) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s", OPNAME(op));
+  const char *fn = torc__op_fn[0][op];
   if (x == NULL) {
     torc__null_input(fn);
     return NULL;

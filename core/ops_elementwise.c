@@ -137,8 +137,7 @@ torc_tensor *torc_clamp(const torc_tensor *x, int has_min, double min,
  * the formula needs it and the output saved after the write. */
 static torc_status unary_inplace(int op, torc_tensor *x, const void *params,
                                  size_t psize) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s_", OPNAME(op));
+  const char *fn = torc__op_fn[1][op];
   if (x == NULL)
     return torc__null_input(fn);
   if (x->dtype == TORC_BOOL)
@@ -330,8 +329,7 @@ static torc_tensor *scalar_for(const char *fn, const torc_tensor *x,
 }
 
 static torc_tensor *binary_scalar(int op, const torc_tensor *x, double c) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s_scalar", OPNAME(op));
+  const char *fn = torc__op_fn[2][op];
   if (op == TORC__OP_pow && x && !torc_dtype_is_float(x->dtype) &&
       integral(c) && c < 0) {
     torc_set_error(TORC_ERR_INVALID,
@@ -365,8 +363,7 @@ torc_tensor *torc_pow_scalar(const torc_tensor *x, double c) {
 }
 
 static torc_status inplace_scalar(int op, torc_tensor *x, double c) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s_scalar_", OPNAME(op));
+  const char *fn = torc__op_fn[3][op];
   torc_tensor *s = scalar_for(fn, x, c);
   if (s == NULL)
     return torc_last_status();

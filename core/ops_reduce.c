@@ -46,8 +46,7 @@ static torc_status need_float(const char *fn, const torc_tensor *x) {
 /* ---- cumsum, softmax, log_softmax: out has x's shape ---- */
 
 static torc_tensor *along_dim(int op, const torc_tensor *x, int dim) {
-  char fn[48];
-  snprintf(fn, sizeof fn, "torc_%s", OPNAME(op));
+  const char *fn = torc__op_fn[0][op];
   if (x == NULL) {
     torc__null_input(fn);
     return NULL;

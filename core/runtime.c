@@ -105,5 +105,6 @@ void torc_shutdown(void) {
   torc__plugins_unload_all();
   torc__registry_clear();
   torc__devtypes_clear();
+  torc__pool_drain();
   torc_manual_seed(0);
 }

@@ -17,14 +17,14 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
   if (torc__device_check(dev, "allocate"))
     return NULL;
   torc__devtype *d = torc__devtype_get(dev.type);
-  torc_storage *s = calloc(1, sizeof *s);
+  torc_storage *s = torc__obj_alloc(TORC__POOL_STORAGE, sizeof *s);
   if (s == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
     return NULL;
   }
   void *p = NULL;
-  if (d->ops.alloc(d->ops.user, dev.index, nbytes, &p) != TORC_OK) {
-    free(s);
+  if (torc__mem_alloc(d, dev.index, nbytes, &p) != TORC_OK) {
+    torc__obj_free(TORC__POOL_STORAGE, s);
     return NULL;
   }
   s->refcount = 1;
@@ -43,11 +43,11 @@ void torc__storage_release(torc_storage *s) {
   } else {
     torc__devtype *d = torc__devtype_get(s->device.type);
     if (d) {
-      d->ops.free(d->ops.user, s->device.index, s->ptr);
+      torc__mem_free(d, s->device.index, s->ptr, s->nbytes);
       atomic_fetch_sub(&d->allocated[s->device.index], s->nbytes);
     }
   }
-  free(s);
+  torc__obj_free(TORC__POOL_STORAGE, s);
 }
 
 /* ---- geometry helpers ---- */
@@ -119,7 +119,7 @@ torc_status torc__wrap_dim(int dim, int ndim, const char *fn, int *out) {
 static torc_tensor *tensor_alloc(torc_storage *s, torc_dtype dtype,
                                  const int64_t *shape, const int64_t *strides,
                                  int ndim, int64_t offset) {
-  torc_tensor *t = calloc(1, sizeof *t);
+  torc_tensor *t = torc__obj_alloc(TORC__POOL_TENSOR, sizeof *t);
   if (t == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
     return NULL;
@@ -181,7 +181,7 @@ void torc_release(torc_tensor *t) {
   torc__autograd_release(t);
   torc__storage_release(t->storage);
   atomic_fetch_sub(&live_tensors, 1);
-  free(t);
+  torc__obj_free(TORC__POOL_TENSOR, t);
 }
 
 int64_t torc_tensor_live_count(void) { return live_tensors; }
@@ -469,14 +469,14 @@ torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
     return NULL;
   }
   size_t nbytes = (size_t)torc__numel(shape, ndim) * torc_dtype_size(dtype);
-  torc_storage *s = calloc(1, sizeof *s);
+  torc_storage *s = torc__obj_alloc(TORC__POOL_STORAGE, sizeof *s);
   if (s == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
     return NULL;
   }
   s->ptr = torc_host_alloc(for_dev, nbytes);
   if (s->ptr == NULL) {
-    free(s);
+    torc__obj_free(TORC__POOL_STORAGE, s);
     return NULL;
   }
   torc__devtype *d = torc__devtype_get(for_dev.type);
@@ -491,7 +491,7 @@ torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
   torc_tensor *t = tensor_alloc(s, dtype, shape, strides, ndim, 0);
   if (t == NULL) {
     torc_host_free(for_dev, s->ptr);
-    free(s);
+    torc__obj_free(TORC__POOL_STORAGE, s);
     return NULL;
   }
   return torc__ret(t);
@@ -794,6 +794,14 @@ torc_tensor *torc_select(const torc_tensor *t, int dim, int64_t index) {
       t, TORC__VIEW_SELECT, p, 2));
 }
 
+torc_tensor *torc__expand_or_self(const torc_tensor *t, const int64_t *shape,
+                                  int ndim) {
+  if (ndim == t->ndim &&
+      memcmp(shape, t->shape, (size_t)ndim * sizeof *shape) == 0)
+    return torc_retain((torc_tensor *)t);
+  return torc__expand(t, shape, ndim);
+}
+
 torc_tensor *torc__expand(const torc_tensor *t, const int64_t *shape, int ndim) {
   char a[128], b[128];
   if (ndim < t->ndim || ndim > TORC_MAX_DIMS) {
@@ -1076,7 +1084,7 @@ torc_status torc_copy_(torc_tensor *dst, const torc_tensor *src) {
         "torc_copy_: copying a value that requires grad into a view of "
         "another tensor is not tracked by autograd; build the result out of "
         "place (e.g. with torc_cat) instead");
-  torc_tensor *e = torc__expand(src, dst->shape, dst->ndim);
+  torc_tensor *e = torc__expand_or_self(src, dst->shape, dst->ndim);
   if (e == NULL) {
     char a[128], b[128];
     return torc_set_error(TORC_ERR_SHAPE,

@@ -14,11 +14,12 @@ case $build in /*) ;; *) build="$top/$build" ;; esac
 # zlib1g-dev, libpng-dev, libjpeg-dev: the data plugin (gzip IDX, PNG,
 # JPEG); dataset-fashion-mnist: the examples and test_sources' real-data
 # check (skipped without it); libopenblas-dev: the cpu plugin (optional:
-# configure leaves it out without OpenBLAS, and its tests skip).
+# configure leaves it out without OpenBLAS, and its tests skip);
+# libdnnl-dev: the onednn plugin (optional in the same way).
 packages=(gcc make autoconf automake libtool pkg-config
           libinih-dev libjansson-dev libcmocka-dev valgrind
           zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
-          libopenblas-dev)
+          libopenblas-dev libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

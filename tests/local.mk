@@ -7,7 +7,7 @@ UNIT_TESTS = \
 	tests/test_error tests/test_dtype tests/test_tensor tests/test_random \
 	tests/test_ops tests/test_sim tests/test_config tests/test_print \
 	tests/test_plugin tests/test_abi tests/test_autograd \
-	tests/test_elementwise tests/test_reduce
+	tests/test_elementwise tests/test_reduce tests/test_alloc
 
 if HAVE_CMOCKA
 check_PROGRAMS += $(UNIT_TESTS)
@@ -28,6 +28,8 @@ tests_test_abi_SOURCES = tests/test_abi.c tests/testutil.h
 tests_test_autograd_SOURCES = tests/test_autograd.c tests/testutil.h
 tests_test_elementwise_SOURCES = tests/test_elementwise.c tests/testutil.h
 tests_test_reduce_SOURCES = tests/test_reduce.c tests/testutil.h
+tests_test_alloc_SOURCES = tests/test_alloc.c tests/testutil.h
+tests_test_alloc_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_error_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_dtype_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_tensor_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -70,6 +70,29 @@ TORC_API torc_status torc_synchronize(torc_device dev);
  * and memory reports. */
 TORC_API size_t torc_device_memory_allocated(torc_device dev);
 
+/* What the caching allocator of a device holds and has done. Freed tensor
+ * storage goes back to a per-device cache of size-classed blocks, so a
+ * training loop's steady state takes no memory from the OS; a request the
+ * device cannot serve empties the cache and is tried again. The cache is
+ * on for the cpu device (TORC_NO_CACHE=1 turns it off; sanitizer builds
+ * never cache, so a use-after-free is still caught). */
+typedef struct torc_memory_stats {
+  size_t allocated;    /* bytes in live tensor storages */
+  size_t cached;       /* bytes held free in the cache */
+  uint64_t os_allocs;  /* blocks taken from the device (the OS) */
+  uint64_t os_frees;   /* blocks given back to it */
+  uint64_t cache_hits; /* requests served from the cache */
+  int caching;         /* 1 when this device caches */
+} torc_memory_stats;
+
+/* Fills *out for `dev`. Errors: an unknown device, out NULL. */
+TORC_API torc_status torc_device_memory_stats(torc_device dev,
+                                              torc_memory_stats *out);
+
+/* Gives every cached free block of `dev` back to the device (the OS for
+ * cpu), as torch.cuda.empty_cache(). Live tensors are untouched. */
+TORC_API torc_status torc_device_empty_cache(torc_device dev);
+
 /* Pinned (page-locked) host memory for fast, asynchronous copies to
  * `dev`, from the device's plugin; plain aligned host memory when the
  * device has no such notion. Free with torc_host_free. NULL on failure. */

@@ -1,0 +1,267 @@
+/* core/alloc.c — the caching allocator between tensor storages and a
+ * device's alloc/free: a freed block goes to a size-class bin of its device
+ * and the next request of that class takes it back, so the steady state of
+ * a training loop (the same activations, gradients and temporaries every
+ * step) takes no memory from the OS and touches no fresh pages.
+ *
+ * Size classes: multiples of 64 bytes up to 1 KiB, then four classes per
+ * power of two (at most 25% slack). A request is served from its own class
+ * only. When the device says out-of-memory, the cache is emptied and the
+ * request tried once more. The cache is per device (type and index) with
+ * its own lock, so loader threads allocating batches and the training
+ * thread freeing them share it safely.
+ *
+ * Caching is on for the built-in cpu device; TORC_NO_CACHE=1 (or a
+ * sanitizer build, where a reused block would hide a use-after-free) turns
+ * it off.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+enum { N_SMALL = 16, N_BINS = N_SMALL + 4 * 40 };
+
+typedef struct bin {
+  void **ptr; /* a stack of free blocks of this class */
+  int n, cap;
+} bin;
+
+struct torc__cache {
+  pthread_mutex_t lock;
+  bin bins[N_BINS];
+  size_t cached; /* bytes held in the bins */
+  torc_memory_stats st;
+};
+
+/* The class of a request: its rounded size and its bin (-1: too large to
+ * cache, served straight from the device). */
+static size_t size_class(size_t nbytes, int *binp) {
+  if (nbytes <= 1024) {
+    size_t s = nbytes ? (nbytes + 63) & ~(size_t)63 : 64;
+    *binp = (int)(s / 64) - 1;
+    return s;
+  }
+  int e = 63 - __builtin_clzll((unsigned long long)(nbytes - 1)); /* >= 10 */
+  size_t step = (size_t)1 << (e - 2);
+  size_t s = (nbytes + step - 1) & ~(step - 1); /* 2^e + k * step, k 1..4 */
+  int k = (int)(s >> (e - 2)) - 4;
+  int b = N_SMALL + (e - 10) * 4 + (k - 1);
+  *binp = b < N_BINS ? b : -1;
+  return s;
+}
+
+static int caching_enabled(void) {
+#ifdef TORC_SANITIZE
+  return 0;
+#else
+  const char *e = getenv("TORC_NO_CACHE");
+  return !(e && *e && strcmp(e, "0") != 0);
+#endif
+}
+
+torc_status torc__cache_create(torc__devtype *d) {
+  if (!caching_enabled() || d->count <= 0)
+    return TORC_OK;
+  d->cache = calloc((size_t)d->count, sizeof *d->cache);
+  if (d->cache == NULL)
+    return torc_set_error(TORC_ERR_OOM, "out of memory creating the memory "
+                                        "cache of device %s",
+                          d->name);
+  for (int i = 0; i < d->count; i++)
+    pthread_mutex_init(&d->cache[i].lock, NULL);
+  return TORC_OK;
+}
+
+/* Hands every cached block of `c` back to the device. Lock held. */
+static void flush_locked(torc__devtype *d, int index, torc__cache *c) {
+  for (int b = 0; b < N_BINS; b++) {
+    bin *bn = &c->bins[b];
+    for (int i = 0; i < bn->n; i++) {
+      d->ops.free(d->ops.user, index, bn->ptr[i]);
+      c->st.os_frees++;
+    }
+    bn->n = 0;
+  }
+  c->cached = 0;
+}
+
+void torc__cache_destroy(torc__devtype *d) {
+  if (d->cache == NULL)
+    return;
+  for (int i = 0; i < d->count; i++) {
+    torc__cache *c = &d->cache[i];
+    flush_locked(d, i, c);
+    for (int b = 0; b < N_BINS; b++)
+      free(c->bins[b].ptr);
+    pthread_mutex_destroy(&c->lock);
+  }
+  free(d->cache);
+  d->cache = NULL;
+}
+
+torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
+                            void **out) {
+  torc__cache *c = d->cache ? &d->cache[index] : NULL;
+  if (c == NULL)
+    return (torc_status)d->ops.alloc(d->ops.user, index, nbytes, out);
+  int b;
+  size_t size = size_class(nbytes, &b);
+  pthread_mutex_lock(&c->lock);
+  if (b >= 0 && c->bins[b].n > 0) {
+    *out = c->bins[b].ptr[--c->bins[b].n];
+    c->cached -= size;
+    c->st.cache_hits++;
+    pthread_mutex_unlock(&c->lock);
+    return TORC_OK;
+  }
+  c->st.os_allocs++;
+  pthread_mutex_unlock(&c->lock);
+  if (d->ops.alloc(d->ops.user, index, size, out) == TORC_OK)
+    return TORC_OK;
+  /* Out of memory: give the cache back and try once more. */
+  pthread_mutex_lock(&c->lock);
+  size_t had = c->cached;
+  flush_locked(d, index, c);
+  pthread_mutex_unlock(&c->lock);
+  if (had == 0)
+    return torc_last_status();
+  torc_clear_error();
+  return (torc_status)d->ops.alloc(d->ops.user, index, size, out);
+}
+
+void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes) {
+  torc__cache *c = d->cache ? &d->cache[index] : NULL;
+  int b = -1;
+  size_t size = c ? size_class(nbytes, &b) : 0;
+  if (c == NULL || b < 0) {
+    if (c) {
+      pthread_mutex_lock(&c->lock);
+      c->st.os_frees++;
+      pthread_mutex_unlock(&c->lock);
+    }
+    d->ops.free(d->ops.user, index, ptr);
+    return;
+  }
+  pthread_mutex_lock(&c->lock);
+  bin *bn = &c->bins[b];
+  if (bn->n == bn->cap) {
+    int cap = bn->cap ? bn->cap * 2 : 8;
+    void **p = realloc(bn->ptr, (size_t)cap * sizeof *p);
+    if (p == NULL) { /* cannot remember it: free it */
+      c->st.os_frees++;
+      pthread_mutex_unlock(&c->lock);
+      d->ops.free(d->ops.user, index, ptr);
+      return;
+    }
+    bn->ptr = p;
+    bn->cap = cap;
+  }
+  bn->ptr[bn->n++] = ptr;
+  c->cached += size;
+  pthread_mutex_unlock(&c->lock);
+}
+
+torc_status torc_device_empty_cache(torc_device dev) {
+  torc_status st = torc__device_check(dev, "torc_device_empty_cache");
+  if (st)
+    return st;
+  torc__devtype *d = torc__devtype_get(dev.type);
+  if (d->cache) {
+    torc__cache *c = &d->cache[dev.index];
+    pthread_mutex_lock(&c->lock);
+    flush_locked(d, dev.index, c);
+    pthread_mutex_unlock(&c->lock);
+  }
+  return TORC_OK;
+}
+
+torc_status torc_device_memory_stats(torc_device dev, torc_memory_stats *out) {
+  torc_status st = torc__device_check(dev, "torc_device_memory_stats");
+  if (st)
+    return st;
+  if (out == NULL)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_device_memory_stats: out is NULL");
+  torc__devtype *d = torc__devtype_get(dev.type);
+  memset(out, 0, sizeof *out);
+  if (d->cache) {
+    torc__cache *c = &d->cache[dev.index];
+    pthread_mutex_lock(&c->lock);
+    *out = c->st;
+    out->cached = c->cached;
+    pthread_mutex_unlock(&c->lock);
+    out->caching = 1;
+  }
+  out->allocated = d->allocated[dev.index];
+  return TORC_OK;
+}
+
+/* ---- object pools: tensor headers, storages, autograd nodes ----
+ *
+ * Every op creates a tensor and a storage header, and under autograd a
+ * node; glibc's per-thread cache holds only 7 blocks of a size, so a
+ * step's worth of them went through its slow path. Each thread keeps a
+ * short free list per kind instead (objects freed on another thread join
+ * that thread's list); a thread's lists are freed when it exits, the
+ * calling thread's by torc_shutdown. */
+
+enum { POOL_KINDS = 3, POOL_MAX = 512 };
+
+typedef struct pool_list {
+  void *head; /* freed objects, linked through their first word */
+  int n;
+} pool_list;
+
+static _Thread_local pool_list tl_pool[POOL_KINDS];
+static _Thread_local int tl_pool_registered;
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_drain(pool_list *lists) {
+  for (int k = 0; k < POOL_KINDS; k++) {
+    while (lists[k].head) {
+      void *p = lists[k].head;
+      lists[k].head = *(void **)p;
+      free(p);
+    }
+    lists[k].n = 0;
+  }
+}
+
+static void pool_thread_exit(void *lists) { pool_drain(lists); }
+static void pool_key_create(void) {
+  pthread_key_create(&pool_key, pool_thread_exit);
+}
+
+void torc__pool_drain(void) { pool_drain(tl_pool); }
+
+void *torc__obj_alloc(int kind, size_t size) {
+  pool_list *l = &tl_pool[kind];
+  void *p = l->head;
+  if (p) {
+    l->head = *(void **)p;
+    l->n--;
+    memset(p, 0, size);
+    return p;
+  }
+  return calloc(1, size);
+}
+
+void torc__obj_free(int kind, void *p) {
+  if (p == NULL)
+    return;
+  pool_list *l = &tl_pool[kind];
+  if (l->n >= POOL_MAX) {
+    free(p);
+    return;
+  }
+  if (!tl_pool_registered) {
+    pthread_once(&pool_once, pool_key_create);
+    pthread_setspecific(pool_key, tl_pool);
+    tl_pool_registered = 1;
+  }
+  *(void **)p = l->head;
+  l->head = p;
+  l->n++;
+}
