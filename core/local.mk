@@ -24,3 +24,4 @@ include core/index.mk
 include core/module.mk
 include core/data.mk
 include core/optim.mk
+include core/train.mk

@@ -34,6 +34,11 @@ const torc__config_row torc__optim_rows[] = {
      TORC__CFG_REQUIRED,
      "the scheduler type (none: a constant lr); its own keys follow, and "
      "warmup / warmup_start_factor for any type"},
+    {"scheduler", "interval", TORC__CFG_ENUM, "epoch", "epoch|step", 0,
+     "when torc train steps the schedule: after each epoch or each batch "
+     "(onecycle wants step); warm-up and periods count in these units"},
+    {"scheduler", "warmup_epochs", TORC__CFG_INT, NULL, "0..", 0,
+     "the same as warmup, named for interval = epoch"},
     {"scheduler", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the scheduler type's keys, and warmup (steps of linear warm-up) and "
      "warmup_start_factor (default 0.1)"},
@@ -56,6 +61,15 @@ static torc_status section_kvs(const torc_config *cfg, int i, kvs *out) {
   }
   for (int j = 0; j < nk; j++) {
     const char *key = torc_config_section_key(cfg, i, j);
+    /* The trainer's key, not the type's. */
+    if (strcmp(key, "interval") == 0)
+      continue;
+    if (strcmp(key, "warmup_epochs") == 0) {
+      out->k[out->n] = "warmup";
+      out->v[out->n] = torc_config_section_get(cfg, i, key);
+      out->n++;
+      continue;
+    }
     if (strcmp(key, "type") == 0)
       continue;
     out->k[out->n] = key;

@@ -522,14 +522,22 @@ static torc_tensor *apply_affine(const stage *s, const torc_tensor *x) {
       int64_t i0 = c * per, i1 = (c + 1) * per;
       /* The common inputs (u8 images, f32 features) without the generic
        * per-element load. */
-      if (x->dtype == TORC_U8) {
+      if (x->dtype == TORC_U8) { /* loops split so that they vectorise */
         const uint8_t *u = (const uint8_t *)src;
-        for (int64_t i = i0; i < i1; i++)
-          dst[i] = scale ? (float)u[i] * a : ((float)u[i] - a) / b;
+        if (scale)
+          for (int64_t i = i0; i < i1; i++)
+            dst[i] = (float)u[i] * a;
+        else
+          for (int64_t i = i0; i < i1; i++)
+            dst[i] = ((float)u[i] - a) / b;
       } else if (x->dtype == TORC_F32) {
         const float *f = (const float *)src;
-        for (int64_t i = i0; i < i1; i++)
-          dst[i] = scale ? f[i] * a : (f[i] - a) / b;
+        if (scale)
+          for (int64_t i = i0; i < i1; i++)
+            dst[i] = f[i] * a;
+        else
+          for (int64_t i = i0; i < i1; i++)
+            dst[i] = (f[i] - a) / b;
       } else {
         for (int64_t i = i0; i < i1; i++) {
           float v = (float)torc__load_f64(x->dtype, src + (size_t)i * es);

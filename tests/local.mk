@@ -55,7 +55,7 @@ AM_TESTS_ENVIRONMENT = \
 	TORC_TOP_SRCDIR='$(abs_top_srcdir)'; export TORC_TOP_SRCDIR; \
 	TORC_TOP_BUILDDIR='$(abs_top_builddir)'; export TORC_TOP_BUILDDIR; \
 	LIBTOOL='$(LIBTOOL)'; export LIBTOOL; MAKE='$(MAKE)'; export MAKE;
-EXTRA_DIST += tests/harness.sh tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh
+EXTRA_DIST += tests/harness.sh tests/cli_lib.sh tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh
 
 include tests/plugins/local.mk
 EXTRA_DIST += tests/valgrind.supp tests/data/cnn.ini
@@ -66,3 +66,6 @@ include tests/module.mk
 include tests/data.mk
 include tests/optim.mk
 include tests/cpu.mk
+# torc train / torc eval end to end (tests/cli_lib.sh's helpers).
+TESTS += tests/test_train.sh
+EXTRA_DIST += tests/test_train.sh

@@ -3,7 +3,8 @@
  * serves each op on each device type; `torc version` prints the versions.
  * `torc test-backend PLUGIN` runs the conformance suite (conformance.c)
  * on every device type a plugin registers.
- * train, eval, export and bench are reserved for later releases.
+ * `torc train` and `torc eval` (train_cmd.c) run the INI trainer; export
+ * and bench are reserved for later releases.
  * Exit status (as /work/shared/CONFIG.md): 0 ok, 1 runtime error, 2 usage
  * or configuration error.
  */
@@ -15,9 +16,14 @@
 #include "torc/plugin.h" /* TORC_ABI_*, TORC_PROVIDES_*: constants only */
 #include "torc/torc.h"
 
+#include "commands.h"
 #include "conformance.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+enum {
+  EXIT_OK = TORC_TOOL_EXIT_OK,
+  EXIT_RUNTIME = TORC_TOOL_EXIT_RUNTIME,
+  EXIT_USAGE = TORC_TOOL_EXIT_USAGE
+};
 
 /* ---- usage ---- */
 
@@ -36,8 +42,11 @@ static const char usage_main[] =
     "  sources                  list the data sources and their keys\n"
     "  version                  print the torc version and plugin ABI\n"
     "  help [COMMAND]           print this help, or a command's\n"
-    "  train, eval, export, bench\n"
-    "                           reserved: not available yet in this version\n"
+    "  train FILE.ini [--set S.K=V] [--resume [CKPT]]\n"
+    "                           train the model of FILE.ini\n"
+    "  eval FILE.ini --checkpoint PATH\n"
+    "                           evaluate it on [data.test]\n"
+    "  export, bench            reserved: not available yet in this version\n"
     "\n"
     "Options:\n"
     "  -h, --help               print this help (`torc COMMAND --help`: the\n"
@@ -119,12 +128,11 @@ static const char usage_help[] =
     "\n"
     "Prints the list of commands, or the help of COMMAND.\n";
 
-static const char *const reserved_commands[] = {"train", "eval", "export",
-                                                "bench", NULL};
+static const char *const reserved_commands[] = {"export", "bench", NULL};
 
 static const char commands_line[] =
-    "commands: plugins, describe, layers, sources, version, help,\n"
-    "test-backend (reserved: train, eval, export, bench); `torc --help` for\n"
+    "commands: train, eval, plugins, describe, layers, sources, version,\n"
+    "help, test-backend (reserved: export, bench); `torc --help` for\n"
     "details\n";
 
 static int is_help_flag(const char *a) {
@@ -934,6 +942,10 @@ static int cmd_help(int argc, char **argv) {
     fputs(usage_help, stdout);
   else if (strcmp(cmd, "test-backend") == 0)
     fputs(usage_test_backend, stdout);
+  else if (strcmp(cmd, "train") == 0)
+    fputs(torc_tool__usage_train, stdout);
+  else if (strcmp(cmd, "eval") == 0)
+    fputs(torc_tool__usage_eval, stdout);
   else if (is_reserved(cmd))
     return reserved(cmd);
   else
@@ -971,6 +983,10 @@ static int run(int argc, char **argv) {
     return cmd_describe(argc - 1, argv + 1);
   if (strcmp(cmd, "layers") == 0 || strcmp(cmd, "sources") == 0)
     return cmd_layers(argc - 1, argv + 1);
+  if (strcmp(cmd, "train") == 0)
+    return torc_tool__cmd_train(argc - 1, argv + 1);
+  if (strcmp(cmd, "eval") == 0)
+    return torc_tool__cmd_eval(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);

@@ -49,7 +49,8 @@ TORC_BEGIN_DECLS
   X(ERR_PERMISSION, 13, "insecure file permissions")                           \
   X(ERR_UNSUPPORTED, 14, "not supported")                                      \
   X(ERR_AUTOGRAD, 15, "autograd error")                                        \
-  X(ERR_INTERNAL, 16, "internal error")
+  X(ERR_INTERNAL, 16, "internal error")                                       \
+  X(ERR_INTERRUPTED, 17, "interrupted")
 
 /* A status: TORC_OK (0) or one of the TORC_ERR_* codes above. */
 typedef enum torc_status {

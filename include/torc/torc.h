@@ -20,5 +20,6 @@
 #include "torc/safetensors.h"
 #include "torc/state.h"
 #include "torc/tensor.h"
+#include "torc/train.h"
 
 #endif /* TORC_TORC_H */

@@ -1,0 +1,257 @@
+#!/bin/sh
+# tests/test_train.sh — `torc train` and `torc eval` on a small synthetic
+# problem (ref backend): the outputs CONFIG.md fixes (summary lines, the
+# metrics CSV, curves.svg, checkpoints, the done: line), determinism, resume
+# bit for bit (after a finished run and after Ctrl-C), the NaN guard, and
+# every user error a message and status 2. TORC_VALGRIND=1 runs each torc
+# under valgrind.
+
+set -u
+
+. "${TORC_TOP_SRCDIR:-.}/tests/cli_lib.sh"
+cli_setup train
+
+# base.ini: 3 classes of 1x6x6 samples, a small MLP with dropout, SGD with
+# momentum and a cosine schedule with warm-up, 2 loader workers.
+cat >"$tmp/base.ini" <<'EOF'
+[torc]
+seed = 3
+deterministic = yes
+[plugin.ref]
+module = ref
+[plugin.data]
+module = data
+[plugin.losses]
+module = losses
+[plugin.optim]
+module = optim
+[data.train]
+source = synthetic
+shape = 1,6,6
+classes = 3
+samples = 384
+batch_size = 32
+shuffle = yes
+workers = 2
+[data.test]
+source = synthetic
+shape = 1,6,6
+classes = 3
+samples = 96
+batch_size = 48
+[model]
+input = 1,6,6
+[layer]
+type = flatten
+[layer]
+type = linear
+out_features = 16
+[layer]
+type = relu
+[layer]
+type = dropout
+p = 0.1
+[layer]
+type = linear
+out_features = 3
+[loss]
+type = cross_entropy
+[optimizer]
+type = sgd
+lr = 0.1
+momentum = 0.9
+[scheduler]
+type = cosine
+t_max = 4
+warmup_epochs = 1
+[train]
+epochs = 4
+log_every = 5
+metrics = run/metrics.csv
+[checkpoint]
+dir = run/ckpt
+keep = 2
+EOF
+cd "$tmp" || exit 1
+
+# The columns of the metrics CSV that do not measure time.
+untimed() { cut -d, -f1-6 "$1"; }
+
+# ---- a run ----
+
+run_torc train base.ini
+expect_rc 0
+expect_has out "epoch 1/4: train loss"
+expect_has out "| test loss"
+expect_has out "epoch 4/4: train loss"
+tail -n 1 "$tmp/out" | grep -q '^done: epochs=4 test_loss=[0-9.]* test_accuracy=[0-9.]* seconds=[0-9.]*$' ||
+  fail "the last line is not the done: line"
+pass "prints a summary per epoch and the done: line last"
+
+head -n 1 run/metrics.csv | grep -qx 'epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds' ||
+  fail "metrics CSV header"
+[ "$(grep -c ',train,' run/metrics.csv)" -eq 12 ] || fail "12 train rows (3 per epoch)"
+[ "$(grep -c ',test,' run/metrics.csv)" -eq 4 ] || fail "4 test rows"
+grep -q '^4,48,test,' run/metrics.csv || fail "the last test row is epoch 4, step 48"
+pass "metrics CSV: header, a row per log window and per evaluation"
+
+grep -q '<svg' run/curves.svg && grep -q 'polyline' run/curves.svg ||
+  fail "curves.svg next to the metrics"
+ls run/ckpt >"$tmp/ckpts"
+[ "$(cat "$tmp/ckpts")" = "ckpt-00000036.safetensors
+ckpt-00000048.safetensors" ] || fail "checkpoints: the newest 2 (keep = 2), got $(cat "$tmp/ckpts")"
+pass "curves.svg, and the newest two checkpoints"
+mv run first
+
+# ---- determinism ----
+
+run_torc train base.ini --set data.train.workers=0
+expect_rc 0
+untimed first/metrics.csv >a
+untimed run/metrics.csv >b
+cmp -s a b || { diff a b; fail "two runs (2 workers, then 0) differ"; }
+run_torc eval base.ini --checkpoint first/ckpt/ckpt-00000048.safetensors --predict 8
+expect_rc 0
+cp "$tmp/out" eval1
+run_torc eval base.ini --checkpoint run/ckpt/ckpt-00000048.safetensors --predict 8
+expect_rc 0
+cmp -s "$tmp/out" eval1 || fail "the two runs' weights give other outputs"
+pass "deterministic = yes: the same metrics and weights whatever workers is"
+rm -rf run
+
+# ---- resume after a finished run ----
+
+run_torc train base.ini --set train.epochs=2
+expect_rc 0
+tail -n 1 "$tmp/out" | grep -q '^done: epochs=2 ' || fail "2 epochs"
+run_torc train base.ini --resume
+expect_rc 0
+untimed run/metrics.csv >b
+cmp -s a b || { diff a b; fail "2 epochs + resume for 2 differ from 4 straight"; }
+pass "--resume: 2 epochs then 2 more give the metrics of 4 straight"
+
+run_torc eval base.ini --checkpoint run/ckpt/ckpt-00000048.safetensors --predict 8
+expect_rc 0
+cmp -s "$tmp/out" eval1 || fail "the resumed run's weights evaluate differently"
+expect_has out "confusion matrix (rows: true class, columns: predicted):"
+tail -n 1 "$tmp/out" | grep -q '^eval: loss=[0-9.]* accuracy=[0-9.]* samples=96$' ||
+  fail "eval: last line"
+pass "resumed weights equal the straight run's: same eval, confusion matrix"
+rm -rf run
+
+# ---- Ctrl-C: a checkpoint at the end of the step, status 130 ----
+
+sed -e 's/^samples = 384/samples = 30000/' base.ini >long.ini
+if [ "${TORC_VALGRIND:-0}" != 1 ]; then
+  "$TORC" train long.ini --set train.epochs=1 >out.int 2>err.int &
+  pid=$!
+  for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    [ -s run/metrics.csv ] && break
+    sleep 0.2
+  done
+  kill -INT "$pid"
+  wait "$pid"
+  rc=$?
+  what="torc train (Ctrl-C)"
+  cp out.int "$tmp/out"
+  cp err.int "$tmp/err"
+  expect_rc 130
+  expect_has out "interrupted at epoch 1, batch"
+  expect_has out "go on with --resume"
+  ls run/ckpt/ckpt-*.safetensors >/dev/null 2>&1 || fail "no checkpoint"
+  run_torc train long.ini --set train.epochs=1 --resume
+  expect_rc 0
+  mv run interrupted
+  run_torc train long.ini --set train.epochs=1
+  expect_rc 0
+  untimed interrupted/metrics.csv >a
+  untimed run/metrics.csv >b
+  cmp -s a b || { diff a b | head; fail "interrupted + resumed differs from straight"; }
+  pass "Ctrl-C: status 130, a checkpoint; resumed, the same metrics as straight"
+  rm -rf run interrupted
+else
+  echo "PASS: (Ctrl-C not timed under valgrind)"
+fi
+
+# ---- the NaN guard ----
+
+run_torc train base.ini --set optimizer.lr=1e30
+expect_rc 1
+expect_has err "the loss is"
+expect_has err "the last finite loss was"
+expect_has err "clip_grad_norm"
+pass "a non-finite loss stops the run with the step and advice, status 1"
+rm -rf run
+
+# ---- user errors: a message and status 2 ----
+
+run_torc train missing.ini
+expect_rc 2
+expect_has err "missing.ini"
+pass "a missing INI file"
+
+printf '[bogus]\nx = 1\n' >>base.ini.bad
+cat base.ini base.ini.bad >bad_section.ini
+run_torc train bad_section.ini
+expect_rc 2
+expect_has err "bad_section.ini:"
+expect_has err "bogus"
+pass "an unknown section: FILE:LINE"
+
+run_torc train base.ini --set train.epochz=3
+expect_rc 2
+expect_has err "epochz"
+expect_has err "epochs"
+pass "a misspelled key suggests the nearest"
+
+run_torc train base.ini --set train.epochs=many
+expect_rc 2
+expect_has err "epochs"
+expect_has err "many"
+pass "a value of the wrong type"
+
+sed -e 's/^out_features = 16/out_features = 16\nin_features = 7/' base.ini >shape.ini
+run_torc train shape.ini
+expect_rc 2
+expect_has err "shape.ini:"
+expect_has err "36"
+expect_has err "7"
+pass "a layer that does not fit its input names the shapes"
+
+sed -e 's/^source = synthetic/source = idx\nimages = nowhere-images.gz\nlabels = nowhere-labels.gz/' \
+  -e '/^shape = /d' -e '/^classes = /d' -e '/^samples = /d' base.ini >nodata.ini
+run_torc train nodata.ini
+expect_rc 2
+expect_has err "nowhere-images.gz"
+pass "a data file that does not exist"
+
+sed -e 's/^module = optim/module = optimz/' base.ini >noplugin.ini
+run_torc train noplugin.ini
+expect_rc 2
+expect_has err "optimz"
+pass "a plugin that is not found"
+
+sed -e 's/^out_features = 16/out_features = 20/' base.ini >other.ini
+run_torc eval other.ini --checkpoint first/ckpt/ckpt-00000048.safetensors
+expect_rc 2
+expect_has err "1.weight"
+pass "a checkpoint of another model: the keys that differ"
+
+run_torc train base.ini --resume nowhere.safetensors
+expect_rc 2
+expect_has err "nowhere.safetensors"
+pass "--resume with a missing checkpoint"
+
+run_torc train
+expect_rc 2
+expect_has err "usage: torc train FILE.ini"
+pass "no file: usage, status 2"
+
+run_torc help config
+expect_rc 0
+expect_has out "[train]"
+expect_has out "clip_grad_norm"
+expect_has out "[checkpoint]"
+pass "help config lists [train] and [checkpoint]"
+
+echo "$n_pass checks passed"

@@ -1,0 +1,202 @@
+/* tools/train_cmd.c — `torc train` and `torc eval`: argument parsing, the
+ * configuration (with --set overrides), exit statuses, and the last line
+ * of output CONFIG.md fixes. The work is torc_train / torc_evaluate.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "torc/torc.h"
+
+const char torc_tool__usage_train[] =
+    "usage: torc train FILE.ini [--set SECTION.KEY=VALUE ...] [--resume "
+    "[CHECKPOINT]]\n"
+    "\n"
+    "Trains the model of FILE.ini (see `torc help config`): a progress bar\n"
+    "on a terminal, log lines otherwise; one summary line per epoch; the\n"
+    "metrics CSV and curves.svg of [train] metrics; checkpoints in\n"
+    "[checkpoint] dir. The last line: done: epochs=N test_loss=L\n"
+    "test_accuracy=A seconds=S.\n"
+    "\n"
+    "  --set S.K=V        override key K of section S (repeatable)\n"
+    "  --resume [PATH]    go on from the newest checkpoint in [checkpoint]\n"
+    "                     dir, or from PATH\n"
+    "  --progress bar|lines  force the progress style\n"
+    "\n"
+    "Ctrl-C writes a checkpoint at the end of the current step and exits\n"
+    "130. Exit status: 0 done, 1 training error, 2 usage or configuration\n"
+    "error (nothing trained).\n";
+
+const char torc_tool__usage_eval[] =
+    "usage: torc eval FILE.ini --checkpoint PATH [--set S.K=V ...] "
+    "[--predict N]\n"
+    "\n"
+    "Evaluates the model of FILE.ini on [data.test] with the weights of\n"
+    "PATH (a torc checkpoint or a plain safetensors state dict, loaded\n"
+    "strictly): the loss, the accuracy and the confusion matrix for\n"
+    "classification. --predict N prints the outputs of the first N test\n"
+    "samples. The last line: eval: loss=L accuracy=A samples=N.\n";
+
+/* Loads FILE with the --set overrides and applies it; NULL and *rc set on
+ * error (2: the file or a key). */
+static torc_config *config_with_sets(const char *cmd, const char *file,
+                                     char **sets, int n_sets, int *rc) {
+  torc_config *cfg = torc_config_load(file);
+  if (cfg == NULL) {
+    fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
+    *rc = TORC_TOOL_EXIT_USAGE;
+    return NULL;
+  }
+  for (int i = 0; i < n_sets; i++)
+    if (torc_config_set(cfg, sets[i]) != TORC_OK) {
+      fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
+      torc_config_free(cfg);
+      *rc = TORC_TOOL_EXIT_USAGE;
+      return NULL;
+    }
+  if (torc_config_apply(cfg) != TORC_OK) {
+    fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
+    torc_config_free(cfg);
+    *rc = TORC_TOOL_EXIT_USAGE;
+    return NULL;
+  }
+  return cfg;
+}
+
+static int usage_error(const char *cmd, const char *msg, const char *arg) {
+  fprintf(stderr, "torc %s: %s%s%s\n(torc %s --help for the options)\n", cmd,
+          msg, arg ? " " : "", arg ? arg : "", cmd);
+  return TORC_TOOL_EXIT_USAGE;
+}
+
+int torc_tool__cmd_train(int argc, char **argv) {
+  const char *file = NULL, *resume = NULL;
+  char **sets = calloc((size_t)argc + 1, sizeof *sets);
+  int n_sets = 0, bar = isatty(STDOUT_FILENO);
+  if (sets == NULL)
+    return TORC_TOOL_EXIT_RUNTIME;
+  int rc = -1;
+  for (int i = 1; i < argc && rc < 0; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(torc_tool__usage_train, stdout);
+      rc = TORC_TOOL_EXIT_OK;
+    } else if (strcmp(a, "--set") == 0) {
+      if (i + 1 >= argc)
+        rc = usage_error("train", "--set needs SECTION.KEY=VALUE", NULL);
+      else
+        sets[n_sets++] = argv[++i];
+    } else if (strncmp(a, "--set=", 6) == 0) {
+      sets[n_sets++] = argv[i] + 6;
+    } else if (strcmp(a, "--resume") == 0) {
+      resume = "";
+      if (i + 1 < argc && argv[i + 1][0] != '-' && file != NULL)
+        resume = argv[++i];
+    } else if (strcmp(a, "--progress") == 0 && i + 1 < argc) {
+      const char *v = argv[++i];
+      if (strcmp(v, "bar") == 0)
+        bar = 1;
+      else if (strcmp(v, "lines") == 0)
+        bar = 0;
+      else
+        rc = usage_error("train", "--progress takes bar or lines, not", v);
+    } else if (a[0] == '-') {
+      rc = usage_error("train", "unknown option", a);
+    } else if (file == NULL) {
+      file = a;
+    } else {
+      rc = usage_error("train", "unexpected argument", a);
+    }
+  }
+  if (rc < 0 && file == NULL)
+    rc = usage_error("train", "which file? usage: torc train FILE.ini", NULL);
+  torc_config *cfg = NULL;
+  if (rc < 0)
+    cfg = config_with_sets("train", file, sets, n_sets, &rc);
+  free(sets);
+  if (cfg == NULL)
+    return rc < 0 ? TORC_TOOL_EXIT_USAGE : rc;
+  torc_train_opts o = {.resume = resume, .progress_bar = bar,
+                       .handle_sigint = 1, .out = stdout};
+  torc_train_result res;
+  torc_status st = torc_train(cfg, &o, &res);
+  torc_config_free(cfg);
+  if (st == TORC_ERR_INTERRUPTED)
+    return 130;
+  if (st != TORC_OK) {
+    fprintf(stderr, "torc train: %s\n", torc_last_error());
+    /* Nothing trained yet: the file, its data, plugins or a checkpoint. */
+    return res.steps == 0 && st != TORC_ERR_INVALID ? TORC_TOOL_EXIT_USAGE
+                                                    : TORC_TOOL_EXIT_RUNTIME;
+  }
+  printf("done: epochs=%lld test_loss=%.4f test_accuracy=%.4f seconds=%.1f\n",
+         (long long)res.epochs, res.test_loss, res.test_accuracy, res.seconds);
+  return TORC_TOOL_EXIT_OK;
+}
+
+int torc_tool__cmd_eval(int argc, char **argv) {
+  const char *file = NULL, *ckpt = NULL;
+  char **sets = calloc((size_t)argc + 1, sizeof *sets);
+  int n_sets = 0, predict = 0, rc = -1;
+  if (sets == NULL)
+    return TORC_TOOL_EXIT_RUNTIME;
+  for (int i = 1; i < argc && rc < 0; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(torc_tool__usage_eval, stdout);
+      rc = TORC_TOOL_EXIT_OK;
+    } else if (strcmp(a, "--checkpoint") == 0 && i + 1 < argc) {
+      ckpt = argv[++i];
+    } else if (strcmp(a, "--set") == 0 && i + 1 < argc) {
+      sets[n_sets++] = argv[++i];
+    } else if (strcmp(a, "--predict") == 0 && i + 1 < argc) {
+      char *end;
+      long n = strtol(argv[++i], &end, 10);
+      if (*end || n < 0 || n > 1000000)
+        rc = usage_error("eval", "--predict takes a count (0..1000000), not",
+                         argv[i]);
+      predict = (int)n;
+    } else if (a[0] == '-') {
+      rc = usage_error("eval", "unknown option (or missing value)", a);
+    } else if (file == NULL) {
+      file = a;
+    } else {
+      rc = usage_error("eval", "unexpected argument", a);
+    }
+  }
+  if (rc < 0 && (file == NULL || ckpt == NULL))
+    rc = usage_error("eval", "usage: torc eval FILE.ini --checkpoint PATH",
+                     NULL);
+  torc_config *cfg = NULL;
+  if (rc < 0)
+    cfg = config_with_sets("eval", file, sets, n_sets, &rc);
+  free(sets);
+  if (cfg == NULL)
+    return rc < 0 ? TORC_TOOL_EXIT_USAGE : rc;
+  torc_eval_result res;
+  torc_status st = torc_evaluate(cfg, ckpt, predict, stdout, &res);
+  torc_config_free(cfg);
+  if (st != TORC_OK) {
+    fprintf(stderr, "torc eval: %s\n", torc_last_error());
+    return TORC_TOOL_EXIT_USAGE;
+  }
+  if (res.confusion) {
+    printf("confusion matrix (rows: true class, columns: predicted):\n");
+    for (int64_t i = 0; i < res.classes; i++) {
+      for (int64_t j = 0; j < res.classes; j++)
+        printf("%s%6lld", j ? " " : "",
+               (long long)res.confusion[i * res.classes + j]);
+      printf("\n");
+    }
+    free(res.confusion);
+  }
+  if (res.accuracy == res.accuracy)
+    printf("eval: loss=%.4f accuracy=%.4f samples=%lld\n", res.loss,
+           res.accuracy, (long long)res.samples);
+  else
+    printf("eval: loss=%.4f samples=%lld\n", res.loss,
+           (long long)res.samples);
+  return TORC_TOOL_EXIT_OK;
+}
