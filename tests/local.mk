@@ -66,6 +66,7 @@ include tests/module.mk
 include tests/data.mk
 include tests/optim.mk
 include tests/cpu.mk
+include tests/onednn.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers).
 TESTS += tests/test_train.sh
 EXTRA_DIST += tests/test_train.sh

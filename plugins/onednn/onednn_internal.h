@@ -1,0 +1,159 @@
+/* plugins/onednn/onednn_internal.h — shared by the onednn plugin's files:
+ * the engine, the primitive cache (one bounded LRU of primitives keyed by
+ * op, shapes and parameters, each with its reorders to and from torc's
+ * plain layouts) and the kernels. Internal to the plugin.
+ */
+#ifndef TORC_ONEDNN_INTERNAL_H
+#define TORC_ONEDNN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dnnl.h>
+
+#include "torc/plugin.h"
+
+/* The host's error setter (set by init before any kernel runs). */
+extern int (*torc_dnn__set_error)(int status, const char *fmt, ...);
+
+/* The plugin's engine and stream (created by init). */
+extern dnnl_engine_t torc_dnn__engine;
+extern dnnl_stream_t torc_dnn__stream;
+
+/* Kernels are registered at ref's priority + this (above cpu's + 10). */
+enum { TORC_DNN_PRIORITY = 20 };
+
+/* Most arguments one cached primitive binds, most key words. */
+enum { DNN_MAX_ARGS = 10, DNN_KEY_WORDS = 28 };
+
+/* A cache key: the op (a DNN_OP_*), the thread count the primitive was
+ * made for, and the op's shapes and parameters. Unused words are 0. */
+typedef struct dnn_key {
+  int32_t op, n_threads;
+  int64_t v[DNN_KEY_WORDS];
+} dnn_key;
+
+/* The ops that own cache entries. */
+enum {
+  DNN_OP_CONV_FWD = 1,
+  DNN_OP_CONV_BWD_DATA,
+  DNN_OP_CONV_BWD_WEIGHTS,
+  DNN_OP_POOL_FWD,
+  DNN_OP_POOL_BWD,
+  DNN_OP_BN_FWD,
+  DNN_OP_BN_BWD
+};
+
+/* One argument of a cached primitive: `user` wraps torc's plain buffer
+ * (its handle is set on every call); when the primitive wants another
+ * layout, `prim` is its buffer (in the shared arena) and `reorder` copies
+ * user -> prim before the call (inputs) or prim -> user after it
+ * (outputs). A `scratch_only` argument (a workspace) has no user side. */
+typedef struct dnn_arg {
+  int arg;     /* DNNL_ARG_* */
+  int is_out;  /* 1: written by the primitive */
+  int scratch_only;
+  dnnl_memory_t user, prim;
+  dnnl_primitive_t reorder;
+  size_t prim_bytes, arena_off;
+} dnn_arg;
+
+/* A cached primitive. */
+typedef struct dnn_entry {
+  dnn_key key;
+  uint64_t used; /* LRU clock */
+  dnnl_primitive_t prim;
+  const char *impl; /* oneDNN's implementation name (owned by pd) */
+  dnnl_primitive_desc_t pd;
+  int n_args;
+  dnn_arg args[DNN_MAX_ARGS];
+  dnnl_memory_t scratch; /* user-managed scratchpad (arena), or NULL */
+  size_t scratch_bytes, scratch_off;
+  size_t arena_bytes; /* everything above, laid out in the arena */
+  int64_t aux[8];     /* op-specific facts (e.g. workspace layout) */
+  int unsupported;    /* oneDNN has no primitive: the caller's loops run */
+} dnn_entry;
+
+/* Fills a new entry whose key is set: creates e->pd, adds the arguments
+ * (torc_dnn__entry_arg) and finishes it (torc_dnn__entry_finish). Returns
+ * TORC_OK, TORC_ERR_UNSUPPORTED (no error set: oneDNN has no primitive
+ * for it, and the entry is cached as unsupported) or an error. */
+typedef int (*dnn_build_fn)(dnn_entry *e, const void *ctx);
+
+/* Locks the plugin (one kernel at a time: entries and the arena are
+ * shared). */
+void torc_dnn__lock(void);
+void torc_dnn__unlock(void);
+
+/* Returns the entry for `key` (the caller holds the lock), building it
+ * with build(e, ctx) on a miss; NULL (error set) when building fails. An
+ * entry with `unsupported` set has no primitive. */
+dnn_entry *torc_dnn__cache_get(const dnn_key *key, dnn_build_fn build,
+                               const void *ctx);
+
+/* Finishes an entry whose pd is set: creates the primitive and the
+ * user-managed scratchpad. */
+int torc_dnn__entry_finish(dnn_entry *e);
+
+/* Adds argument `arg` with torc's layout `user_md`; the primitive's own
+ * layout is queried from e->pd. A workspace (user_md NULL) lives in the
+ * arena only. */
+int torc_dnn__entry_arg(dnn_entry *e, int arg, const dnnl_memory_desc_t *user_md,
+                        int is_out);
+
+/* Runs the entry with the user buffers ptrs[i] for args[i] (NULL for a
+ * workspace): input reorders, the primitive, output reorders. */
+int torc_dnn__run(dnn_entry *e, void *const *ptrs);
+
+/* The arena address of a workspace argument after a run. */
+void *torc_dnn__arg_buffer(const dnn_entry *e, int arg);
+
+/* Sets the OpenMP thread count of the calling thread to n (when it
+ * changed) and returns it. */
+int torc_dnn__threads(int n);
+
+/* Frees every entry and the arena (at fini). */
+void torc_dnn__cache_clear(void);
+
+/* Reports a oneDNN failure: "onednn kernel 'op': what failed (status)". */
+int torc_dnn__fail(const char *op, const char *what, dnnl_status_t s);
+
+/* A plain f32 memory descriptor of ndim dims with the given dims and
+ * element strides. */
+int torc_dnn__md(dnnl_memory_desc_t *md, int ndim, const int64_t *dims,
+                 const int64_t *strides, dnnl_data_type_t dt);
+
+/* 1 when a convolution of C -> O channels (its forward pass, or a
+ * backward one) runs in torc's plain layouts, 0 when oneDNN may choose
+ * blocked ones ([plugin.onednn] layout). */
+int torc_dnn__use_plain(int64_t C, int64_t O, int forward);
+
+/* 1 when [plugin.onednn] algorithm = auto (oneDNN may pick Winograd), 0
+ * for direct convolutions only. */
+extern int torc_dnn__conv_auto;
+
+/* The kernels. */
+int torc_dnn__k_conv2d(const torc_kernel_args *a);
+int torc_dnn__k_conv2d_backward_input(const torc_kernel_args *a);
+int torc_dnn__k_conv2d_backward_weight(const torc_kernel_args *a);
+int torc_dnn__k_max_pool2d(const torc_kernel_args *a);
+int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a);
+int torc_dnn__k_avg_pool2d(const torc_kernel_args *a);
+int torc_dnn__k_avg_pool2d_backward(const torc_kernel_args *a);
+int torc_dnn__k_batch_norm(const torc_kernel_args *a);
+int torc_dnn__k_batch_norm_backward(const torc_kernel_args *a);
+
+/* Address of element `i` (in elements) of an f32 tensor. */
+static inline float *dnn_f32(const torc_ktensor *t, int64_t i) {
+  return (float *)t->data + t->offset + i;
+}
+
+/* Product of dims [from, ndim). */
+static inline int64_t dnn_numel(const torc_ktensor *t, int from) {
+  int64_t n = 1;
+  for (int i = from; i < t->ndim; i++)
+    n *= t->shape[i];
+  return n;
+}
+
+#endif /* TORC_ONEDNN_INTERNAL_H */
