@@ -108,6 +108,8 @@ torc__node *torc__node_new(const char *name, const char *op,
   n->name = name;
   n->op = op;
   n->fn = fn;
+  if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed))
+    n->prof_module = torc__current_module_ptr();
   if (tl_anomaly) {
     char where[256];
     const char *mod = torc__current_module(where, sizeof where);
@@ -708,7 +710,14 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
     }
     if (st)
       break;
-    st = n->fn(n, gout, gin);
+    if (n->prof_module &&
+        atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
+      uint64_t t0 = torc__prof_now();
+      st = n->fn(n, gout, gin);
+      torc__prof_module(n->prof_module, NULL, 0, torc__prof_now() - t0);
+    } else {
+      st = n->fn(n, gout, gin);
+    }
     for (int i = 0; i < n->n_in && st == TORC_OK; i++) {
       if (gin[i] == NULL || n->next[i].node == NULL) {
         torc_release(gin[i]);

@@ -470,7 +470,13 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
       .n_threads = torc_get_num_threads(),
       .kernel_data = k->data,
   };
-  st = (torc_status)k->fn(&args);
+  if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
+    uint64_t t0 = torc__prof_now();
+    st = (torc_status)k->fn(&args);
+    torc__prof_kernel(op, dev.type, torc__prof_now() - t0);
+  } else {
+    st = (torc_status)k->fn(&args);
+  }
   if (st != TORC_OK && torc_last_status() == TORC_OK)
     torc_set_error(st, "kernel '%s' (%s) on %s failed without a message",
                    torc__ops[op].name, torc_dtype_name(kdtype),

@@ -317,7 +317,25 @@ struct torc__node {
   int walk_idx;
   _Alignas(16) unsigned char params[96]; /* op parameters the formula needs */
   char *module; /* anomaly mode: "features.3 (linear)" running it, or NULL */
+  const void *prof_module; /* profiling: the module that recorded it */
 };
+
+/* ---- the profiler (profile.c) ---- */
+
+/* Nonzero while torc_profile_enable(1) is in effect. */
+extern _Atomic int torc__prof_on;
+/* Monotonic nanoseconds. */
+uint64_t torc__prof_now(void);
+/* Charges one kernel call of `op` on device type `devtype`. */
+void torc__prof_kernel(int op, int devtype, uint64_t ns);
+/* Charges forward and/or backward time to module m (`name` "PATH (TYPE)"
+ * at its first forward; NULL: charge only a module already seen). */
+void torc__prof_module(const void *m, const char *name, uint64_t fwd_ns,
+                       uint64_t bwd_ns);
+/* Frees the profiler's tables (torc_shutdown). */
+void torc__profile_clear(void);
+/* The module whose forward is running on this thread, or NULL. */
+const void *torc__current_module_ptr(void);
 
 /* The module whose forward is running on this thread, as "PATH (TYPE)",
  * or NULL outside any module (module.c); recorded in nodes in anomaly

@@ -2,7 +2,8 @@
 lib_LTLIBRARIES += libtorc.la
 libtorc_la_SOURCES = \
 	core/internal.h core/ops.def core/ops_nn.def \
-	core/error.c core/dtype.c core/device.c core/alloc.c core/tensor.c \
+	core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
+	core/tensor.c \
 	core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
 	core/ops_elementwise.c core/ops_reduce.c \

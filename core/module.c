@@ -563,7 +563,13 @@ torc_tensor *torc_module_forward_n(torc_module *m,
   tl_depth++;
   torc_module *outer = tl_cur;
   tl_cur = m;
+  int prof = atomic_load_explicit(&torc__prof_on, memory_order_relaxed);
+  uint64_t t0 = prof ? torc__prof_now() : 0;
   torc_tensor *out = m->vt->forward(m, in, n_in);
+  if (prof) {
+    char w[160];
+    torc__prof_module(m, who(m, w, sizeof w), torc__prof_now() - t0, 0);
+  }
   tl_cur = outer;
   tl_depth--;
   if (out)
@@ -591,6 +597,8 @@ torc_tensor *torc_module_forward_n(torc_module *m,
   }
   return out;
 }
+
+const void *torc__current_module_ptr(void) { return tl_cur; }
 
 const char *torc__current_module(char *buf, size_t size) {
   if (tl_cur == NULL)

@@ -106,5 +106,6 @@ void torc_shutdown(void) {
   torc__registry_clear();
   torc__devtypes_clear();
   torc__pool_drain();
+  torc__profile_clear();
   torc_manual_seed(0);
 }

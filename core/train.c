@@ -1001,3 +1001,60 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
   }
   return st;
 }
+
+torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
+  if (cfg == NULL)
+    return torc__null_input("torc_bench");
+  if (out == NULL)
+    out = stdout;
+  if (steps < 1)
+    steps = 50;
+  run r;
+  torc_status st = run_build(&r, cfg, 1);
+  if (st == TORC_OK)
+    st = torc_module_check_device(r.model, r.dev);
+  int64_t done = 0, samples = 0, epoch = 0, warm = 5;
+  double t0 = 0;
+  torc_module_train(r.model, 1);
+  if (st == TORC_OK)
+    st = torc_loader_start(r.train, epoch, 0);
+  while (st == TORC_OK && done < warm + steps) {
+    torc_batch b = {0};
+    int got = torc_loader_next(r.train, &b);
+    if (got < 0) {
+      st = torc_last_status();
+      break;
+    }
+    if (got == 0) { /* a short epoch: go round again */
+      st = torc_loader_start(r.train, ++epoch, 0);
+      continue;
+    }
+    if (done == warm) { /* warmed up: caches full, pools started */
+      torc_profile_enable(1);
+      t0 = now_s();
+    }
+    int scope = torc_scope_begin();
+    double lv;
+    int64_t c;
+    st = train_step(&r, &b, &lv, &c);
+    torc_scope_end(scope);
+    if (done >= warm)
+      samples += b.size;
+    torc_batch_clear(&b);
+    done++;
+  }
+  double secs = now_s() - t0;
+  char *rep = st == TORC_OK ? torc_profile_report(15, steps) : NULL;
+  torc_profile_enable(0);
+  if (st == TORC_OK && rep == NULL)
+    st = torc_last_status();
+  if (st == TORC_OK) {
+    fprintf(out, "%lld training steps (after %lld of warm-up): %.3f ms/step, "
+                 "%.0f samples/s\n\n%s",
+            (long long)steps, (long long)warm, secs * 1e3 / (double)steps,
+            (double)samples / secs, rep);
+  }
+  free(rep);
+  run_free(&r);
+  return st;
+}

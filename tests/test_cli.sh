@@ -98,14 +98,14 @@ pass "prints the usage of version"
 run_torc frobnicate
 expect_rc 2
 expect_has err "torc: unknown command 'frobnicate'"
-expect_has err "commands: train, eval, plugins, describe, layers, sources, version,"
+expect_has err "commands: train, eval, bench, plugins, describe, layers, sources,"
 expect_empty out
 pass "unknown command: named, commands listed, status 2"
 
 run_torc --frobnicate
 expect_rc 2
 expect_has err "torc: unknown option '--frobnicate'"
-expect_has err "commands: train, eval, plugins, describe, layers, sources, version,"
+expect_has err "commands: train, eval, bench, plugins, describe, layers, sources,"
 pass "unknown option: named, commands listed, status 2"
 
 run_torc help frobnicate
@@ -124,7 +124,7 @@ expect_rc 2
 expect_has err "option '--config' needs a file name"
 pass "--config without a file: status 2"
 
-for cmd in export bench; do
+for cmd in export; do
   run_torc $cmd cfg.ini
   expect_rc 2
   expect_text err "torc $cmd: not available yet in this version (see README)"

@@ -247,6 +247,24 @@ expect_rc 2
 expect_has err "usage: torc train FILE.ini"
 pass "no file: usage, status 2"
 
+# ---- torc bench: step time and the profile ----
+
+run_torc bench base.ini --steps 6
+expect_rc 0
+expect_has out "6 training steps (after 5 of warm-up)"
+expect_has out "samples/s"
+expect_has out "kernels by op"
+expect_has out "matmul"
+expect_has out "outside kernels"
+expect_has out "linear '1'"
+expect_has out "dropout '3'"
+pass "per-op and per-layer times of the user's model"
+
+run_torc bench base.ini --steps zero
+expect_rc 2
+expect_has err "--steps takes a count"
+pass "a bad --steps: status 2"
+
 run_torc help config
 expect_rc 0
 expect_has out "[train]"

@@ -3,8 +3,8 @@
  * serves each op on each device type; `torc version` prints the versions.
  * `torc test-backend PLUGIN` runs the conformance suite (conformance.c)
  * on every device type a plugin registers.
- * `torc train` and `torc eval` (train_cmd.c) run the INI trainer; export
- * and bench are reserved for later releases.
+ * `torc train`, `torc eval` and `torc bench` (train_cmd.c) run the INI
+ * trainer; export is reserved for a later release.
  * Exit status (as /work/shared/CONFIG.md): 0 ok, 1 runtime error, 2 usage
  * or configuration error.
  */
@@ -46,7 +46,9 @@ static const char usage_main[] =
     "                           train the model of FILE.ini\n"
     "  eval FILE.ini --checkpoint PATH\n"
     "                           evaluate it on [data.test]\n"
-    "  export, bench            reserved: not available yet in this version\n"
+    "  bench FILE.ini [--steps N]\n"
+    "                           time its training steps, per op and layer\n"
+    "  export                   reserved: not available yet in this version\n"
     "\n"
     "Options:\n"
     "  -h, --help               print this help (`torc COMMAND --help`: the\n"
@@ -128,11 +130,11 @@ static const char usage_help[] =
     "\n"
     "Prints the list of commands, or the help of COMMAND.\n";
 
-static const char *const reserved_commands[] = {"export", "bench", NULL};
+static const char *const reserved_commands[] = {"export", NULL};
 
 static const char commands_line[] =
-    "commands: train, eval, plugins, describe, layers, sources, version,\n"
-    "help, test-backend (reserved: export, bench); `torc --help` for\n"
+    "commands: train, eval, bench, plugins, describe, layers, sources,\n"
+    "version, help, test-backend (reserved: export); `torc --help` for\n"
     "details\n";
 
 static int is_help_flag(const char *a) {
@@ -946,6 +948,8 @@ static int cmd_help(int argc, char **argv) {
     fputs(torc_tool__usage_train, stdout);
   else if (strcmp(cmd, "eval") == 0)
     fputs(torc_tool__usage_eval, stdout);
+  else if (strcmp(cmd, "bench") == 0)
+    fputs(torc_tool__usage_bench, stdout);
   else if (is_reserved(cmd))
     return reserved(cmd);
   else
@@ -987,6 +991,8 @@ static int run(int argc, char **argv) {
     return torc_tool__cmd_train(argc - 1, argv + 1);
   if (strcmp(cmd, "eval") == 0)
     return torc_tool__cmd_eval(argc - 1, argv + 1);
+  if (strcmp(cmd, "bench") == 0)
+    return torc_tool__cmd_bench(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);

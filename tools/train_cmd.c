@@ -200,3 +200,56 @@ int torc_tool__cmd_eval(int argc, char **argv) {
            (long long)res.samples);
   return TORC_TOOL_EXIT_OK;
 }
+
+const char torc_tool__usage_bench[] =
+    "usage: torc bench FILE.ini [--steps N] [--set S.K=V ...]\n"
+    "\n"
+    "Times N training steps (default 50, after 5 of warm-up) of the model\n"
+    "of FILE.ini on batches of [data.train] and prints the step time,\n"
+    "samples/s and a profile: kernels by op with their share of the time,\n"
+    "the time outside kernels, and forward/backward time per layer.\n";
+
+int torc_tool__cmd_bench(int argc, char **argv) {
+  const char *file = NULL;
+  char **sets = calloc((size_t)argc + 1, sizeof *sets);
+  int n_sets = 0, rc = -1;
+  long steps = 50;
+  if (sets == NULL)
+    return TORC_TOOL_EXIT_RUNTIME;
+  for (int i = 1; i < argc && rc < 0; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(torc_tool__usage_bench, stdout);
+      rc = TORC_TOOL_EXIT_OK;
+    } else if (strcmp(a, "--set") == 0 && i + 1 < argc) {
+      sets[n_sets++] = argv[++i];
+    } else if (strcmp(a, "--steps") == 0 && i + 1 < argc) {
+      char *end;
+      steps = strtol(argv[++i], &end, 10);
+      if (*end || steps < 1 || steps > 1000000)
+        rc = usage_error("bench", "--steps takes a count (1..1000000), not",
+                         argv[i]);
+    } else if (a[0] == '-') {
+      rc = usage_error("bench", "unknown option (or missing value)", a);
+    } else if (file == NULL) {
+      file = a;
+    } else {
+      rc = usage_error("bench", "unexpected argument", a);
+    }
+  }
+  if (rc < 0 && file == NULL)
+    rc = usage_error("bench", "which file? usage: torc bench FILE.ini", NULL);
+  torc_config *cfg = NULL;
+  if (rc < 0)
+    cfg = config_with_sets("bench", file, sets, n_sets, &rc);
+  free(sets);
+  if (cfg == NULL)
+    return rc < 0 ? TORC_TOOL_EXIT_USAGE : rc;
+  torc_status st = torc_bench(cfg, steps, stdout);
+  torc_config_free(cfg);
+  if (st != TORC_OK) {
+    fprintf(stderr, "torc bench: %s\n", torc_last_error());
+    return TORC_TOOL_EXIT_USAGE;
+  }
+  return TORC_TOOL_EXIT_OK;
+}

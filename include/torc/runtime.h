@@ -104,6 +104,21 @@ TORC_API torc_status torc_set_num_threads(int n);
 /* The thread count (default: 1 until set). */
 TORC_API int torc_get_num_threads(void);
 
+/* Turns the profiler on (resetting its counts) or off. While on, every
+ * kernel is timed per op and device type, every module's forward, and
+ * each backward formula is charged to the module that recorded it. */
+TORC_API void torc_profile_enable(int on);
+
+/* 1 while the profiler is on. */
+TORC_API int torc_profile_enabled(void);
+
+/* A table of where the time went since torc_profile_enable(1): kernels by
+ * op (the `top` costliest; 0 = all) with calls, time and share of the wall
+ * time, the time outside kernels (the framework's own and data loading),
+ * and forward/backward time per module. With `steps` > 0 times are per
+ * step. A malloc'ed string (free it), or NULL on OOM. */
+TORC_API char *torc_profile_report(int top, int64_t steps);
+
 /* Log verbosity: TORC_LOG_ERROR (0) .. TORC_LOG_DEBUG (3); default WARN.
  * The TORC_LOG environment variable (error|warn|info|debug) sets it too. */
 TORC_API void torc_set_log_level(int level);

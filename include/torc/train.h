@@ -73,6 +73,14 @@ TORC_API torc_status torc_evaluate(const struct torc_config *cfg,
                                    const char *checkpoint, int predict,
                                    FILE *out, torc_eval_result *res);
 
+/* Times `steps` training steps (after a few of warm-up) of the model of
+ * `cfg` on batches of [data.train], with the profiler on, and prints to
+ * `out` (NULL = stdout) the step time, samples/s, and the profile: kernels
+ * by op, the time outside kernels, forward and backward per layer. What
+ * `torc bench FILE.ini` prints. */
+TORC_API torc_status torc_bench(const struct torc_config *cfg, int64_t steps,
+                                FILE *out);
+
 TORC_END_DECLS
 
 #endif /* TORC_TRAIN_H */
