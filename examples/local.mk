@@ -12,3 +12,12 @@ TESTS += examples/residual/residual
 examples_residual_residual_SOURCES = examples/residual/residual.c
 examples_residual_residual_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 CLEANFILES += residual.ckpt.safetensors
+
+# The MLP of examples/fashion-mnist/mlp.ini as a C program; make check runs
+# it for one epoch on 6000 samples (examples/c-api/run.sh).
+check_PROGRAMS += examples/c-api/train_mlp
+TESTS += examples/c-api/run.sh
+examples_c_api_train_mlp_SOURCES = examples/c-api/train_mlp.c
+examples_c_api_train_mlp_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+EXTRA_DIST += examples/c-api/run.sh examples/fashion-mnist/mlp.ini \
+	examples/fashion-mnist/cnn.ini
