@@ -355,7 +355,8 @@ static torc_status parse_stage(const char *spec, int pos, char *text,
                        "with ','",
                        trim(close + 1));
   *close = '\0';
-  char *args[16];
+  enum { MAX_ARGS = 64 }; /* normalize of 32 features */
+  char *args[MAX_ARGS];
   int n_args = 0;
   char *inner = trim(open + 1);
   if (*inner) {
@@ -363,9 +364,9 @@ static torc_status parse_stage(const char *spec, int pos, char *text,
       char *comma = strchr(p, ',');
       if (comma)
         *comma = '\0';
-      if (n_args == 16)
-        return stage_error(spec, pos, s->text, "more than 16 arguments; %s",
-                           stage_infos[s->kind].usage);
+      if (n_args == MAX_ARGS)
+        return stage_error(spec, pos, s->text, "more than %d arguments; %s",
+                           MAX_ARGS, stage_infos[s->kind].usage);
       args[n_args] = trim(p);
       if (*args[n_args] == '\0')
         return stage_error(spec, pos, s->text, "argument %d is empty; %s",

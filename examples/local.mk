@@ -20,4 +20,8 @@ TESTS += examples/c-api/run.sh
 examples_c_api_train_mlp_SOURCES = examples/c-api/train_mlp.c
 examples_c_api_train_mlp_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 EXTRA_DIST += examples/c-api/run.sh examples/fashion-mnist/mlp.ini \
-	examples/fashion-mnist/cnn.ini
+	examples/fashion-mnist/cnn.ini examples/fashion-mnist/resnet.ini \
+	examples/tabular/README.md examples/tabular/LICENSE \
+	examples/tabular/wine.ini examples/tabular/wine-train.csv \
+	examples/tabular/wine-test.csv examples/tabular/diabetes.ini \
+	examples/tabular/diabetes-train.csv examples/tabular/diabetes-test.csv

@@ -131,8 +131,14 @@ int torc_tool__cmd_train(int argc, char **argv) {
     return res.steps == 0 && st != TORC_ERR_INVALID ? TORC_TOOL_EXIT_USAGE
                                                     : TORC_TOOL_EXIT_RUNTIME;
   }
-  printf("done: epochs=%lld test_loss=%.4f test_accuracy=%.4f seconds=%.1f\n",
-         (long long)res.epochs, res.test_loss, res.test_accuracy, res.seconds);
+  /* CONFIG.md's last line; no accuracy for regression, no test figures
+   * without [data.test]. */
+  printf("done: epochs=%lld", (long long)res.epochs);
+  if (res.test_loss == res.test_loss)
+    printf(" test_loss=%.4f", res.test_loss);
+  if (res.test_accuracy == res.test_accuracy)
+    printf(" test_accuracy=%.4f", res.test_accuracy);
+  printf(" seconds=%.1f\n", res.seconds);
   return TORC_TOOL_EXIT_OK;
 }
 

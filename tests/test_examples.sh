@@ -1,0 +1,52 @@
+#!/bin/sh
+# tests/test_examples.sh — the INI examples reach their accuracy: the
+# tabular ones in full (under a second each), the Fashion-MNIST MLP on a
+# short schedule (one epoch: at least 83% test accuracy; the full 15-epoch
+# run is in README). Outputs go to a temporary folder, not next to the INI
+# files. Skips the Fashion-MNIST part without dataset-fashion-mnist.
+
+set -u
+
+. "${TORC_TOP_SRCDIR:-.}/tests/cli_lib.sh"
+cli_setup examples
+ex=$TORC_TOP_SRCDIR/examples
+
+# done_value KEY: the value of KEY= on the done: line of the last run.
+done_value() {
+  tail -n 1 "$tmp/out" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+# at_least A B: A >= B (decimals).
+at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+
+run_torc train "$ex/tabular/wine.ini" --progress lines \
+  --set train.metrics="$tmp/wine/metrics.csv"
+expect_rc 0
+acc=$(done_value test_accuracy)
+at_least "$acc" 0.94 || fail "wine: test accuracy $acc < 0.94"
+[ -s "$tmp/wine/curves.svg" ] || fail "wine: no curves.svg"
+pass "wine (classification from CSV): test accuracy $acc"
+
+run_torc train "$ex/tabular/diabetes.ini" --progress lines \
+  --set train.metrics="$tmp/diabetes/metrics.csv"
+expect_rc 0
+loss=$(done_value test_loss)
+at_least 3600 "$loss" || fail "diabetes: test MSE $loss > 3600"
+expect_lacks out "test_accuracy"
+pass "diabetes (regression from CSV): test MSE $loss, no accuracy"
+
+if [ "${TORC_VALGRIND:-0}" = 1 ]; then
+  echo "PASS: (the Fashion-MNIST epoch is not run under valgrind)"
+elif [ ! -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "PASS: (no Fashion-MNIST here: apt-get install dataset-fashion-mnist)"
+else
+  run_torc train "$ex/fashion-mnist/mlp.ini" --progress lines \
+    --set train.epochs=1 --set scheduler.warmup_epochs=0 \
+    --set train.metrics="$tmp/mlp/metrics.csv" \
+    --set checkpoint.dir="$tmp/mlp"
+  expect_rc 0
+  acc=$(done_value test_accuracy)
+  at_least "$acc" 0.83 || fail "Fashion-MNIST MLP: one epoch gave $acc < 0.83"
+  pass "Fashion-MNIST MLP, one epoch: test accuracy $acc"
+fi
+echo "$n_pass checks passed"
