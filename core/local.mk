@@ -1,7 +1,7 @@
 # core/local.mk — libtorc: the backend-agnostic core.
 lib_LTLIBRARIES += libtorc.la
 libtorc_la_SOURCES = \
-	core/internal.h core/ops.def core/ops_nn.def \
+	core/internal.h core/ops.def core/ops_fused.def core/ops_nn.def \
 	core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
 	core/tensor.c \
 	core/scope.c \
@@ -25,4 +25,5 @@ include core/index.mk
 include core/module.mk
 include core/data.mk
 include core/optim.mk
+include core/fused.mk
 include core/train.mk

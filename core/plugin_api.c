@@ -173,4 +173,8 @@ const torc_api torc__api = {
     .zero_grad = torc_zero_grad,
     .backward = torc_backward,
     .manual_seed = torc_manual_seed,
+
+    .cross_entropy = torc_cross_entropy,
+    .sgd_step_ = torc_sgd_step_,
+    .adam_step_ = torc_adam_step_,
 };

@@ -10,3 +10,11 @@ TESTS += tests/test_cpu_ops
 endif
 tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c tests/testutil.h
 tests_test_cpu_ops_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# The elementwise, reduction, softmax and GEMM-split kernels at sizes that
+# take the vector loops and the pool, with special values and layouts.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cpu_ew
+TESTS += tests/test_cpu_ew
+endif
+tests_test_cpu_ew_SOURCES = tests/test_cpu_ew.c tests/testutil.h
+tests_test_cpu_ew_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -84,6 +84,28 @@ for op in matmul linear conv2d; do
 done
 grep -E '^PASS: matmul f32 contiguous on cpu \(forward\): max deviation [1-9]' \
   "$tmp/out" >/dev/null || fail "expected a non-zero matmul f32 deviation"
+
+# The same suite with each lower ISA build of the elementwise loops
+# (TORC_CPU_ISA; the machine's best ran above) and each f32 GEMM provider
+# (TORC_CPU_GEMM; onednn only where the onednn plugin, hence libdnnl, was
+# built). Not under valgrind: it hides AVX-512 anyway, and one run there
+# takes minutes.
+if [ "${TORC_VALGRIND:-0}" != 1 ]; then
+  variants="TORC_CPU_ISA=scalar TORC_CPU_ISA=avx2 TORC_CPU_GEMM=openblas"
+  [ -f "$TORC_TOP_BUILDDIR/plugins/.libs/onednn.so" ] &&
+    variants="$variants TORC_CPU_GEMM=onednn"
+  for v in $variants; do
+    export "$v"
+    run_torc test-backend cpu
+    line=$(grep -E "$summary" "$tmp/out")
+    [ -n "$line" ] || fail "$v: expected the summary line"
+    failed=$(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')
+    [ "$failed" -eq 0 ] || fail "$v: $failed cases failed"
+    [ "$rc" -eq 0 ] || fail "$v: expected exit status 0"
+    echo "$v: $line"
+    unset "${v%%=*}"
+  done
+fi
 echo "PASS: $what"
 
 exit 0

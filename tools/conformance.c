@@ -35,8 +35,9 @@ static const char *const variant_names[V_COUNT] = {
 
 /* How an operand's values are made: the dtype under test in [-2, 2]
  * (integers -8..8), the dtype under test and positive, an i64 index below
- * the row's range, or a bool mask. */
-enum { O_DATA, O_POS, O_INDEX, O_BOOL };
+ * the row's range, a bool mask, or (O_CONST) positive values of the dtype
+ * under test that never require grad (class weights). */
+enum { O_DATA, O_POS, O_INDEX, O_BOOL, O_CONST };
 
 enum { MAXIN = 4, MAXD = 4 };
 
@@ -385,6 +386,110 @@ static torc_tensor *c_embedding(torc_tensor *const *in) {
   return torc_embedding(in[0], in[1]);
 }
 
+/* ---- fused ops (core/ops_fused.def) ---- */
+
+/* cross_entropy: logits [3,4] (empty: N = 0; size-1: [1,4]), class
+ * indices [3] below 4, class weights [4]; no broadcast variant. */
+static int sh_ce(int variant, int n_in, shapes *o) {
+  if (variant == V_BROADCAST)
+    return 0;
+  int64_t m = variant == V_EMPTY ? 0 : variant == V_SIZE1 ? 1 : 3;
+  set_shape(o, 0, 2, m, 4, 0, 0);
+  set_shape(o, 1, 1, m, 0, 0, 0);
+  if (n_in > 2)
+    set_shape(o, 2, 1, 4, 0, 0, 0);
+  return 1;
+}
+
+/* cross_entropy over [N, C, d]: logits [2,4,3] (empty: N = 0; size-1:
+ * [1,4,1]), class indices [2,3]. */
+static int sh_ce_nd(int variant, int n_in, shapes *o) {
+  (void)n_in;
+  if (variant == V_BROADCAST)
+    return 0;
+  int64_t m = variant == V_EMPTY ? 0 : variant == V_SIZE1 ? 1 : 2;
+  int64_t d = variant == V_SIZE1 ? 1 : 3;
+  set_shape(o, 0, 3, m, 4, d, 0);
+  set_shape(o, 1, 2, m, d, 0, 0);
+  return 1;
+}
+
+static torc_tensor *c_cross_entropy(torc_tensor *const *in) {
+  return torc_cross_entropy(in[0], in[1], NULL, NULL);
+}
+static torc_tensor *c_cross_entropy_sum_ls(torc_tensor *const *in) {
+  torc_cross_entropy_params p = {2, 0.1, TORC_REDUCTION_SUM, 0};
+  return torc_cross_entropy(in[0], in[1], NULL, &p);
+}
+static torc_tensor *c_cross_entropy_w_none(torc_tensor *const *in) {
+  torc_cross_entropy_params p = {-100, 0.2, TORC_REDUCTION_NONE, 0};
+  return torc_cross_entropy(in[0], in[1], in[2], &p);
+}
+static torc_tensor *c_cross_entropy_w_mean(torc_tensor *const *in) {
+  torc_cross_entropy_params p = {0, 0.0, TORC_REDUCTION_MEAN, 0};
+  return torc_cross_entropy(in[0], in[1], in[2], &p);
+}
+
+/* The n updated tensors of a step, flattened and concatenated. */
+static torc_tensor *step_result(torc_status st, torc_tensor *const *ts,
+                                int n) {
+  if (st != TORC_OK)
+    return NULL;
+  torc_tensor *flat[4];
+  for (int i = 0; i < n; i++) {
+    const int64_t all[1] = {torc_numel(ts[i])};
+    if ((flat[i] = torc_reshape(ts[i], all, 1)) == NULL)
+      return NULL;
+  }
+  return torc_cat((const torc_tensor *const *)flat, n, 0);
+}
+
+/* Two steps (the first-step path, then the next) of SGD on param in[0]
+ * with grad in[1] and momentum buffer in[2], updated in place. */
+static torc_tensor *sgd_two(torc_tensor *const *in, torc_sgd_step_params p) {
+  p.first_step = 1;
+  torc_status st = torc_sgd_step_(in[0], in[1], in[2], &p);
+  p.first_step = 0;
+  if (st == TORC_OK)
+    st = torc_sgd_step_(in[0], in[1], in[2], &p);
+  torc_tensor *ts[2] = {in[0], in[2]};
+  return step_result(st, ts, p.momentum != 0 ? 2 : 1);
+}
+static torc_tensor *c_sgd_step(torc_tensor *const *in) {
+  torc_sgd_step_params p = {0.1, 0.9, 0.1, 0.01, 0, 0, 0, 0};
+  return sgd_two(in, p);
+}
+static torc_tensor *c_sgd_step_nesterov(torc_tensor *const *in) {
+  torc_sgd_step_params p = {0.05, 0.8, 0, 0, 1, 1, 0, 0};
+  return sgd_two(in, p);
+}
+static torc_tensor *c_sgd_step_plain(torc_tensor *const *in) {
+  torc_sgd_step_params p = {0.1, 0, 0, 0.5, 0, 0, 0, 0};
+  return sgd_two(in, p);
+}
+
+/* Two Adam steps on param in[0], grad in[1], exp_avg in[2], exp_avg_sq
+ * in[3] (and, with amsgrad, a max_exp_avg_sq of 1.5 in[3]). */
+static torc_tensor *adam_two(torc_tensor *const *in,
+                             torc_adam_step_params p) {
+  torc_tensor *vmax = p.amsgrad ? torc_mul_scalar(in[3], 1.5) : NULL;
+  if (p.amsgrad && vmax == NULL)
+    return NULL;
+  torc_status st = TORC_OK;
+  for (p.step = 1; p.step <= 2 && st == TORC_OK; p.step++)
+    st = torc_adam_step_(in[0], in[1], in[2], in[3], vmax, &p);
+  torc_tensor *ts[4] = {in[0], in[2], in[3], vmax};
+  return step_result(st, ts, p.amsgrad ? 4 : 3);
+}
+static torc_tensor *c_adam_step(torc_tensor *const *in) {
+  torc_adam_step_params p = {0.01, 0.9, 0.999, 1e-8, 0.1, 1, 0, 0, 0, 0};
+  return adam_two(in, p);
+}
+static torc_tensor *c_adamw_step_amsgrad(torc_tensor *const *in) {
+  torc_adam_step_params p = {0.02, 0.8, 0.99, 1e-6, 0.05, 1, 1, 1, 1, 0};
+  return adam_two(in, p);
+}
+
 /* ---- the table ---- */
 
 typedef struct op_row {
@@ -487,6 +592,24 @@ static const op_row rows[] = {
     {"gather", c_gather, sh_gather, 2, {O_DATA, O_INDEX}, 4, 1},
     {"index_select", c_index_select, sh_select, 2, {O_DATA, O_INDEX}, 3, 1},
     {"embedding", c_embedding, sh_embed, 2, {O_INDEX, O_DATA}, 5, 1},
+    {"cross_entropy", c_cross_entropy, sh_ce, 2, {O_DATA, O_INDEX}, 4, 1},
+    {"cross_entropy(sum,smoothing,ignore)", c_cross_entropy_sum_ls, sh_ce, 2,
+     {O_DATA, O_INDEX}, 4, 1},
+    {"cross_entropy(weight,smoothing,none)", c_cross_entropy_w_none, sh_ce,
+     3, {O_DATA, O_INDEX, O_CONST}, 4, 1},
+    {"cross_entropy(weight,ignore,mean)", c_cross_entropy_w_mean, sh_ce, 3,
+     {O_DATA, O_INDEX, O_CONST}, 4, 1},
+    {"cross_entropy([N,C,d])", c_cross_entropy, sh_ce_nd, 2,
+     {O_DATA, O_INDEX}, 4, 1},
+    {"sgd_step_", c_sgd_step, sh_elem, 3, {O_DATA, O_DATA, O_DATA}, 0, 0},
+    {"sgd_step_(nesterov,maximize)", c_sgd_step_nesterov, sh_elem, 3,
+     {O_DATA, O_DATA, O_DATA}, 0, 0},
+    {"sgd_step_(no momentum)", c_sgd_step_plain, sh_elem, 2,
+     {O_DATA, O_DATA}, 0, 0},
+    {"adam_step_", c_adam_step, sh_elem, 4, {O_DATA, O_DATA, O_DATA, O_POS},
+     0, 0},
+    {"adam_step_(adamw,amsgrad,maximize)", c_adamw_step_amsgrad, sh_elem, 4,
+     {O_DATA, O_DATA, O_DATA, O_POS}, 0, 0},
 };
 #undef U
 #undef B
@@ -519,6 +642,7 @@ static double value(int kind, torc_dtype dt, int k, int64_t i, int64_t range) {
   case O_BOOL:
     return (double)((i * 3 + 1) % 2);
   case O_POS:
+  case O_CONST:
     if (is_float(dt))
       return 0.5 + (double)m * 0.25 + 0.05 * k;
     return dt == TORC_BOOL ? 1.0 : (double)(1 + m % 5);
@@ -711,7 +835,7 @@ static int build_inputs(const op_row *r, torc_dtype dt, int variant,
       b = torc_to(b, dev);
     if (b == NULL)
       return -1;
-    if (grad && is_float(torc_dtype_of(b)) &&
+    if (grad && is_float(torc_dtype_of(b)) && r->kind[k] != O_CONST &&
         torc_set_requires_grad(b, 1) != TORC_OK)
       return -1;
     torc_tensor *v = b;
@@ -870,6 +994,7 @@ static void run_gradcheck(suite *s, const op_row *r) {
   for (int k = 0; st == 0 && k < r->n_in; k++) {
     in[k] = torc_scope_keep(base[k]);
     if (r->kind[k] != O_INDEX && r->kind[k] != O_BOOL &&
+        r->kind[k] != O_CONST &&
         torc_set_requires_grad(in[k], 1) != TORC_OK)
       st = -1;
   }

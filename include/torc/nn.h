@@ -145,6 +145,67 @@ TORC_API torc_tensor *torc_dropout(const torc_tensor *x, double p,
 TORC_API torc_tensor *torc_embedding(const torc_tensor *indices,
                                      const torc_tensor *weight);
 
+/* ---- fused losses ---- */
+
+/* How a loss reduces its per-sample values: their mean (weighted, see
+ * torc_cross_entropy), their sum, or none (one value per sample). */
+typedef enum torc_reduction {
+  TORC_REDUCTION_MEAN = 0,
+  TORC_REDUCTION_SUM = 1,
+  TORC_REDUCTION_NONE = 2
+} torc_reduction;
+
+/* Options of torc_cross_entropy, as torch.nn.functional.cross_entropy's.
+ * NULL means TORC_CROSS_ENTROPY_DEFAULTS (note that a zeroed struct
+ * ignores class 0). This struct is also the params of the "cross_entropy"
+ * and "cross_entropy_backward" kernels (a frozen layout). */
+typedef struct torc_cross_entropy_params {
+  int64_t ignore_index;   /* targets equal to it add nothing (-100) */
+  double label_smoothing; /* in [0, 1]: share spread over all classes */
+  int32_t reduction;      /* a torc_reduction */
+  int32_t reserved;       /* 0 */
+} torc_cross_entropy_params;
+
+/* PyTorch's defaults: ignore_index -100, no smoothing, mean. */
+#define TORC_CROSS_ENTROPY_DEFAULTS {-100, 0.0, TORC_REDUCTION_MEAN, 0}
+
+/* Cross-entropy of logits against class indices in one fused op
+ * (log_softmax, the pick of each target, label smoothing and the
+ * reduction in one kernel, and one kernel for the gradient):
+ * logits [N, C] or [N, C, d...] (or [C] for one sample) of a floating
+ * dtype, target i64 [N] or [N, d...] (or []) holding class indices in
+ * [0, C) or ignore_index. With smoothing eps and class weights w (weight
+ * [C] of the logits' dtype and device, or NULL for ones), the loss of a
+ * sample with target t is
+ *   (1 - eps) * -w[t] logp[t] + eps / C * sum_c -w[c] logp[c]
+ * (0 when t == ignore_index), logp = log_softmax(logits) over dim 1.
+ * Reduction mean divides the sum by the summed w[t] of the targets not
+ * ignored (NaN when all are); sum adds; none returns the target's shape.
+ * The result is differentiable in the logits (first order; the weight
+ * gets no gradient: a weight that requires grad is an error, as in
+ * PyTorch). A target outside [0, C) that is not ignore_index is
+ * TORC_ERR_RANGE naming it (found by the kernel: on an asynchronous
+ * device, at the next synchronisation). Probability targets are not
+ * taken here: compose them from torc_log_softmax (the losses plugin's
+ * cross_entropy does).
+ *
+ * Kernel contract: "cross_entropy": in x [N, C, S] (the logits with the
+ * trailing dims flattened into S; 2-D logits have S = 1), target i64
+ * [N, S] and, when n_in is 3, weight [C]; out loss (x's dtype: [] for
+ * mean and sum, [N, S] for none), the row statistics max [N, S] and
+ * logsum [N, S] (log-softmax of a row is (x - max) - logsum, which keeps
+ * its precision for large logits; f64 for f64 logits, else f32) and
+ * total_weight [] (their dtype: the summed weights of the targets not
+ * ignored).
+ * "cross_entropy_backward": in gy (loss's shape, x's dtype), x, target,
+ * max, logsum, total_weight (and weight when n_in is 7); out gx [N, C, S].
+ * Both take torc_cross_entropy_params (already validated); N, C or S may
+ * be 0; the core passes every operand of both contiguous. */
+TORC_API torc_tensor *torc_cross_entropy(const torc_tensor *logits,
+                                         const torc_tensor *target,
+                                         const torc_tensor *weight,
+                                         const torc_cross_entropy_params *p);
+
 TORC_END_DECLS
 
 #endif /* TORC_NN_H */

@@ -310,6 +310,104 @@ TORC_API torc_optimizer *torc_optimizer_from_config(
 TORC_API torc_scheduler *torc_scheduler_from_config(
     const struct torc_config *cfg, torc_optimizer *opt);
 
+/* ------------------------------------------------------------------------
+ * Fused optimizer steps: one op per parameter
+ * ---------------------------------------------------------------------- */
+
+/* The math of torch.optim's single-tensor SGD, Adam and AdamW updates as
+ * one in-place op each (the sgd, adam and adamw types of the optim plugin
+ * call them: one kernel per parameter instead of 5 to 15 elementwise ops).
+ * Each evaluates exactly the float operations of the composed ops, in the
+ * same order, every intermediate rounded to the parameter's dtype and
+ * every scalar (lr, momentum, ...) rounded to that dtype before it
+ * multiplies, so results match the composed updates bit for bit.
+ *
+ * The parameter, its gradient and the state tensors must have one
+ * floating dtype (a gradient of another dtype is cast), one shape and one
+ * device; non-contiguous ones are updated through contiguous copies. The
+ * writes are not tracked by autograd: call these in no-grad mode when
+ * any of the tensors requires grad (torc_optimizer_step does). Errors:
+ * TORC_ERR_NULL, _DTYPE, _SHAPE, _DEVICE, _INVALID (nesterov without
+ * momentum or with dampening; betas outside [0, 1) or a step below 1),
+ * _AUTOGRAD (grad mode on and a tensor requires grad). Other
+ * hyper-parameters are used as given, as torch.optim's functional code
+ * does (the optim plugin checks its keys when it builds an optimizer).
+ *
+ * Kernel contracts ("sgd_step_", "adam_step_"): in grad; out the updated
+ * tensors, read and written in place: param (and momentum_buffer for SGD
+ * with momentum != 0; exp_avg, exp_avg_sq and, with amsgrad,
+ * max_exp_avg_sq for Adam); all contiguous, of one shape and dtype, never
+ * empty. Params: torc_sgd_step_params; torc_adam_step_kparams. */
+
+/* SGD (torch.optim.SGD), per element, R() rounding to the dtype:
+ *   d = maximize ? -grad : grad
+ *   if weight_decay != 0: d = R(d + R(R(weight_decay) * param))
+ *   if momentum != 0:
+ *     buf = first_step ? d
+ *         : R(R(buf * R(momentum)) + R(R(1 - dampening) * d))
+ *     d = nesterov ? R(d + R(R(momentum) * buf)) : buf
+ *   param = R(param + R(R(-lr) * d))
+ * (Multiplying by 1 or -1 is exact, so this equals torch's add with alpha
+ * 1 or -1.) */
+typedef struct torc_sgd_step_params {
+  double lr;           /* >= 0 */
+  double momentum;     /* >= 0; 0: no buffer (momentum_buffer may be NULL) */
+  double dampening;
+  double weight_decay; /* >= 0 */
+  int32_t nesterov;    /* needs momentum > 0 and dampening 0 */
+  int32_t maximize;
+  int32_t first_step;  /* 1: the buffer starts as d (PyTorch's first step) */
+  int32_t reserved;    /* 0 */
+} torc_sgd_step_params;
+
+/* One SGD update of param from grad (momentum_buffer: required when
+ * momentum != 0, else ignored). */
+TORC_API torc_status torc_sgd_step_(torc_tensor *param,
+                                    const torc_tensor *grad,
+                                    torc_tensor *momentum_buffer,
+                                    const torc_sgd_step_params *p);
+
+/* Adam (torch.optim.Adam) and AdamW (decoupled = 1, torch.optim.AdamW),
+ * per element, with bc1 = 1 - beta1^step, bc2 = 1 - beta2^step (in
+ * double):
+ *   g = maximize ? -grad : grad
+ *   if decoupled: param = R(param * R(1 - lr * weight_decay))
+ *   else if weight_decay != 0: g = R(g + R(R(weight_decay) * param))
+ *   m = R(R(m * R(beta1)) + R(R(1 - beta1) * g))
+ *   v = R(R(v * R(beta2)) + R(R(R(1 - beta2) * g) * g))
+ *   amsgrad: vmax = max(vmax, v) (NaN propagates), used in place of v
+ *   denom = R(R(R(sqrt(v)) / R(sqrt(bc2))) + R(eps))
+ *   param = R(param + R(R(R(-lr / bc1) * m) / denom)) */
+typedef struct torc_adam_step_params {
+  double lr;           /* >= 0 */
+  double beta1, beta2; /* in [0, 1) */
+  double eps;          /* >= 0 */
+  double weight_decay; /* >= 0: L2 (adam) or decoupled (adamw) */
+  int64_t step;        /* this update's number, from 1 */
+  int32_t amsgrad;     /* max_exp_avg_sq required */
+  int32_t maximize;
+  int32_t decoupled;   /* 1: AdamW's decay */
+  int32_t reserved;    /* 0 */
+} torc_adam_step_params;
+
+/* One Adam/AdamW update of param from grad; max_exp_avg_sq is required
+ * with amsgrad, else ignored. */
+TORC_API torc_status torc_adam_step_(torc_tensor *param,
+                                     const torc_tensor *grad,
+                                     torc_tensor *exp_avg,
+                                     torc_tensor *exp_avg_sq,
+                                     torc_tensor *max_exp_avg_sq,
+                                     const torc_adam_step_params *p);
+
+/* The "adam_step_" kernel's params: the user's and, computed once by the
+ * core in double, step_size = lr / bc1 and bias_correction2_sqrt =
+ * sqrt(bc2), so every backend uses the same two numbers. */
+typedef struct torc_adam_step_kparams {
+  torc_adam_step_params p;
+  double step_size;
+  double bias_correction2_sqrt;
+} torc_adam_step_kparams;
+
 TORC_END_DECLS
 
 #endif /* TORC_OPTIM_H */

@@ -35,8 +35,9 @@ TORC_BEGIN_DECLS
 #define TORC_ABI_MAJOR 1
 /* Minor version: grows when slots are appended. 1.1: torc_host.api and
  * torc_host.register_module_type. 1.2: torc_host.register_data_source.
- * 1.3: torc_host.register_loss, register_optimizer, register_scheduler. */
-#define TORC_ABI_MINOR 3
+ * 1.3: torc_host.register_loss, register_optimizer, register_scheduler.
+ * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops). */
+#define TORC_ABI_MINOR 4
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"

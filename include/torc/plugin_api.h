@@ -33,7 +33,8 @@
  *    appended in order, so checking the newest slot you use covers all the
  *    older ones. The slots exist since ABI 1.1 (host->api itself is new
  *    in 1.1: check TORC_HAS_SLOT(host, torc_host, api) first), those
- *    after the "appended in ABI 1.2" mark since 1.2.
+ *    after the "appended in ABI 1.2" mark since 1.2, those after the
+ *    "appended in ABI 1.4" mark since 1.4.
  *
  * The table is a constant owned by the core, valid from init until the
  * plugin is unloaded. Thread safety is that of the functions themselves.
@@ -49,6 +50,7 @@
 #include "torc/module.h"
 #include "torc/nn.h"
 #include "torc/ops.h"
+#include "torc/optim.h"
 #include "torc/plugin.h"
 #include "torc/tensor.h"
 
@@ -303,6 +305,20 @@ typedef struct torc_api {
   torc_status (*backward)(torc_tensor *root, const torc_tensor *grad,
                           int retain_graph);
   void (*manual_seed)(uint64_t seed);
+
+  /* ---- appended in ABI 1.4: fused ops (check TORC_API_HAS(api,
+   * adam_step_) first) ---- */
+  torc_tensor *(*cross_entropy)(const torc_tensor *logits,
+                                const torc_tensor *target,
+                                const torc_tensor *weight,
+                                const torc_cross_entropy_params *p);
+  torc_status (*sgd_step_)(torc_tensor *param, const torc_tensor *grad,
+                           torc_tensor *momentum_buffer,
+                           const torc_sgd_step_params *p);
+  torc_status (*adam_step_)(torc_tensor *param, const torc_tensor *grad,
+                            torc_tensor *exp_avg, torc_tensor *exp_avg_sq,
+                            torc_tensor *max_exp_avg_sq,
+                            const torc_adam_step_params *p);
 } torc_api;
 
 TORC_END_DECLS

@@ -1,6 +1,7 @@
 /* plugins/cpu/cpu_internal.h — shared by the cpu plugin's files: the
- * kernels (GEMM-backed matmul in gemm.c, im2col convolution in conv.c) and
- * the small helpers they share. Internal to the plugin.
+ * kernels (GEMM-backed matmul in gemm.c, im2col convolution in conv.c,
+ * elementwise ops in ew.c over the per-ISA loops of ew_kern.h), the thread
+ * pool (pool.c) and the small helpers they share. Internal to the plugin.
  */
 #ifndef TORC_CPU_INTERNAL_H
 #define TORC_CPU_INTERNAL_H
@@ -13,22 +14,45 @@
 /* The host's error setter (set by init before any kernel runs). */
 extern int (*torc_cpu__set_error)(int status, const char *fmt, ...);
 
+/* Kernels are registered at ref's priority + this. */
+enum { TORC_CPU_PRIORITY = 10 };
+
+/* One row of a kernel table: the op, the kernel, its TORC_KERNEL_* flags. */
+typedef struct torc_cpu_kernel {
+  const char *op;
+  torc_kernel_fn fn;
+  uint32_t flags;
+} torc_cpu_kernel;
+
+/* Registers every row of `table` for device "cpu" once per dtype of
+ * `dtypes`, at TORC_CPU_PRIORITY. */
+int torc_cpu__register_table(const torc_host *host, torc_plugin *self,
+                             const torc_cpu_kernel *table, size_t n,
+                             const int32_t *dtypes, size_t n_dtypes);
+
+/* Each file's kernels (ew.c: elementwise, reductions, softmax; fused.c:
+ * fused kernels), registered by init. */
+int torc_cpu__register_ew(const torc_host *host, torc_plugin *self);
+int torc_cpu__register_fused(const torc_host *host, torc_plugin *self);
+
 /* The kernels (f32 and f64 only; every other dtype stays on ref). */
 int torc_cpu__k_matmul(const torc_kernel_args *a);
 int torc_cpu__k_conv2d(const torc_kernel_args *a);
 int torc_cpu__k_conv2d_backward_input(const torc_kernel_args *a);
 int torc_cpu__k_conv2d_backward_weight(const torc_kernel_args *a);
 
-/* C = alpha op(A) op(B) + beta C, row-major, through cblas_sgemm/dgemm by
- * dtype (TORC_F32 or TORC_F64); ta/tb nonzero transpose. Pointers are to
- * the first element. */
+/* C = alpha op(A) op(B) + beta C, row-major, by dtype (TORC_F32 or
+ * TORC_F64): f32 through the selected provider (cblas_sgemm or
+ * dnnl_sgemm), f64 through cblas_dgemm, big ones split across the pool;
+ * ta/tb nonzero transpose. Pointers are to the first element. */
 void torc_cpu__gemm(int32_t dtype, int ta, int tb, int64_t m, int64_t n,
                     int64_t k, double alpha, const void *a, int64_t lda,
                     const void *b, int64_t ldb, double beta, void *c,
                     int64_t ldc);
 
-/* Sets OpenBLAS's thread count to n (>= 1) when it differs from the last
- * one set: a kernel calls it with its args' n_threads, so a later
+/* Sets the thread count (>= 1) that torc_cpu__gemm splits a big GEMM
+ * across (the plugin's pool; OpenBLAS itself stays single-threaded): a
+ * kernel calls it with its args' n_threads, so a later
  * torc_set_num_threads takes effect. */
 void torc_cpu__threads(int n);
 
@@ -41,5 +65,89 @@ static inline size_t cpu_esize(int32_t dtype) {
 static inline void *cpu_ptr(const torc_ktensor *t, int64_t i) {
   return (char *)t->data + (size_t)(t->offset + i) * cpu_esize(t->dtype);
 }
+
+
+/* ---- issue 7: the thread pool (pool.c) ---- */
+
+/* A slice of a parallel loop: elements [begin, end) of the job. */
+typedef void (*torc_cpu_task)(void *ctx, int64_t begin, int64_t end);
+
+/* Runs fn over [0, n) split into at most n_threads contiguous slices of at
+ * least `grain` elements, the caller taking the first; returns when every
+ * slice is done. Serial when one slice suffices, from inside a worker, or
+ * while another thread's job runs. */
+void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
+                            torc_cpu_task fn, void *ctx);
+
+/* Joins the pool's workers (plugin fini). */
+void torc_cpu__pool_fini(void);
+
+/* Elementwise work below this many elements runs on the calling thread. */
+enum { TORC_CPU_PAR_MIN = 32768 };
+
+/* ---- issue 7: per-ISA elementwise loops (ew_kern.h, compiled once per
+ * ISA in ew_scalar.c, ew_avx2.c, ew_avx512.c) ---- */
+
+/* Unary op codes (cpu_isa.unary). */
+enum {
+  CPU_U_NEG, CPU_U_ABS, CPU_U_SQUARE, CPU_U_RELU, CPU_U_EXP, CPU_U_LOG,
+  CPU_U_SQRT, CPU_U_TANH, CPU_U_SIGMOID, CPU_U_RECIPROCAL, CPU_U_RSQRT,
+  CPU_U_SILU, CPU_U_LEAKY_RELU, CPU_U_GELU, CPU_U_CLAMP, CPU_U_SIGN,
+  CPU_U_COUNT
+};
+
+/* Binary op codes (cpu_isa.binary); CPU_B_EQ and after write bool. */
+enum {
+  CPU_B_ADD, CPU_B_SUB, CPU_B_MUL, CPU_B_DIV, CPU_B_MAX, CPU_B_MIN,
+  CPU_B_EQ, CPU_B_NE, CPU_B_LT, CPU_B_LE, CPU_B_GT, CPU_B_GE, CPU_B_COUNT
+};
+
+/* Reduction op codes (cpu_isa.reduce, colreduce). */
+enum { CPU_R_SUM, CPU_R_MAX, CPU_R_MIN };
+
+/* One ISA's contiguous loops, for dt TORC_F32 or TORC_F64. */
+typedef struct cpu_isa {
+  const char *name;
+  /* y[i] = op(x[i]), i < n; p: the op's torc_scalar_params or NULL. */
+  void (*unary)(int32_t dt, int op, const void *x, void *y, int64_t n,
+                const void *p);
+  /* y[i] = a[i*sa] op b[i*sb], sa and sb 0 (broadcast) or 1, not both 0;
+   * comparisons write uint8 0/1. */
+  void (*binary)(int32_t dt, int op, const void *a, int sa, const void *b,
+                 int sb, void *y, int64_t n);
+  /* acc = acc op x[0..n) (sum in double; max/min propagate NaN). */
+  void (*reduce)(int32_t dt, int op, const void *x, int64_t n, double *acc);
+  /* acc[j] = acc[j] op x[j], j < n (one row into column accumulators). */
+  void (*colreduce)(int32_t dt, int op, const void *x, int64_t n,
+                    double *acc);
+  /* Softmax (or log-softmax when log_form) of one contiguous row. */
+  void (*softmax)(int32_t dt, int log_form, const void *x, void *y,
+                  int64_t n);
+} cpu_isa;
+
+/* The three builds; one built without its ISA's flags (a non-x86 host)
+ * has name NULL and is never selected. */
+extern const cpu_isa torc_cpu__isa_scalar;
+extern const cpu_isa torc_cpu__isa_avx2;
+extern const cpu_isa torc_cpu__isa_avx512;
+
+/* The ISA chosen at init (cpuid.c): the best the CPU and OS support,
+ * lowered by TORC_CPU_ISA=scalar|avx2|avx512. */
+extern const cpu_isa *torc_cpu__isa;
+void torc_cpu__isa_select(void);
+
+/* The best the CPU and OS support, whatever TORC_CPU_ISA says: 0 scalar,
+ * 1 AVX2 + FMA, 2 AVX-512 (F, DQ, BW, VL). */
+int torc_cpu__machine_isa(void);
+
+/* ---- issue 7: GEMM provider (gemm.c) ---- */
+
+/* Chooses the f32 GEMM provider: "auto", "openblas" or "onednn" (the
+ * [plugin.cpu] gemm key). Returns TORC_OK or an error for an unknown or
+ * unavailable name. */
+int torc_cpu__gemm_select(const char *name);
+
+/* The f32 provider in use: "openblas" or "onednn". */
+const char *torc_cpu__gemm_name(void);
 
 #endif /* TORC_CPU_INTERNAL_H */

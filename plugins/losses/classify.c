@@ -2,6 +2,9 @@
  * (logits; class indices or probabilities as targets; label smoothing,
  * ignore_index, class weights) and nll (log-probabilities), as
  * torch.nn.functional computes them (aten/src/ATen/native/LossNLL.cpp).
+ * cross_entropy with class-index targets runs the core's fused op
+ * (torc_cross_entropy: one kernel forward, one backward); probability
+ * targets and nll are composed of ops.
  */
 #include <math.h>
 #include <stdio.h>
@@ -163,6 +166,39 @@ static int check_softmaxed(loss_state *s, const torc_tensor *x) {
   return TORC_OK;
 }
 
+/* After an op failed: rewords TORC_ERR_RANGE (a target class out of
+ * range) with the fix; other errors stay as they are. */
+static void range_error(const loss_state *s, int64_t n_classes) {
+  if (A->last_status() != TORC_ERR_RANGE)
+    return;
+  char why[512];
+  snprintf(why, sizeof why, "%s", A->last_error());
+  loss_error(TORC_ERR_RANGE,
+             "%s: a target class is out of range for the input's %lld "
+             "classes (%s); give class indices in [0, %lld), or "
+             "ignore_index (= %lld) for targets to skip",
+             s->name, (long long)n_classes, why, (long long)n_classes,
+             (long long)s->ignore_index);
+}
+
+/* Class-index targets against logits x [N, C, d...] through the core's
+ * fused op (log_softmax, pick, smoothing and reduction in one kernel, one
+ * kernel for the gradient): the same loss as log_softmax + index_loss. */
+static torc_tensor *fused_index_loss(const loss_state *s, const torc_tensor *x,
+                                     const torc_tensor *t,
+                                     const torc_tensor *w) {
+  torc_cross_entropy_params p = TORC_CROSS_ENTROPY_DEFAULTS;
+  p.ignore_index = s->ignore_index;
+  p.label_smoothing = s->label_smoothing;
+  p.reduction = s->reduction == LOSS_SUM    ? TORC_REDUCTION_SUM
+                : s->reduction == LOSS_NONE ? TORC_REDUCTION_NONE
+                                            : TORC_REDUCTION_MEAN;
+  torc_tensor *out = A->cross_entropy(x, t, w, &p);
+  if (out == NULL)
+    range_error(s, A->size(x, 1));
+  return out;
+}
+
 /* The class weights viewed to broadcast over logp [N, C, d...]. */
 static torc_tensor *class_weight_view(const torc_tensor *w, int nd) {
   int64_t shape[TORC_KERNEL_MAX_DIMS];
@@ -189,16 +225,7 @@ static torc_tensor *index_loss(const loss_state *s, const torc_tensor *logp,
   torc_tensor *picked =
       tsafe ? A->gather(logp, 1, A->unsqueeze(tsafe, 1)) : NULL;
   if (picked == NULL) {
-    if (A->last_status() == TORC_ERR_RANGE) {
-      char why[512];
-      snprintf(why, sizeof why, "%s", A->last_error());
-      loss_error(TORC_ERR_RANGE,
-                 "%s: a target class is out of range for the input's %lld "
-                 "classes (%s); give class indices in [0, %lld), or "
-                 "ignore_index (= %lld) for targets to skip",
-                 s->name, (long long)n_classes, why, (long long)n_classes,
-                 (long long)s->ignore_index);
-    }
+    range_error(s, n_classes);
     return NULL;
   }
   picked = A->squeeze(picked, 1);
@@ -292,6 +319,12 @@ static torc_tensor *class_forward(loss_state *s, const torc_tensor *input,
   }
   if (logits && check_softmaxed(s, x) != TORC_OK)
     return loss_finish(scope, NULL);
+  if (logits && !probs && TORC_API_HAS(A, cross_entropy)) {
+    torc_tensor *out = fused_index_loss(s, x, t, w);
+    if (out && unbatched && s->reduction == LOSS_NONE)
+      out = A->squeeze(out, 0);
+    return loss_finish(scope, out);
+  }
   const torc_tensor *logp = logits ? A->log_softmax(x, 1) : x;
   if (logp == NULL)
     return loss_finish(scope, NULL);

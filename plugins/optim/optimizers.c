@@ -2,6 +2,9 @@
  * rmsprop and adagrad: each parses one group's hyper-parameters and updates
  * one parameter in place, op for op as torch.optim's single-tensor code
  * (PyTorch 1.13/2.x, foreach=False), so that f32 results round alike.
+ * sgd, adam and adamw run the core's fused step ops (torc_sgd_step_,
+ * torc_adam_step_: one kernel per parameter, the same float operations in
+ * the same order) when the core has them, the composed ops otherwise.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -133,6 +136,16 @@ static int sgd_update(void *hyper, double lr, torc_tensor *param,
                       const torc_tensor *grad, torc_tensor *const *state,
                       int64_t step) {
   const sgd_hyper *h = hyper;
+  if (TORC_API_HAS(A, sgd_step_)) {
+    torc_sgd_step_params p = {.lr = lr,
+                              .momentum = h->momentum,
+                              .dampening = h->dampening,
+                              .weight_decay = h->weight_decay,
+                              .nesterov = h->nesterov,
+                              .maximize = h->maximize,
+                              .first_step = step == 1};
+    return A->sgd_step_(param, grad, h->momentum != 0 ? state[0] : NULL, &p);
+  }
   int st = TORC_OK, scope = A->scope_begin();
   const torc_tensor *d_p = grad;
   if (h->maximize)
@@ -268,6 +281,19 @@ static int adam_update(void *hyper, double lr, torc_tensor *param,
   const adam_hyper *h = hyper;
   torc_tensor *exp_avg = state[0], *exp_avg_sq = state[1];
   torc_tensor *max_exp_avg_sq = state[2];
+  if (TORC_API_HAS(A, adam_step_)) {
+    torc_adam_step_params p = {.lr = lr,
+                               .beta1 = h->beta1,
+                               .beta2 = h->beta2,
+                               .eps = h->eps,
+                               .weight_decay = h->weight_decay,
+                               .step = step,
+                               .amsgrad = h->amsgrad,
+                               .maximize = h->maximize,
+                               .decoupled = h->decoupled};
+    return A->adam_step_(param, grad, exp_avg, exp_avg_sq,
+                         h->amsgrad ? max_exp_avg_sq : NULL, &p);
+  }
   int st = TORC_OK, scope = A->scope_begin();
   const torc_tensor *g = grad;
   torc_tensor *t = NULL, *denom = NULL;

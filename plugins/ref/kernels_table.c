@@ -5,6 +5,7 @@
 #include "ref_util.h"
 #include "ref_nn.h" /* the neural-network and indexing kernels */
 #include "ref_index.h"
+#include "ref_fused.h"
 
 int (*torc_ref_set_error)(int status, const char *fmt, ...) = NULL;
 
@@ -90,6 +91,7 @@ const torc_ref_kernel torc_ref_kernels[] = {
      * kernels. */
 #include "kernels_nn.inc"
 #include "kernels_index.inc"
+#include "kernels_fused.inc"
 };
 
 const size_t torc_ref_n_kernels =

@@ -16,3 +16,4 @@ plugins_ref_la_LIBADD = plugins/ref/librefkernels.la -lm
 plugins_ref_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 include plugins/ref/nn.mk
 include plugins/ref/index.mk
+include plugins/ref/fused.mk

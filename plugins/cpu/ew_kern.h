@@ -1,0 +1,541 @@
+/* plugins/cpu/ew_kern.h — the cpu plugin's contiguous elementwise,
+ * reduction and softmax loops, written once in plain C that the compiler
+ * vectorises, and compiled once per ISA: ew_scalar.c, ew_avx2.c (-mavx2
+ * -mfma) and ew_avx512.c (-mavx512f ...) include it after defining
+ * CPU_ISA_NAME, so each file's flags apply only to its own copy and the
+ * plugin picks one at run time (cpuid.c).
+ *
+ * f32 exp, log, tanh and sigmoid use branch-free polynomial forms (Cephes'
+ * expf/logf/tanhf coefficients, within 1-2 ulp) so that they vectorise;
+ * NaN, +-inf, 0 and denormals follow libm. f64 calls libm.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#ifndef CPU_ISA_NAME
+#error "define CPU_ISA_NAME before including ew_kern.h"
+#endif
+
+#define CPU_CAT2(a, b) a##b
+#define CPU_CAT(a, b) CPU_CAT2(a, b)
+#define FN(name) CPU_CAT(name##_, CPU_ISA_NAME)
+
+#if defined(__FMA__)
+#define FMAF(a, b, c) __builtin_fmaf(a, b, c)
+#else
+#define FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+
+static inline int32_t f2bits(float f) {
+  int32_t i;
+  memcpy(&i, &f, sizeof i);
+  return i;
+}
+static inline float bits2f(int32_t i) {
+  float f;
+  memcpy(&f, &i, sizeof f);
+  return f;
+}
+
+/* e^x: x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' degree-7 form, times
+ * 2^n applied in two halves so that overflow gives inf and underflow
+ * denormals or 0. Rounding to n uses the 1.5*2^23 trick (no float to int
+ * conversion, so NaN is harmless; it is passed through at the end). */
+static inline float v_expf(float x) {
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
+  float t = FMAF(xc, 1.44269504088896341f, shifter);
+  int32_t n = f2bits(t) - f2bits(shifter);
+  float nf = t - shifter;
+  float r = FMAF(nf, -0.693359375f, xc);
+  r = FMAF(nf, 2.12194440e-4f, r);
+  float p = 1.9875691500E-4f;
+  p = FMAF(p, r, 1.3981999507E-3f);
+  p = FMAF(p, r, 8.3334519073E-3f);
+  p = FMAF(p, r, 4.1665795894E-2f);
+  p = FMAF(p, r, 1.6666665459E-1f);
+  p = FMAF(p, r, 5.0000001201E-1f);
+  float rr = r * r;
+  p = FMAF(p, rr, r) + 1.0f;
+  int32_t n1 = n >> 1, n2 = n - n1;
+  float y = p * bits2f((n1 + 127) << 23) * bits2f((n2 + 127) << 23);
+  return x != x ? x : y;
+}
+
+/* log x: x = m 2^e with m in [sqrt(1/2), sqrt 2), log(m) by Cephes' logf
+ * polynomial; denormals scaled up first; x < 0 gives NaN, 0 -inf. */
+static inline float v_logf(float x) {
+  int den = x < 1.17549435e-38f;
+  float xs = den ? x * 8388608.0f : x;
+  int32_t b = f2bits(xs);
+  float e = (float)(((b >> 23) & 0xff) - 126 - (den ? 23 : 0));
+  float m = bits2f((b & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
+  int lo = m < 0.707106781186547524f;
+  e = lo ? e - 1.0f : e;
+  m = lo ? m + m - 1.0f : m - 1.0f;
+  float z = m * m;
+  float y = 7.0376836292E-2f;
+  y = FMAF(y, m, -1.1514610310E-1f);
+  y = FMAF(y, m, 1.1676998740E-1f);
+  y = FMAF(y, m, -1.2420140846E-1f);
+  y = FMAF(y, m, 1.4249322787E-1f);
+  y = FMAF(y, m, -1.6668057665E-1f);
+  y = FMAF(y, m, 2.0000714765E-1f);
+  y = FMAF(y, m, -2.4999993993E-1f);
+  y = FMAF(y, m, 3.3333331174E-1f);
+  y = y * m * z;
+  y = FMAF(e, -2.12194440e-4f, y);
+  y = FMAF(z, -0.5f, y);
+  float r = m + y;
+  r = FMAF(e, 0.693359375f, r);
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  r = x < 0.0f ? NAN : r;
+  return x != x ? x : r;
+}
+
+/* tanh: Cephes' odd polynomial below |x| 0.625, else
+ * sign(x) (1 - 2 / (e^{2|x|} + 1)). */
+static inline float v_tanhf(float x) {
+  float ax = fabsf(x);
+  float z = x * x;
+  float p = -5.70498872745E-3f;
+  p = FMAF(p, z, 2.06390887954E-2f);
+  p = FMAF(p, z, -5.37397155531E-2f);
+  p = FMAF(p, z, 1.33314422036E-1f);
+  p = FMAF(p, z, -3.33332819422E-1f);
+  float small = FMAF(p * z, x, x);
+  float e = v_expf(2.0f * ax);
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  big = x < 0 ? -big : big;
+  float r = ax < 0.625f ? small : big;
+  return x != x ? x : r;
+}
+
+/* 1 / (1 + e^-x) through e = e^-|x| (never overflows). */
+static inline float v_sigmoidf(float x) {
+  float e = v_expf(-fabsf(x));
+  float d = 1.0f / (1.0f + e);
+  return x >= 0.0f ? d : e * d;
+}
+
+static inline double s_sigmoid(double x) {
+  if (x >= 0)
+    return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+
+#define CPU_SQRT_2_OVER_PI 0.79788456080286535588
+#define CPU_SQRT1_2 0.70710678118654752440
+
+/* ---- unary ---- */
+
+/* The simple ops as one expression E of v, for element type T. */
+#define UNARY_SIMPLE(T, x, y, n, op, EXPF, LOGF, TANHF, SIGF, SQRTF, ABSF)     \
+  switch (op) {                                                                \
+  case CPU_U_NEG:                                                              \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = -x[i];                                                            \
+    return;                                                                    \
+  case CPU_U_ABS:                                                              \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = ABSF(x[i]);                                                       \
+    return;                                                                    \
+  case CPU_U_SIGN:                                                             \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = (T)((0 < x[i]) - (x[i] < 0));                                     \
+    return;                                                                    \
+  case CPU_U_SQUARE:                                                           \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = x[i] * x[i];                                                      \
+    return;                                                                    \
+  case CPU_U_RELU:                                                             \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = x[i] != x[i] ? x[i] : x[i] > 0 ? x[i] : (T)0;                     \
+    return;                                                                    \
+  case CPU_U_EXP:                                                              \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = EXPF(x[i]);                                                       \
+    return;                                                                    \
+  case CPU_U_LOG:                                                              \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = LOGF(x[i]);                                                       \
+    return;                                                                    \
+  case CPU_U_SQRT:                                                             \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = SQRTF(x[i]);                                                      \
+    return;                                                                    \
+  case CPU_U_TANH:                                                             \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = TANHF(x[i]);                                                      \
+    return;                                                                    \
+  case CPU_U_SIGMOID:                                                          \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = SIGF(x[i]);                                                       \
+    return;                                                                    \
+  case CPU_U_RECIPROCAL:                                                       \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = (T)1 / x[i];                                                      \
+    return;                                                                    \
+  case CPU_U_RSQRT:                                                            \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = (T)1 / SQRTF(x[i]);                                               \
+    return;                                                                    \
+  case CPU_U_SILU:                                                             \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = x[i] * SIGF(x[i]);                                                \
+    return;                                                                    \
+  default:                                                                     \
+    break;                                                                     \
+  }
+
+/* The ops with torc_scalar_params (leaky_relu, gelu, clamp). */
+#define UNARY_PARAM(T, x, y, n, op, p, TANHF)                                  \
+  switch (op) {                                                                \
+  case CPU_U_LEAKY_RELU: {                                                     \
+    T s = (T)p->a;                                                             \
+    for (int64_t i = 0; i < n; i++)                                            \
+      y[i] = x[i] > 0 ? x[i] : x[i] * s;                                       \
+    return;                                                                    \
+  }                                                                            \
+  case CPU_U_GELU:                                                             \
+    if (p->flags & 1u) {                                                       \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        T v = x[i];                                                            \
+        T u = (T)CPU_SQRT_2_OVER_PI * (v + (T)0.044715 * v * v * v);           \
+        y[i] = (T)0.5 * v * ((T)1 + TANHF(u));                                 \
+      }                                                                        \
+    } else {                                                                   \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        double v = x[i];                                                       \
+        y[i] = (T)(0.5 * v * (1 + erf(v * CPU_SQRT1_2)));                      \
+      }                                                                        \
+    }                                                                          \
+    return;                                                                    \
+  case CPU_U_CLAMP: {                                                          \
+    /* NaN from x or from a bound propagates (ref's f_clamp). */               \
+    int has_lo = (p->flags & 1u) != 0, has_hi = (p->flags & 2u) != 0;          \
+    T lo = (T)p->a, hi = (T)p->b;                                              \
+    if ((has_lo && lo != lo) || (has_hi && hi != hi)) {                        \
+      T nan = has_lo && lo != lo ? lo : hi;                                    \
+      for (int64_t i = 0; i < n; i++)                                          \
+        y[i] = x[i] != x[i] ? x[i] : nan;                                      \
+      return;                                                                  \
+    }                                                                          \
+    if (!has_lo)                                                               \
+      lo = -(T)INFINITY;                                                       \
+    if (!has_hi)                                                               \
+      hi = (T)INFINITY;                                                        \
+    for (int64_t i = 0; i < n; i++) {                                          \
+      T v = x[i];                                                              \
+      T r = v < lo ? lo : v;                                                   \
+      r = r > hi ? hi : r;                                                     \
+      y[i] = v != v ? v : r;                                                   \
+    }                                                                          \
+    return;                                                                    \
+  }                                                                            \
+  default:                                                                     \
+    break;                                                                     \
+  }
+
+static double d_sqrt(double v) { return __builtin_sqrt(v); }
+static float f_sqrt(float v) { return __builtin_sqrtf(v); }
+
+static void FN(unary)(int32_t dt, int op, const void *xv, void *yv, int64_t n,
+                      const void *pv) {
+  const torc_scalar_params *p = pv;
+  if (dt == TORC_F32) {
+    const float *x = xv;
+    float *y = yv; /* may alias x (in place) */
+    UNARY_SIMPLE(float, x, y, n, op, v_expf, v_logf, v_tanhf, v_sigmoidf,
+                 f_sqrt, __builtin_fabsf)
+    if (p)
+      UNARY_PARAM(float, x, y, n, op, p, v_tanhf)
+  } else {
+    const double *x = xv;
+    double *y = yv;
+    UNARY_SIMPLE(double, x, y, n, op, exp, log, tanh, s_sigmoid, d_sqrt,
+                 __builtin_fabs)
+    if (p)
+      UNARY_PARAM(double, x, y, n, op, p, tanh)
+  }
+}
+
+/* ---- binary ---- */
+
+/* One op in its three layouts (both contiguous, b broadcast, a
+ * broadcast); E uses u and v for the operands. */
+#define BIN_LOOPS(TY, E)                                                       \
+  do {                                                                         \
+    if (sa && sb)                                                              \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        T u = a[i], v = b[i];                                                  \
+        y[i] = (TY)(E);                                                        \
+      }                                                                        \
+    else if (sa) {                                                             \
+      T v = b[0];                                                              \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        T u = a[i];                                                            \
+        y[i] = (TY)(E);                                                        \
+      }                                                                        \
+    } else {                                                                   \
+      T u = a[0];                                                              \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        T v = b[i];                                                            \
+        y[i] = (TY)(E);                                                        \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
+
+#define BIN_ARITH(T)                                                           \
+  do {                                                                         \
+    T *y = yv;                                                                 \
+    switch (op) {                                                              \
+    case CPU_B_ADD:                                                            \
+      BIN_LOOPS(T, u + v);                                                     \
+      return;                                                                  \
+    case CPU_B_SUB:                                                            \
+      BIN_LOOPS(T, u - v);                                                     \
+      return;                                                                  \
+    case CPU_B_MUL:                                                            \
+      BIN_LOOPS(T, u *v);                                                      \
+      return;                                                                  \
+    case CPU_B_DIV:                                                            \
+      BIN_LOOPS(T, u / v);                                                     \
+      return;                                                                  \
+    case CPU_B_MAX:                                                            \
+      BIN_LOOPS(T, u != u || v != v ? u + v : u > v ? u : v);                  \
+      return;                                                                  \
+    case CPU_B_MIN:                                                            \
+      BIN_LOOPS(T, u != u || v != v ? u + v : u < v ? u : v);                  \
+      return;                                                                  \
+    default:                                                                   \
+      break;                                                                   \
+    }                                                                          \
+  } while (0)
+
+#define BIN_CMP(T)                                                             \
+  do {                                                                         \
+    uint8_t *y = yv;                                                           \
+    switch (op) {                                                              \
+    case CPU_B_EQ:                                                             \
+      BIN_LOOPS(uint8_t, u == v);                                              \
+      return;                                                                  \
+    case CPU_B_NE:                                                             \
+      BIN_LOOPS(uint8_t, u != v);                                              \
+      return;                                                                  \
+    case CPU_B_LT:                                                             \
+      BIN_LOOPS(uint8_t, u < v);                                               \
+      return;                                                                  \
+    case CPU_B_LE:                                                             \
+      BIN_LOOPS(uint8_t, u <= v);                                              \
+      return;                                                                  \
+    case CPU_B_GT:                                                             \
+      BIN_LOOPS(uint8_t, u > v);                                               \
+      return;                                                                  \
+    case CPU_B_GE:                                                             \
+      BIN_LOOPS(uint8_t, u >= v);                                              \
+      return;                                                                  \
+    default:                                                                   \
+      break;                                                                   \
+    }                                                                          \
+  } while (0)
+
+static void FN(binary)(int32_t dt, int op, const void *av, int sa,
+                       const void *bv, int sb, void *yv, int64_t n) {
+  if (dt == TORC_F32) {
+    typedef float T;
+    const T *a = av, *b = bv;
+    if (op < CPU_B_EQ)
+      BIN_ARITH(T);
+    else
+      BIN_CMP(T);
+  } else {
+    typedef double T;
+    const T *a = av, *b = bv;
+    if (op < CPU_B_EQ)
+      BIN_ARITH(T);
+    else
+      BIN_CMP(T);
+  }
+}
+
+/* ---- reductions ---- */
+
+enum { RL = 16 }; /* independent lanes: the compiler keeps them in vectors */
+
+#define REDUCE_BODY(T)                                                         \
+  do {                                                                         \
+    const T *x = xv;                                                           \
+    int64_t i = 0;                                                             \
+    if (op == CPU_R_SUM) {                                                     \
+      double l[RL] = {0};                                                      \
+      for (; i + RL <= n; i += RL)                                             \
+        for (int j = 0; j < RL; j++)                                           \
+          l[j] += (double)x[i + j];                                            \
+      double s = 0;                                                            \
+      for (int j = 0; j < RL; j++)                                             \
+        s += l[j];                                                             \
+      for (; i < n; i++)                                                       \
+        s += (double)x[i];                                                     \
+      *acc += s;                                                               \
+      return;                                                                  \
+    }                                                                          \
+    int mx = op == CPU_R_MAX;                                                  \
+    T l[RL];                                                                   \
+    for (int j = 0; j < RL; j++)                                               \
+      l[j] = (T)*acc;                                                          \
+    if (mx)                                                                    \
+      for (; i + RL <= n; i += RL)                                             \
+        for (int j = 0; j < RL; j++) {                                         \
+          T v = x[i + j];                                                      \
+          l[j] = v != v || v > l[j] ? v : l[j];                                \
+        }                                                                      \
+    else                                                                       \
+      for (; i + RL <= n; i += RL)                                             \
+        for (int j = 0; j < RL; j++) {                                         \
+          T v = x[i + j];                                                      \
+          l[j] = v != v || v < l[j] ? v : l[j];                                \
+        }                                                                      \
+    double r = *acc;                                                           \
+    for (int j = 0; j < RL; j++) {                                             \
+      double v = l[j];                                                         \
+      r = r != r ? r : v != v || (mx ? v > r : v < r) ? v : r;                 \
+    }                                                                          \
+    for (; i < n; i++) {                                                       \
+      double v = x[i];                                                         \
+      r = r != r ? r : v != v || (mx ? v > r : v < r) ? v : r;                 \
+    }                                                                          \
+    *acc = r;                                                                  \
+  } while (0)
+
+static void FN(reduce)(int32_t dt, int op, const void *xv, int64_t n,
+                       double *acc) {
+  if (dt == TORC_F32)
+    REDUCE_BODY(float);
+  else
+    REDUCE_BODY(double);
+}
+
+#define COLREDUCE_BODY(T)                                                      \
+  do {                                                                         \
+    const T *x = xv;                                                           \
+    if (op == CPU_R_SUM)                                                       \
+      for (int64_t j = 0; j < n; j++)                                          \
+        acc[j] += (double)x[j];                                                \
+    else if (op == CPU_R_MAX)                                                  \
+      for (int64_t j = 0; j < n; j++) {                                        \
+        double v = x[j], r = acc[j];                                           \
+        acc[j] = r != r ? r : v != v || v > r ? v : r;                         \
+      }                                                                        \
+    else                                                                       \
+      for (int64_t j = 0; j < n; j++) {                                        \
+        double v = x[j], r = acc[j];                                           \
+        acc[j] = r != r ? r : v != v || v < r ? v : r;                         \
+      }                                                                        \
+  } while (0)
+
+static void FN(colreduce)(int32_t dt, int op, const void *xv, int64_t n,
+                          double *acc) {
+  if (dt == TORC_F32)
+    COLREDUCE_BODY(float);
+  else
+    COLREDUCE_BODY(double);
+}
+
+/* ---- softmax of one contiguous row ----
+ * m = max (NaN wins), s = sum e^(x - m), then e^(x - m) / s or
+ * (x - m) - log s, as ref. f32 accumulates s in double. */
+static void FN(softmax)(int32_t dt, int log_form, const void *xv, void *yv,
+                        int64_t n) {
+  if (n <= 0)
+    return;
+  double m = -INFINITY;
+  if (n >= 4 * RL) {
+    FN(reduce)(dt, CPU_R_MAX, xv, n, &m);
+  } else { /* short rows (class scores): no lane set-up */
+    for (int64_t i = 0; i < n && m == m; i++) {
+      double v = dt == TORC_F32 ? (double)((const float *)xv)[i]
+                                : ((const double *)xv)[i];
+      m = v != v || v > m ? v : m;
+    }
+  }
+  if (dt == TORC_F32) {
+    const float *x = xv;
+    float *y = yv;
+    float mf = (float)m;
+    double l[RL] = {0};
+    int64_t i = 0;
+    if (log_form) {
+      for (; i + RL <= n; i += RL)
+        for (int j = 0; j < RL; j++)
+          l[j] += (double)v_expf(x[i + j] - mf);
+    } else {
+      for (; i + RL <= n; i += RL)
+        for (int j = 0; j < RL; j++) {
+          float e = v_expf(x[i + j] - mf);
+          y[i + j] = e;
+          l[j] += (double)e;
+        }
+    }
+    if (i < n) { /* the tail as one padded lane block: e^-inf = 0 */
+      float t[RL];
+      int64_t r = n - i;
+      for (int j = 0; j < RL; j++)
+        t[j] = -INFINITY;
+      for (int64_t j = 0; j < r; j++)
+        t[j] = x[i + j] - mf;
+      for (int j = 0; j < RL; j++) {
+        t[j] = v_expf(t[j]);
+        l[j] += (double)t[j];
+      }
+      if (!log_form)
+        for (int64_t j = 0; j < r; j++)
+          y[i + j] = t[j];
+    }
+    double s = 0;
+    for (int j = 0; j < RL; j++)
+      s += l[j];
+    if (log_form) {
+      float ls = (float)log(s);
+      for (i = 0; i < n; i++)
+        y[i] = (x[i] - mf) - ls;
+    } else {
+      float inv = (float)(1.0 / s);
+      for (i = 0; i < n; i++)
+        y[i] *= inv;
+    }
+  } else {
+    const double *x = xv;
+    double *y = yv;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double e = exp(x[i] - m);
+      if (!log_form)
+        y[i] = e;
+      s += e;
+    }
+    if (log_form) {
+      double ls = log(s);
+      for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] - m) - ls;
+    } else {
+      for (int64_t i = 0; i < n; i++)
+        y[i] /= s;
+    }
+  }
+}
+
+const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
+    .name = CPU_ISA_STRING,
+    .unary = FN(unary),
+    .binary = FN(binary),
+    .reduce = FN(reduce),
+    .colreduce = FN(colreduce),
+    .softmax = FN(softmax),
+};

@@ -1,0 +1,389 @@
+/* tests/test_cpu_ew.c — the cpu plugin's elementwise, reduction and
+ * softmax kernels and its GEMM split beyond the conformance suite's small
+ * shapes: sizes that take the vector loops, their tails and the thread
+ * pool; special values (NaN, +-inf, +-0, denormals, overflow and
+ * underflow of exp); broadcast, strided and in-place layouts; each run
+ * pinned to ref, then to the plugin, and compared. TORC_CPU_ISA picks the
+ * ISA under test (tests/test_cpu.sh runs the conformance with each).
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <unistd.h>
+
+/* The dispatcher's provider pin (core/dispatch.c; exported for tools and
+ * tests, not public API). */
+TORC_API void torc__dispatch_pin(const char *provider);
+
+#define REF torc__dispatch_pin("ref")
+#define CPU torc__dispatch_pin("cpu")
+#define UNPIN torc__dispatch_pin(NULL)
+
+static int setup_pinned(void **state) {
+  (void)state;
+  torc_config *cfg = torc_config_parse("[torc]\nthreads = 2\n"
+                                       "[plugin.ref]\nmodule = ref\n"
+                                       "[plugin.cpu]\nmodule = cpu\n",
+                                       "cpu.ini");
+  torc_status st = cfg ? torc_config_apply(cfg) : torc_last_status();
+  torc_config_free(cfg);
+  if (st != TORC_OK) {
+    fprintf(stderr, "setup: %s\n", torc_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+/* Asserts a (the plugin's) equals b (ref's) within tol (absolute +
+ * relative); NaN matches NaN and an infinity itself. */
+static void assert_close(const torc_tensor *a, const torc_tensor *b,
+                         double tol) {
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_int_equal(torc_numel(a), torc_numel(b));
+  double *va = test_values(a), *vb = test_values(b);
+  assert_non_null(va);
+  assert_non_null(vb);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < torc_numel(b) && bad < 0; i++) {
+    double x = va[i], e = vb[i];
+    if (x == e || (x != x && e != e))
+      continue;
+    if (!(fabs(x - e) <= tol * (1 + fabs(e))))
+      bad = i;
+  }
+  if (bad >= 0)
+    print_error("element %lld: got %.17g, expected %.17g\n", (long long)bad,
+                va[bad], vb[bad]);
+  free(va);
+  free(vb);
+  assert_true(bad < 0);
+}
+
+static double tol_of(torc_dtype dt) { return dt == TORC_F64 ? 1e-10 : 2e-6; }
+
+/* n values of dtype dt: a spread over [-lo_span, span] plus, at the start,
+ * special values (NaN, infinities, zeros, denormals, exp's overflow and
+ * underflow edges). */
+static torc_tensor *special(int64_t n, torc_dtype dt, double span) {
+  static const double sp[] = {NAN,    INFINITY, -INFINITY, 0.0,   -0.0,
+                              1e-40,  -1e-40,   1e-45,     88.7,  88.8,
+                              -87.3,  -103.9,   -104.5,    -150., 200.,
+                              0.6249, 0.6251,   -0.6251,   9.1,   -9.1,
+                              1e-30,  3.4e38,   -3.4e38,   0.5,   2.0};
+  double *v = malloc(sizeof(double) * (size_t)n);
+  assert_non_null(v);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = -span + 2 * span * (double)((i * 7919) % n) / (double)n;
+  for (int64_t i = 0; i < n && i < (int64_t)(sizeof sp / sizeof sp[0]); i++)
+    v[i] = sp[i];
+  torc_tensor *d = torc_from_host(v, TORC_SHAPE(n), TORC_F64, TORC_CPU);
+  free(v);
+  assert_torc(d);
+  torc_tensor *t = torc_to_dtype(d, dt);
+  assert_torc(t);
+  return t;
+}
+
+typedef torc_tensor *(*unary_fn)(const torc_tensor *);
+
+static torc_tensor *leaky(const torc_tensor *x) {
+  return torc_leaky_relu(x, 0.02);
+}
+static torc_tensor *gelu_t(const torc_tensor *x) { return torc_gelu(x, 1); }
+static torc_tensor *gelu_e(const torc_tensor *x) { return torc_gelu(x, 0); }
+static torc_tensor *clamp(const torc_tensor *x) {
+  return torc_clamp(x, 1, -0.5, 1, 2.0);
+}
+
+/* Every vectorised unary op, at sizes below and above the pool's
+ * threshold, contiguous and strided, f32 and f64. */
+static void test_unary(void **state) {
+  (void)state;
+  static const unary_fn fns[] = {
+      torc_neg,   torc_abs,  torc_square, torc_relu,    torc_exp,
+      torc_log,   torc_sqrt, torc_tanh,   torc_sigmoid, torc_reciprocal,
+      torc_rsqrt, torc_silu, torc_sign,   leaky,        gelu_t,
+      gelu_e,     clamp};
+  static const int64_t sizes[] = {37, 100003};
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+    for (int s = 0; s < 2; s++) {
+      int scope = torc_scope_begin();
+      torc_tensor *x = special(sizes[s], dt, 30.0);
+      torc_tensor *xs = torc_slice(x, 0, 1, sizes[s], 3); /* strided */
+      assert_torc(xs);
+      for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+        const torc_tensor *in[2] = {x, xs};
+        for (int k = 0; k < 2; k++) {
+          REF;
+          torc_tensor *r = fns[f](in[k]);
+          CPU;
+          torc_tensor *c = fns[f](in[k]);
+          UNPIN;
+          assert_close(c, r, tol_of(dt));
+        }
+      }
+      torc_scope_end(scope);
+    }
+  }
+}
+
+/* Binary ops in the layouts the walk special-cases (same shape, a row
+ * broadcast as a bias, a column broadcast, a scalar, a transposed
+ * operand) and in place, with comparisons to bool. */
+static void test_binary(void **state) {
+  (void)state;
+  typedef torc_tensor *(*bin_fn)(const torc_tensor *, const torc_tensor *);
+  static const bin_fn fns[] = {torc_add,     torc_sub,     torc_mul, torc_div,
+                               torc_maximum, torc_minimum, torc_eq,  torc_ne,
+                               torc_lt,      torc_le,      torc_gt,  torc_ge};
+  static const int64_t rows[] = {3, 700};
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+    for (int s = 0; s < 2; s++) {
+      int scope = torc_scope_begin();
+      int64_t n = rows[s], c = 67;
+      torc_tensor *a = torc_reshape(special(n * c, dt, 5.0), TORC_SHAPE(n, c));
+      torc_tensor *b = torc_randn(TORC_SHAPE(n, c), dt, TORC_CPU, NULL);
+      torc_tensor *row = torc_randn(TORC_SHAPE(c), dt, TORC_CPU, NULL);
+      torc_tensor *col = torc_randn(TORC_SHAPE(n, 1), dt, TORC_CPU, NULL);
+      torc_tensor *sc = torc_full(NULL, 0, 0.5, dt, TORC_CPU);
+      torc_tensor *bt = torc_transpose(
+          torc_randn(TORC_SHAPE(c, n), dt, TORC_CPU, NULL), 0, 1);
+      assert_torc(a);
+      assert_torc(bt);
+      const torc_tensor *rhs[] = {b, row, col, sc, bt};
+      for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++)
+        for (size_t k = 0; k < sizeof rhs / sizeof rhs[0]; k++)
+          for (int swap = 0; swap < 2; swap++) {
+            const torc_tensor *x = swap ? rhs[k] : a, *y = swap ? a : rhs[k];
+            REF;
+            torc_tensor *r = fns[f](x, y);
+            CPU;
+            torc_tensor *o = fns[f](x, y);
+            UNPIN;
+            assert_close(o, r, tol_of(dt));
+          }
+      /* In place into a transposed view. */
+      torc_tensor *t1 = torc_clone(bt), *t2 = torc_clone(bt);
+      torc_tensor *v1 = torc_transpose(t1, 0, 1),
+                  *v2 = torc_transpose(t2, 0, 1);
+      torc_tensor *w = torc_randn(TORC_SHAPE(c, n), dt, TORC_CPU, NULL);
+      REF;
+      assert_ok(torc_add_(v1, w));
+      CPU;
+      assert_ok(torc_add_(v2, w));
+      UNPIN;
+      assert_close(t2, t1, tol_of(dt));
+      torc_scope_end(scope);
+    }
+  }
+}
+
+/* Reductions over dim sets the plan treats differently (all, last, first,
+ * middle, mixed), on a permuted input too, and a large full sum. */
+static void test_reduce(void **state) {
+  (void)state;
+  typedef torc_tensor *(*red_fn)(const torc_tensor *, const int *, int, int);
+  static const red_fn fns[] = {torc_sum, torc_mean, torc_amax, torc_amin};
+  static const int dims[][3] = {{0, 0, 0}, {3, 0, 0}, {0, 0, 0},
+                                {1, 0, 0}, {0, 2, 3}, {1, 2, 0}};
+  static const int n_dims[] = {0, 1, 1, 1, 3, 2};
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+    int scope = torc_scope_begin();
+    torc_tensor *x = torc_randn(TORC_SHAPE(6, 7, 9, 41), dt, TORC_CPU, NULL);
+    int perm[4] = {2, 0, 3, 1};
+    torc_tensor *xp = torc_permute(x, perm, 4);
+    torc_tensor *big = torc_randn(TORC_SHAPE(300001), dt, TORC_CPU, NULL);
+    torc_tensor *wide = torc_randn(TORC_SHAPE(2000, 257), dt, TORC_CPU, NULL);
+    torc_tensor *nan = special(1000, dt, 3.0);
+    assert_torc(xp);
+    for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+      for (size_t k = 0; k < sizeof n_dims / sizeof n_dims[0]; k++)
+        for (int p = 0; p < 2; p++) {
+          const torc_tensor *in = p ? xp : x;
+          REF;
+          torc_tensor *r = fns[f](in, dims[k], n_dims[k], 1);
+          CPU;
+          torc_tensor *c = fns[f](in, dims[k], n_dims[k], 1);
+          UNPIN;
+          assert_close(c, r, d ? 1e-10 : 1e-5);
+        }
+      static const int d0[1] = {0}, d1[1] = {1};
+      const torc_tensor *more[] = {big, wide, wide, nan};
+      const int *md[] = {NULL, d0, d1, NULL};
+      for (int k = 0; k < 4; k++) {
+        REF;
+        torc_tensor *r = fns[f](more[k], md[k], md[k] ? 1 : 0, 0);
+        CPU;
+        torc_tensor *c = fns[f](more[k], md[k], md[k] ? 1 : 0, 0);
+        UNPIN;
+        assert_close(c, r, d ? 1e-10 : 1e-5);
+      }
+    }
+    torc_scope_end(scope);
+  }
+}
+
+/* softmax and log_softmax over the last dim (the fast path), the first
+ * (strided lines), with infinities and NaN in some rows. */
+static void test_softmax(void **state) {
+  (void)state;
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+    int scope = torc_scope_begin();
+    torc_tensor *x = torc_mul_scalar(
+        torc_randn(TORC_SHAPE(513, 131), dt, TORC_CPU, NULL), 4.0);
+    torc_tensor *s = torc_reshape(special(25 * 5, dt, 3.0), TORC_SHAPE(25, 5));
+    const torc_tensor *in[] = {x, s};
+    for (int k = 0; k < 2; k++)
+      for (int dim = 0; dim < 2; dim++)
+        for (int lg = 0; lg < 2; lg++) {
+          REF;
+          torc_tensor *r =
+              lg ? torc_log_softmax(in[k], dim) : torc_softmax(in[k], dim);
+          CPU;
+          torc_tensor *c =
+              lg ? torc_log_softmax(in[k], dim) : torc_softmax(in[k], dim);
+          UNPIN;
+          assert_close(c, r, d ? 1e-10 : 1e-5);
+        }
+    torc_scope_end(scope);
+  }
+}
+
+/* GEMMs big enough to be split across the pool, by rows and by columns,
+ * with transposed operands. */
+static void test_gemm_split(void **state) {
+  (void)state;
+  static const int64_t mnk[][3] = {
+      {300, 70, 200}, {70, 301, 200}, {257, 263, 129}};
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+    for (size_t i = 0; i < sizeof mnk / sizeof mnk[0]; i++)
+      for (int t = 0; t < 4; t++) {
+        int scope = torc_scope_begin();
+        int64_t m = mnk[i][0], n = mnk[i][1], k = mnk[i][2];
+        torc_tensor *a =
+            (t & 1)
+                ? torc_transpose(
+                      torc_randn(TORC_SHAPE(k, m), dt, TORC_CPU, NULL), 0, 1)
+                : torc_randn(TORC_SHAPE(m, k), dt, TORC_CPU, NULL);
+        torc_tensor *b =
+            (t & 2)
+                ? torc_transpose(
+                      torc_randn(TORC_SHAPE(n, k), dt, TORC_CPU, NULL), 0, 1)
+                : torc_randn(TORC_SHAPE(k, n), dt, TORC_CPU, NULL);
+        REF;
+        torc_tensor *r = torc_matmul(a, b);
+        CPU;
+        torc_tensor *c = torc_matmul(a, b);
+        UNPIN;
+        assert_close(c, r, d ? 1e-10 : 1e-4);
+        torc_scope_end(scope);
+      }
+  }
+}
+
+/* Copies between dtypes and into strided views. */
+static void test_copy(void **state) {
+  (void)state;
+  static const torc_dtype dts[] = {TORC_F32, TORC_F64,  TORC_I32,
+                                   TORC_U8,  TORC_BOOL, TORC_F16};
+  int scope = torc_scope_begin();
+  torc_tensor *x = torc_mul_scalar(special(4099, TORC_F64, 300.0), 1.0);
+  for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++)
+    for (size_t j = 0; j < sizeof dts / sizeof dts[0]; j++) {
+      REF;
+      torc_tensor *src = torc_to_dtype(x, dts[i]);
+      torc_tensor *r = torc_to_dtype(src, dts[j]);
+      CPU;
+      torc_tensor *c = torc_to_dtype(src, dts[j]);
+      UNPIN;
+      assert_close(c, r, 0);
+    }
+  torc_tensor *m = torc_randn(TORC_SHAPE(301, 127), TORC_F32, TORC_CPU, NULL);
+  REF;
+  torc_tensor *r = torc_contiguous(torc_transpose(m, 0, 1));
+  CPU;
+  torc_tensor *c = torc_contiguous(torc_transpose(m, 0, 1));
+  UNPIN;
+  assert_close(c, r, 0);
+  torc_scope_end(scope);
+}
+
+/* [plugin.cpu] gemm: openblas always loads (and computes a matmul), an
+ * unknown provider fails with a message naming the key and the choices;
+ * onednn loads or, where the plugin was built without oneDNN, says so. */
+static void test_gemm_key(void **state) {
+  (void)state;
+  static const char *const values[] = {"openblas", "onednn", "auto", "nope"};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    char ini[256];
+    snprintf(ini, sizeof ini,
+             "[plugin.ref]\nmodule = ref\n[plugin.cpu]\nmodule = cpu\n"
+             "gemm = %s\n",
+             values[i]);
+    torc_config *cfg = torc_config_parse(ini, "gemm.ini");
+    assert_non_null(cfg);
+    torc_status st = torc_config_apply(cfg);
+    torc_config_free(cfg);
+    if (strcmp(values[i], "nope") == 0) {
+      assert_int_not_equal(st, TORC_OK);
+      assert_non_null(strstr(torc_last_error(), "openblas or onednn"));
+    } else if (st != TORC_OK) {
+      assert_string_equal(values[i], "onednn");
+      assert_non_null(strstr(torc_last_error(), "without oneDNN"));
+    } else {
+      int scope = torc_scope_begin();
+      torc_tensor *a =
+          torc_randn(TORC_SHAPE(200, 300), TORC_F32, TORC_CPU, NULL);
+      torc_tensor *b =
+          torc_randn(TORC_SHAPE(300, 100), TORC_F32, TORC_CPU, NULL);
+      REF;
+      torc_tensor *r = torc_matmul(a, b);
+      CPU;
+      torc_tensor *c = torc_matmul(a, b);
+      UNPIN;
+      assert_close(c, r, 1e-4);
+      torc_scope_end(scope);
+    }
+    torc_clear_error();
+    torc_shutdown();
+  }
+}
+
+int main(void) {
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) != 0) {
+    printf("SKIP: the cpu plugin was not built (%s is missing; install "
+           "libopenblas-dev and configure again)\n",
+           so);
+    return TEST_SKIP_STATUS;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_unary, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_binary, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_reduce, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_softmax, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_split, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_copy, test_live_setup,
+                                      test_live_teardown),
+  };
+  const struct CMUnitTest plain[] = {
+      cmocka_unit_test(test_gemm_key),
+  };
+  int failed = cmocka_run_group_tests_name("cpu elementwise against ref", tests,
+                                           setup_pinned, test_teardown_all);
+  failed += cmocka_run_group_tests_name("cpu plugin keys", plain, NULL, NULL);
+  return failed;
+}
