@@ -10,3 +10,18 @@ EXTRA_PROGRAMS += bench/gemm/bench_gemm
 bench_gemm_bench_gemm_SOURCES = bench/gemm/bench_gemm.c
 EXTRA_DIST += bench/gemm/run.sh
 CLEANFILES += bench/gemm/bench_gemm
+# The side-by-side comparison with PyTorch (bench/compare.sh): training,
+# evaluation, per-op overhead, latency, GEMM, conv, RSS and start-up.
+EXTRA_PROGRAMS += bench/compare/bench_compare
+bench_compare_bench_compare_SOURCES = bench/compare/bench_compare.c
+EXTRA_DIST += bench/compare.sh bench/compare/torch_compare.py
+CLEANFILES += bench/compare/bench_compare
+# The machine's fp32 FMA peak (threads x AVX-512 or AVX2 FMA chains), the
+# yardstick of bench/compare.sh's GEMM and conv rows.
+EXTRA_PROGRAMS += bench/compare/peak
+bench_compare_peak_SOURCES = bench/compare/peak.c
+bench_compare_peak_LDADD = -lpthread
+CLEANFILES += bench/compare/peak
+# Linked with no libtool wrapper script (rpath into the build tree), so that
+# compare.sh times the program itself from exec to exit.
+bench_compare_bench_compare_LDFLAGS = -no-install

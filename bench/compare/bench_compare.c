@@ -1,0 +1,360 @@
+/* bench/compare/bench_compare.c — torc's side of bench/compare.sh, built on
+ * the public API the way a user writes a training loop: the idx source and
+ * the DataLoader (normalise pipeline, batch 64, shuffled), the modules, the
+ * cross-entropy loss of the losses plugin, SGD with momentum of the optim
+ * plugin, zero_grad / backward / step; evaluation in eval mode under
+ * no-grad. One measurement per invocation, printed as
+ *   torc <measure> <value>
+ * so bench/compare.sh can alternate torc and PyTorch runs.
+ *
+ *   bench_compare train mlp|cnn [SAMPLES]   training samples/s, peak RSS
+ *   bench_compare eval mlp|cnn              test-set samples/s at batch 1000
+ *   bench_compare op                        ns per dispatched op (16 floats),
+ *                                           ns per autograd forward+backward
+ *   bench_compare latency                   batch-1 MLP forward, µs
+ *   bench_compare gemm N                    f32 N x N GEMM GFLOP/s
+ *   bench_compare conv                      conv2d 64x32x28x28 * 3x3x64 GFLOP/s
+ *   bench_compare startup                   one training step, then exit
+ *
+ * The environment picks nothing: the plugins are ref, cpu (OpenBLAS) and,
+ * where built, onednn; threads = 2 unless TORC_THREADS says otherwise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "torc/torc.h"
+
+#define ROOT "/usr/share/datasets/fashion-mnist/"
+#define PIPELINE "scale(0.00392156862745098), normalize(0.2860, 0.3530)"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_compare: %s: %s\n", what, torc_last_error());
+  exit(1);
+}
+
+static long peak_rss_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+static void setup(void) {
+  const char *th = getenv("TORC_THREADS");
+  if (torc_set_num_threads(th ? atoi(th) : 2) != TORC_OK)
+    die("threads");
+  static const char *const need[] = {"ref", "cpu", "data", "losses", "optim"};
+  for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+    if (torc_plugin_load(need[i], NULL) != TORC_OK)
+      die("plugins (build with bash scripts/setup.sh; run bench/compare.sh)");
+  /* oneDNN is optional: used where configure found it. */
+  if (torc_plugin_load("onednn", NULL) != TORC_OK)
+    torc_clear_error();
+}
+
+static void add(torc_module *seq, torc_module *m) {
+  if (torc_sequential_append(seq, m) != TORC_OK)
+    die("model");
+}
+
+/* flatten; linear 784->256; relu; linear 256->128; relu; linear 128->10 */
+static torc_module *mlp(void) {
+  torc_module *m = torc_sequential_new();
+  add(m, torc_flatten_new(1, -1));
+  add(m, torc_linear_new(784, 256, 1));
+  add(m, torc_module_build("relu", NULL));
+  add(m, torc_linear_new(256, 128, 1));
+  add(m, torc_module_build("relu", NULL));
+  add(m, torc_linear_new(128, 10, 1));
+  return m;
+}
+
+/* conv3x3 1->32, relu, maxpool 2; conv3x3 32->64, relu, maxpool 2;
+ * flatten; linear 3136->128, relu; linear 128->10 (padding 1) */
+static torc_module *cnn(void) {
+  torc_conv2d_params same = {.padding = {1, 1}};
+  torc_pool2d_params pool = {.kernel = {2, 2}};
+  torc_module *m = torc_sequential_new();
+  add(m, torc_conv2d_new(1, 32, 3, 3, &same, 1));
+  add(m, torc_module_build("relu", NULL));
+  add(m, torc_maxpool2d_new(&pool));
+  add(m, torc_conv2d_new(32, 64, 3, 3, &same, 1));
+  add(m, torc_module_build("relu", NULL));
+  add(m, torc_maxpool2d_new(&pool));
+  add(m, torc_flatten_new(1, -1));
+  add(m, torc_linear_new(3136, 128, 1));
+  add(m, torc_module_build("relu", NULL));
+  add(m, torc_linear_new(128, 10, 1));
+  return m;
+}
+
+static torc_dataset *open_split(const char *split) {
+  char img[256], lab[256];
+  snprintf(img, sizeof img, ROOT "%s-images-idx3-ubyte.gz", split);
+  snprintf(lab, sizeof lab, ROOT "%s-labels-idx1-ubyte.gz", split);
+  const char *k[2] = {"images", "labels"};
+  const char *v[2] = {img, lab};
+  torc_dataset *ds = torc_dataset_open("idx", k, v, 2);
+  if (ds == NULL)
+    die("dataset (apt-get install dataset-fashion-mnist)");
+  return ds;
+}
+
+static torc_loader *loader(torc_dataset *ds, const torc_transform *tf,
+                           int64_t batch, int shuffle) {
+  torc_loader_opts o = {0};
+  o.batch_size = batch;
+  o.shuffle = shuffle;
+  o.transform = tf;
+  torc_loader *ld = torc_loader_new(ds, &o);
+  if (ld == NULL || torc_loader_start(ld, 0, 0) != TORC_OK)
+    die("loader");
+  return ld;
+}
+
+/* Trains on `limit` samples (one epoch = 60000); returns samples/s, or
+ * stops after the first step when `one_step`. */
+static double train(const char *which, int64_t limit, int one_step) {
+  torc_manual_seed(0);
+  torc_dataset *ds = open_split("train");
+  torc_transform *tf = torc_transform_parse(PIPELINE);
+  if (tf == NULL)
+    die("transform");
+  torc_module *net = strcmp(which, "cnn") == 0 ? cnn() : mlp();
+  torc_loss *ce = torc_loss_build("cross_entropy", NULL);
+  torc_optimizer *opt =
+      torc_optimizer_build("sgd", "lr=0.01, momentum=0.9", net);
+  if (ce == NULL || opt == NULL)
+    die("loss/optimizer");
+  torc_loader *ld = loader(ds, tf, 64, 1);
+  torc_module_train(net, 1);
+  int64_t n = 0;
+  double t0 = now(), loss_v = 0;
+  torc_batch b = {0};
+  while (n < limit) {
+    int r = torc_loader_next(ld, &b);
+    if (r < 0)
+      die("next");
+    if (r == 0)
+      break;
+    int scope = torc_scope_begin();
+    torc_tensor *loss = torc_loss_forward(ce, torc_module_forward(net, b.input),
+                                          b.target);
+    if (torc_optimizer_zero_grad(opt, 1) || torc_backward(loss, NULL, 0) ||
+        torc_optimizer_step(opt))
+      die("training step");
+    if (one_step && torc_item(loss, &loss_v))
+      die("item");
+    torc_scope_end(scope);
+    n += b.size;
+    torc_batch_clear(&b);
+    if (one_step)
+      break;
+  }
+  double dt = now() - t0;
+  torc_loader_free(ld);
+  torc_optimizer_free(opt);
+  torc_loss_free(ce);
+  torc_module_free(net);
+  torc_transform_free(tf);
+  torc_dataset_close(ds);
+  return (double)n / dt;
+}
+
+/* Evaluates the (untrained) model on the 10000 test images at batch 1000:
+ * eval mode, no-grad, argmax accuracy counted as a user would. */
+static double evaluate(const char *which) {
+  torc_manual_seed(0);
+  torc_dataset *ds = open_split("t10k");
+  torc_transform *tf = torc_transform_parse(PIPELINE);
+  torc_module *net = strcmp(which, "cnn") == 0 ? cnn() : mlp();
+  torc_module_train(net, 0);
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  double best = 0;
+  for (int pass = 0; pass < 2; pass++) { /* the first warms up */
+    torc_loader *ld = loader(ds, tf, 1000, 0);
+    int64_t n = 0;
+    double correct = 0, t0 = now();
+    torc_batch b = {0};
+    while (torc_loader_next(ld, &b) == 1) {
+      int scope = torc_scope_begin();
+      int dim = 1;
+      torc_tensor *pred = torc_argmax(torc_module_forward(net, b.input), &dim, 0);
+      double c;
+      if (torc_item(torc_sum(torc_eq(pred, b.target), NULL, 0, 0), &c))
+        die("eval");
+      correct += c;
+      torc_scope_end(scope);
+      n += b.size;
+      torc_batch_clear(&b);
+    }
+    double rate = (double)n / (now() - t0);
+    if (rate > best)
+      best = rate;
+    torc_loader_free(ld);
+  }
+  torc_set_grad_mode(gm);
+  torc_module_free(net);
+  torc_transform_free(tf);
+  torc_dataset_close(ds);
+  return best;
+}
+
+/* ns per torc_add of two 16-float tensors (no grad), and per forward +
+ * backward of one torc_mul with autograd. */
+static void op_overhead(void) {
+  int64_t shape[1] = {16};
+  torc_tensor *a = torc_randn(shape, 1, TORC_F32, TORC_CPU, NULL);
+  torc_tensor *b = torc_randn(shape, 1, TORC_F32, TORC_CPU, NULL);
+  torc_tensor *g = torc_ones(shape, 1, TORC_F32, TORC_CPU);
+  if (a == NULL || b == NULL || g == NULL)
+    die("inputs");
+  const int reps = 200000;
+  double best = 1e9;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now();
+    for (int i = 0; i < reps; i++)
+      torc_release(torc_add(a, b));
+    double ns = (now() - t0) / reps * 1e9;
+    if (ns < best)
+      best = ns;
+  }
+  printf("torc op_ns %.1f\n", best);
+  if (torc_set_requires_grad(a, 1))
+    die("requires_grad");
+  best = 1e9;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now();
+    for (int i = 0; i < reps / 4; i++) {
+      torc_tensor *y = torc_mul(a, b);
+      if (torc_backward(y, g, 0))
+        die("backward");
+      torc_release(y);
+      torc_zero_grad(a, 1);
+    }
+    double ns = (now() - t0) / (reps / 4) * 1e9;
+    if (ns < best)
+      best = ns;
+  }
+  printf("torc autograd_ns %.1f\n", best);
+  torc_release(a);
+  torc_release(b);
+  torc_release(g);
+}
+
+static void latency(void) {
+  torc_manual_seed(0);
+  torc_module *net = mlp();
+  torc_module_train(net, 0);
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  torc_tensor *x = torc_randn(TORC_SHAPE(1, 1, 28, 28), TORC_F32, TORC_CPU,
+                              NULL);
+  const int reps = 20000;
+  double best = 1e9;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now();
+    for (int i = 0; i < reps; i++) {
+      int scope = torc_scope_begin();
+      if (torc_module_forward(net, x) == NULL)
+        die("forward");
+      torc_scope_end(scope);
+    }
+    double us = (now() - t0) / reps * 1e6;
+    if (us < best)
+      best = us;
+  }
+  printf("torc latency_us %.2f\n", best);
+  torc_set_grad_mode(gm);
+  torc_release(x);
+  torc_module_free(net);
+}
+
+static double gemm(int64_t n) {
+  torc_tensor *a = torc_randn(TORC_SHAPE(n, n), TORC_F32, TORC_CPU, NULL);
+  torc_tensor *b = torc_randn(TORC_SHAPE(n, n), TORC_F32, TORC_CPU, NULL);
+  double flop = 2.0 * n * n * n, best = 0;
+  torc_release(torc_matmul(a, b));
+  int reps = (int)(2e9 / flop) + 1;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now();
+    for (int i = 0; i < reps; i++) {
+      torc_tensor *c = torc_matmul(a, b);
+      if (c == NULL)
+        die("matmul");
+      torc_release(c);
+    }
+    double g = flop * reps / (now() - t0) / 1e9;
+    if (g > best)
+      best = g;
+  }
+  torc_release(a);
+  torc_release(b);
+  return best;
+}
+
+static double conv(void) {
+  torc_tensor *x = torc_randn(TORC_SHAPE(64, 32, 28, 28), TORC_F32, TORC_CPU,
+                              NULL);
+  torc_tensor *w = torc_randn(TORC_SHAPE(64, 32, 3, 3), TORC_F32, TORC_CPU,
+                              NULL);
+  torc_conv2d_params p = {.padding = {1, 1}};
+  double flop = 2.0 * 64 * 64 * 28 * 28 * 32 * 9, best = 0;
+  torc_release(torc_conv2d(x, w, NULL, &p));
+  for (int r = 0; r < 5; r++) {
+    double t0 = now();
+    for (int i = 0; i < 5; i++) {
+      torc_tensor *y = torc_conv2d(x, w, NULL, &p);
+      if (y == NULL)
+        die("conv2d");
+      torc_release(y);
+    }
+    double g = flop * 5 / (now() - t0) / 1e9;
+    if (g > best)
+      best = g;
+  }
+  torc_release(x);
+  torc_release(w);
+  return best;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  setup();
+  if (strcmp(mode, "train") == 0 && argc > 2) {
+    int64_t limit = argc > 3 ? atoll(argv[3]) : 60000;
+    double rate = train(argv[2], limit, 0);
+    printf("torc train_%s %.0f\n", argv[2], rate);
+    printf("torc rss_train_%s %ld\n", argv[2], peak_rss_kib());
+  } else if (strcmp(mode, "eval") == 0 && argc > 2) {
+    double rate = evaluate(argv[2]);
+    printf("torc eval_%s %.0f\n", argv[2], rate);
+    printf("torc rss_eval_%s %ld\n", argv[2], peak_rss_kib());
+  } else if (strcmp(mode, "op") == 0) {
+    op_overhead();
+  } else if (strcmp(mode, "latency") == 0) {
+    latency();
+  } else if (strcmp(mode, "gemm") == 0 && argc > 2) {
+    int64_t n = atoll(argv[2]);
+    printf("torc gemm_%lld %.1f\n", (long long)n, gemm(n));
+  } else if (strcmp(mode, "conv") == 0) {
+    printf("torc conv %.1f\n", conv());
+  } else if (strcmp(mode, "startup") == 0) {
+    train("mlp", 64, 1);
+  } else {
+    fprintf(stderr,
+            "usage: bench_compare train|eval mlp|cnn [SAMPLES] | op | "
+            "latency | gemm N | conv | startup\n");
+    torc_shutdown();
+    return 2;
+  }
+  torc_shutdown();
+  return 0;
+}

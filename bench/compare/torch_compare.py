@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""bench/compare/torch_compare.py — PyTorch's side of bench/compare.sh.
+
+The same models, hyper-parameters and measurements as bench_compare.c, one
+measurement per invocation, printed as
+    torch <measure> <value>
+
+    torch_compare.py train mlp|cnn [SAMPLES]   training samples/s, peak RSS
+    torch_compare.py eval mlp|cnn              t10k samples/s at batch 1000
+    torch_compare.py op                        ns per torch.add (16 floats),
+                                               ns per autograd mul+backward
+    torch_compare.py latency                   batch-1 MLP forward, us
+    torch_compare.py gemm N                    f32 N x N torch.matmul GFLOP/s
+    torch_compare.py conv                      conv2d 64x32x28x28 * 64x32x3x3
+                                               (padding 1) GFLOP/s
+    torch_compare.py startup                   one training step, then exit
+
+PyTorch at its best on this machine: torch.set_num_threads(2) (TORCH_THREADS in
+the environment overrides it) and OMP_WAIT_POLICY=PASSIVE, which
+bench/compare.sh sets before Python starts. Its data pipeline is the fastest
+honest one: the IDX files are decoded once into a normalised float tensor
+((x/255 - 0.2860)/0.3530) and each batch is gathered from it with a shuffled
+permutation; torc's side goes through its DataLoader with a per-sample
+transform instead, which is the harder path for torc. TORCH_DATA=uint8 keeps
+the images as bytes and normalises each batch instead: a little slower, but
+~140 MB less peak RSS in training (the float training set is 188 MB).
+Run with Debian's python3-torch (/usr/bin/python3); never by make check.
+"""
+import gzip
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROOT = "/usr/share/datasets/fashion-mnist/"
+MEAN, STD = 0.2860, 0.3530
+DATA = os.environ.get("TORCH_DATA", "float")
+
+
+def idx(path):
+    """Decodes one gzipped IDX file into a numpy array."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big")
+            for i in range(ndim)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load(split):
+    """The split as (images, N int64 labels). With TORCH_DATA=float (the
+    default) the images are decoded once into an N x 1 x 28 x 28 normalised
+    float32 tensor, converted in place (no full-size temporaries, so that
+    peak RSS holds only the tensor and the raw bytes); with
+    TORCH_DATA=uint8 they stay N x 1 x 28 x 28 bytes (a quarter of the
+    memory) and batch() normalises each batch."""
+    raw = idx(ROOT + split + "-images-idx3-ubyte.gz")
+    y = torch.from_numpy(idx(ROOT + split + "-labels-idx1-ubyte.gz")
+                         .astype(np.int64))
+    u8 = torch.from_numpy(raw.copy()).unsqueeze(1)
+    del raw
+    if DATA == "uint8":
+        return u8, y
+    x = torch.empty(u8.shape, dtype=torch.float32)
+    x.copy_(u8)
+    del u8
+    x.mul_(1.0 / 255.0).sub_(MEAN).div_(STD)
+    return x, y
+
+
+def batch(x, rows):
+    """The images at `rows` (an index tensor or a slice), normalised."""
+    xb = x.index_select(0, rows) if isinstance(rows, torch.Tensor) else x[rows]
+    if DATA == "uint8":
+        xb = xb.float().mul_(1.0 / (255.0 * STD)).sub_(MEAN / STD)
+    return xb
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
+                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def model(which):
+    return cnn() if which == "cnn" else mlp()
+
+
+def peak_rss_kib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def now():
+    return time.perf_counter()
+
+
+def train(which, limit, one_step=False):
+    """Trains on `limit` shuffled samples (one epoch = 60000), batch 64,
+    SGD lr 0.01 momentum 0.9, cross-entropy; returns samples/s."""
+    torch.manual_seed(0)
+    x, y = load("train")
+    net = model(which)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    net.train()
+    g = torch.Generator()
+    g.manual_seed(0)
+    n = 0
+    t0 = now()
+    perm = torch.randperm(len(y), generator=g)
+    for i in range(0, len(y), 64):
+        if n >= limit:
+            break
+        j = perm[i:i + 64]
+        xb, yb = batch(x, j), y.index_select(0, j)
+        loss = F.cross_entropy(net(xb), yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        n += len(j)
+        if one_step:
+            loss.item()
+            break
+    return n / (now() - t0)
+
+
+def evaluate(which):
+    """The (untrained) model on the 10000 test images at batch 1000, eval
+    mode, no_grad, argmax accuracy counted; best of two passes."""
+    torch.manual_seed(0)
+    x, y = load("t10k")
+    net = model(which)
+    net.eval()
+    best = 0.0
+    with torch.no_grad():
+        for _ in range(2):  # the first warms up
+            n, correct = 0, 0
+            t0 = now()
+            for i in range(0, len(y), 1000):
+                xb, yb = batch(x, slice(i, i + 1000)), y[i:i + 1000]
+                pred = net(xb).argmax(1)
+                correct += (pred == yb).sum().item()
+                n += len(yb)
+            best = max(best, n / (now() - t0))
+    return best
+
+
+def op_overhead():
+    """ns per torch.add of two 16-float tensors (no grad), and per forward +
+    backward of one mul with autograd (a.grad reset to None each time)."""
+    a = torch.randn(16)
+    b = torch.randn(16)
+    g = torch.ones(16)
+    reps = 200000
+    best = 1e9
+    for _ in range(5):
+        t0 = now()
+        for _ in range(reps):
+            torch.add(a, b)
+        best = min(best, (now() - t0) / reps * 1e9)
+    print("torch op_ns %.1f" % best)
+    a.requires_grad_(True)
+    best = 1e9
+    for _ in range(5):
+        t0 = now()
+        for _ in range(reps // 4):
+            y = a.mul(b)
+            y.backward(g)
+            a.grad = None
+        best = min(best, (now() - t0) / (reps // 4) * 1e9)
+    print("torch autograd_ns %.1f" % best)
+
+
+def latency():
+    """Batch-1 MLP forward in eval mode under no_grad, us."""
+    torch.manual_seed(0)
+    net = mlp()
+    net.eval()
+    x = torch.randn(1, 1, 28, 28)
+    reps = 20000
+    best = 1e9
+    with torch.no_grad():
+        for _ in range(5):
+            t0 = now()
+            for _ in range(reps):
+                net(x)
+            best = min(best, (now() - t0) / reps * 1e6)
+    print("torch latency_us %.2f" % best)
+
+
+def gemm(n):
+    a = torch.randn(n, n)
+    b = torch.randn(n, n)
+    flop = 2.0 * n * n * n
+    torch.matmul(a, b)  # warm-up
+    reps = int(2e9 / flop) + 1
+    best = 0.0
+    for _ in range(5):
+        t0 = now()
+        for _ in range(reps):
+            torch.matmul(a, b)
+        best = max(best, flop * reps / (now() - t0) / 1e9)
+    return best
+
+
+def conv():
+    x = torch.randn(64, 32, 28, 28)
+    w = torch.randn(64, 32, 3, 3)
+    flop = 2.0 * 64 * 64 * 28 * 28 * 32 * 9
+    with torch.no_grad():
+        F.conv2d(x, w, padding=1)  # warm-up
+        best = 0.0
+        for _ in range(5):
+            t0 = now()
+            for _ in range(5):
+                F.conv2d(x, w, padding=1)
+            best = max(best, flop * 5 / (now() - t0) / 1e9)
+    return best
+
+
+USAGE = ("usage: torch_compare.py train|eval mlp|cnn [SAMPLES] | op | "
+         "latency | gemm N | conv | startup")
+
+
+def main(argv):
+    torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
+    mode = argv[1] if len(argv) > 1 else ""
+    which = argv[2] if len(argv) > 2 else ""
+    if mode == "train" and which in ("mlp", "cnn"):
+        limit = int(argv[3]) if len(argv) > 3 else 60000
+        rate = train(which, limit)
+        print("torch train_%s %.0f" % (which, rate))
+        print("torch rss_train_%s %d" % (which, peak_rss_kib()))
+    elif mode == "eval" and which in ("mlp", "cnn"):
+        rate = evaluate(which)
+        print("torch eval_%s %.0f" % (which, rate))
+        print("torch rss_eval_%s %d" % (which, peak_rss_kib()))
+    elif mode == "op":
+        op_overhead()
+    elif mode == "latency":
+        latency()
+    elif mode == "gemm" and which:
+        n = int(which)
+        print("torch gemm_%d %.1f" % (n, gemm(n)))
+    elif mode == "conv":
+        print("torch conv %.1f" % conv())
+    elif mode == "startup":
+        train("mlp", 64, one_step=True)
+    else:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
