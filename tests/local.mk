@@ -54,6 +54,7 @@ AM_TESTS_ENVIRONMENT = \
 	TORC_TEST_PLUGIN_DIR='$(abs_top_builddir)/tests/plugins/.libs'; export TORC_TEST_PLUGIN_DIR; \
 	TORC_TOP_SRCDIR='$(abs_top_srcdir)'; export TORC_TOP_SRCDIR; \
 	TORC_TOP_BUILDDIR='$(abs_top_builddir)'; export TORC_TOP_BUILDDIR; \
+	TORC_DATA_CACHE='$(abs_top_builddir)/tests/data-cache'; export TORC_DATA_CACHE; \
 	LIBTOOL='$(LIBTOOL)'; export LIBTOOL; MAKE='$(MAKE)'; export MAKE;
 EXTRA_DIST += tests/harness.sh tests/cli_lib.sh tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh
 
@@ -71,3 +72,8 @@ include tests/onednn.mk
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh
 EXTRA_DIST += tests/test_train.sh tests/test_examples.sh
+# The idx source's decoded-data cache of the tests (TORC_DATA_CACHE above).
+clean-local: clean-local-data-cache
+clean-local-data-cache:
+	rm -rf tests/data-cache
+.PHONY: clean-local-data-cache

@@ -7,6 +7,7 @@
  * read when installed.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -306,6 +307,72 @@ static void test_idx_gzip(void **state) {
   assert_torc(ds);
   check_idx_values(ds);
   torc_dataset_close(ds);
+}
+
+/* Files in folder dir whose name contains `part`; the size of the last. */
+static int count_files(const char *dir, const char *part, off_t *size) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL)
+    if (strstr(e->d_name, part)) {
+      char p[1200];
+      struct stat sb;
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      if (stat(p, &sb) == 0 && size)
+        *size = sb.st_size;
+      n++;
+    }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+/* A gzip IDX file is decoded once: the copy in TORC_DATA_CACHE serves the
+ * next open; a damaged copy is ignored and rewritten; "off" writes none. */
+static void test_idx_gzip_cache(void **state) {
+  (void)state;
+  char cache[1024];
+  snprintf(cache, sizeof cache, "%s", P("cache"));
+  const char *old = getenv("TORC_DATA_CACHE");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("TORC_DATA_CACHE", cache, 1);
+  write_idx_pair(P("c-images.gz"), P("c-labels.gz"), 1);
+  for (int round = 0; round < 3; round++) {
+    torc_dataset *ds = open_ds("idx", 2, "images", P("c-images.gz"), "labels",
+                               P("c-labels.gz"));
+    assert_torc(ds);
+    check_idx_values(ds);
+    torc_dataset_close(ds);
+    off_t size = 0;
+    assert_int_equal(count_files(cache, "c-images.gz", &size), 1);
+    assert_int_equal(size, 16 + 24); /* header + 3 images of 2 x 4 */
+    assert_int_equal(count_files(cache, "c-labels.gz", NULL), 1);
+    if (round == 1) { /* damage the images' copy: it must be rewritten */
+      DIR *d = opendir(cache);
+      struct dirent *e;
+      while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, "c-images.gz")) {
+          char p[1200];
+          snprintf(p, sizeof p, "%s/%s", cache, e->d_name);
+          assert_int_equal(truncate(p, 7), 0);
+        }
+      closedir(d);
+    }
+  }
+  setenv("TORC_DATA_CACHE", "off", 1);
+  write_idx_pair(P("o-images.gz"), P("o-labels.gz"), 1);
+  torc_dataset *ds = open_ds("idx", 2, "images", P("o-images.gz"), "labels",
+                             P("o-labels.gz"));
+  assert_torc(ds);
+  check_idx_values(ds);
+  torc_dataset_close(ds);
+  assert_int_equal(count_files(cache, "o-images", NULL), 0);
+  if (saved)
+    setenv("TORC_DATA_CACHE", saved, 1);
+  else
+    unsetenv("TORC_DATA_CACHE");
+  free(saved);
 }
 
 static void test_idx_missing_file(void **state) {
@@ -1533,6 +1600,7 @@ int main(void) {
       T(test_plugin_registers_sources),
       T(test_idx_raw),
       T(test_idx_gzip),
+      T(test_idx_gzip_cache),
       T(test_idx_missing_file),
       T(test_idx_unreadable),
       T(test_idx_truncated_gzip),
