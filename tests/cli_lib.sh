@@ -42,8 +42,8 @@ run_torc() {
 fail() {
   echo "FAIL: $what: $*"
   echo "--- exit status: $rc"
-  echo "--- stdout:"
-  cat "$tmp/out"
+  echo "--- stdout (the last 60 lines):"
+  tail -n 60 "$tmp/out"
   echo "--- stderr:"
   cat "$tmp/err"
   exit 1

@@ -7,47 +7,8 @@
 
 set -u
 
-if [ -z "${TORC_TOP_BUILDDIR:-}" ] || [ -z "${TORC_TOP_SRCDIR:-}" ]; then
-  echo "SKIP: run through make check (TORC_TOP_BUILDDIR is not set)"
-  exit 77
-fi
-TORC=$TORC_TOP_BUILDDIR/tools/torc
-if [ ! -x "$TORC" ]; then
-  echo "SKIP: $TORC is not built"
-  exit 77
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/torc-conf.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM HUP
-
-what=
-
-# run_torc ARGS...: as tests/test_cli.sh (valgrind when TORC_VALGRIND=1).
-run_torc() {
-  what="torc $*"
-  if [ "${TORC_VALGRIND:-0}" = 1 ]; then
-    # $LIBTOOL is a command line ("/bin/bash .../libtool"): split on purpose.
-    $LIBTOOL --mode=execute valgrind --quiet --error-exitcode=99 \
-      --leak-check=full --show-leak-kinds=definite,indirect,possible \
-      --errors-for-leak-kinds=definite,indirect,possible \
-      --suppressions="$TORC_TOP_SRCDIR/tests/valgrind.supp" \
-      "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
-  else
-    "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
-  fi
-  rc=$?
-}
-
-fail() {
-  echo "FAIL: $what: $*"
-  echo "--- exit status: $rc"
-  echo "--- stdout (last 40 lines):"
-  tail -n 40 "$tmp/out"
-  echo "--- stderr:"
-  cat "$tmp/err"
-  exit 1
-}
+. "${TORC_TOP_SRCDIR:-.}/tests/cli_lib.sh"
+cli_setup conformance
 
 run_torc test-backend sim --verbose
 [ "$rc" -eq 99 ] && fail "valgrind found errors"

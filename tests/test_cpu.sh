@@ -7,53 +7,13 @@
 
 set -u
 
-if [ -z "${TORC_TOP_BUILDDIR:-}" ] || [ -z "${TORC_TOP_SRCDIR:-}" ]; then
-  echo "SKIP: run through make check (TORC_TOP_BUILDDIR is not set)"
-  exit 77
-fi
-TORC=$TORC_TOP_BUILDDIR/tools/torc
-if [ ! -x "$TORC" ]; then
-  echo "SKIP: $TORC is not built"
-  exit 77
-fi
+. "${TORC_TOP_SRCDIR:-.}/tests/cli_lib.sh"
+cli_setup cpu
 if [ ! -f "$TORC_TOP_BUILDDIR/plugins/.libs/cpu.so" ]; then
   echo "SKIP: the cpu plugin was not built (configure found no OpenBLAS:" \
     "apt-get install libopenblas-dev, then configure again)"
   exit 77
 fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/torc-cpu.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM HUP
-
-what=
-
-# run_torc ARGS...: as tests/test_conformance.sh (valgrind when
-# TORC_VALGRIND=1).
-run_torc() {
-  what="torc $*"
-  if [ "${TORC_VALGRIND:-0}" = 1 ]; then
-    # $LIBTOOL is a command line ("/bin/bash .../libtool"): split on purpose.
-    $LIBTOOL --mode=execute valgrind --quiet --error-exitcode=99 \
-      --leak-check=full --show-leak-kinds=definite,indirect,possible \
-      --errors-for-leak-kinds=definite,indirect,possible \
-      --suppressions="$TORC_TOP_SRCDIR/tests/valgrind.supp" \
-      "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
-  else
-    "$TORC" "$@" >"$tmp/out" 2>"$tmp/err"
-  fi
-  rc=$?
-}
-
-fail() {
-  echo "FAIL: $what: $*"
-  echo "--- exit status: $rc"
-  echo "--- stdout (last 40 lines):"
-  tail -n 40 "$tmp/out"
-  echo "--- stderr:"
-  cat "$tmp/err"
-  exit 1
-}
 
 # The plugin as users load it (kernels for cpu itself, above ref):
 # test-backend runs every case pinned to ref and pinned to the plugin.
