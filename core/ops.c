@@ -191,19 +191,31 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
     }
     return out;
   }
-  torc_tensor *ca = torc__as_dtype(a, kdt), *cb = ca ? torc__as_dtype(b, kdt) : NULL;
-  torc_tensor *ea = cb ? torc__expand_or_self(ca, shape, ndim) : NULL;
-  torc_tensor *eb = ea ? torc__expand_or_self(cb, shape, ndim) : NULL;
-  const torc_tensor *in[2] = {ea, eb};
-  if (eb == NULL || torc__kernel_call(op, kdt, in, 2, &out, 1, NULL, 0) ||
+  /* The kernel's inputs: a and b themselves in the common case (same
+   * dtype and shape: no new tensor, no reference count touched), else a
+   * cast and/or a broadcast view, released after the call. */
+  const torc_tensor *in[2] = {a, b};
+  torc_tensor *tmp[4] = {NULL, NULL, NULL, NULL};
+  int ok = 1;
+  for (int i = 0; i < 2 && ok; i++) {
+    if (in[i]->dtype != kdt) {
+      ok = (tmp[i] = torc__cast(in[i], kdt)) != NULL;
+      in[i] = tmp[i];
+    }
+    if (ok && !(in[i]->ndim == ndim &&
+                memcmp(in[i]->shape, shape, sizeof(int64_t) * (size_t)ndim) ==
+                    0)) {
+      ok = (tmp[2 + i] = torc__expand(in[i], shape, ndim)) != NULL;
+      in[i] = tmp[2 + i];
+    }
+  }
+  if (!ok || torc__kernel_call(op, kdt, in, 2, &out, 1, NULL, 0) ||
       torc__record_op(op, pair, 2, out, NULL, 0)) {
     torc_release(out);
     out = NULL;
   }
-  torc_release(ca);
-  torc_release(cb);
-  torc_release(ea);
-  torc_release(eb);
+  for (int i = 0; i < 4; i++)
+    torc_release(tmp[i]);
   return out;
 }
 

@@ -16,8 +16,9 @@
  *   bench_compare conv                      conv2d 64x32x28x28 * 3x3x64 GFLOP/s
  *   bench_compare startup                   one training step, then exit
  *
- * The environment picks nothing: the plugins are ref, cpu (OpenBLAS) and,
- * where built, onednn; threads = 2 unless TORC_THREADS says otherwise.
+ * The plugins are ref, cpu and, where built, onednn; threads = 2 unless
+ * TORC_THREADS says otherwise; the loader has one worker thread unless
+ * TORC_BENCH_WORKERS says otherwise.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,10 @@ static torc_loader *loader(torc_dataset *ds, const torc_transform *tf,
   o.batch_size = batch;
   o.shuffle = shuffle;
   o.transform = tf;
+  /* One loader thread by default, as CONFIG.md's files have: batches are
+   * prepared while the model computes (the order does not depend on it). */
+  const char *w = getenv("TORC_BENCH_WORKERS");
+  o.workers = w ? atoi(w) : 1;
   torc_loader *ld = torc_loader_new(ds, &o);
   if (ld == NULL || torc_loader_start(ld, 0, 0) != TORC_OK)
     die("loader");
