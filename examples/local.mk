@@ -25,3 +25,10 @@ EXTRA_DIST += examples/c-api/run.sh examples/fashion-mnist/mlp.ini \
 	examples/tabular/wine.ini examples/tabular/wine-train.csv \
 	examples/tabular/wine-test.csv examples/tabular/diabetes.ini \
 	examples/tabular/diabetes-train.csv examples/tabular/diabetes-test.csv
+
+# A loss plugin built out of tree against the installed headers
+# (tests/test_plugin_loss.sh builds and uses it).
+EXTRA_DIST += examples/plugin-loss/README.md examples/plugin-loss/Makefile \
+	examples/plugin-loss/focal.c examples/plugin-loss/focal.ini
+TESTS += tests/test_plugin_loss.sh
+EXTRA_DIST += tests/test_plugin_loss.sh
