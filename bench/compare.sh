@@ -16,7 +16,9 @@
 #     --runs N     repetitions of each measurement (default RUNS or 3)
 #     --samples N  training samples per run (default one epoch, 60000)
 #     --only LIST  comma-separated subset of: train train_mlp train_cnn
-#                  eval eval_mlp eval_cnn op latency gemm conv startup
+#                  ini eval eval_mlp eval_cnn op latency gemm conv startup
+#                  (ini: `torc train bench/compare/mlp.ini` itself, one
+#                  epoch, beside PyTorch's MLP epoch)
 #                  (peak is always measured)
 #     --no-build   use the build tree as it is (no make)
 #     --torch-malloc  give PyTorch glibc malloc tunables that keep freed
@@ -33,7 +35,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/_build}
 runs=${RUNS:-3} threads=${THREADS:-2} samples=60000
-only=train,eval,op,latency,gemm,conv,startup build_it=1 torch_malloc=0
+only=train,ini,eval,op,latency,gemm,conv,startup build_it=1 torch_malloc=0
 usage() {
   sed -n '/^#   bash/,/^# PyTorch/p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
@@ -62,6 +64,7 @@ for g in $(echo "$only" | tr ',' ' '); do
   eval) jobs="$jobs eval:mlp eval:cnn" ;;
   eval_mlp | eval_cnn) jobs="$jobs eval:${g#eval_}" ;;
   op | latency | conv | startup) jobs="$jobs $g" ;;
+  ini) jobs="$jobs ini" ;;
   gemm) jobs="$jobs gemm:256 gemm:1024 gemm:2048" ;;
   *) echo "compare.sh: unknown measurement '$g'" >&2; usage ;;
   esac
@@ -75,7 +78,8 @@ py="$top/bench/compare/torch_compare.py"
 export TORC_PLUGIN_PATH="$build/plugins/.libs"
 
 out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+ini_dir=$(mktemp -d)
+trap 'rm -f "$out" "$err"; rm -rf "$ini_dir"' EXIT
 torch_version=
 if torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' \
   2>/dev/null); then
@@ -92,6 +96,10 @@ ms() { date +%s%N; }
 # start-up time is the wall time of the whole process, from exec to exit.
 run_side() {
   side=$1
+  if [ "$2" = ini ]; then
+    run_ini "$side"
+    return
+  fi
   # shellcheck disable=SC2046 # the job's words, split on purpose
   set -- $(echo "$2" | tr ':' ' ')
   if [ "$side" = torc ]; then
@@ -113,6 +121,30 @@ run_side() {
   else
     echo "compare.sh: $side '$job' failed (exit $?):" >&2
     tail -n 3 "$err" >&2
+  fi
+}
+
+# run_ini SIDE: the INI path — `torc train bench/compare/mlp.ini` itself
+# (one epoch; samples/s from its done: line's seconds) beside PyTorch's
+# train_mlp over the same 60000 samples.
+run_ini() {
+  if [ "$1" = torc ]; then
+    rm -f "$ini_dir/metrics.csv"
+    if "$build/tools/torc" train "$top/bench/compare/mlp.ini" --progress lines \
+      --set torc.threads="$threads" --set train.metrics="$ini_dir/metrics.csv" \
+      >/dev/null 2>>"$err"; then
+      # The metrics CSV's seconds column (ms resolution) at the last row.
+      awk -F, '$3 == "train" { s = $8 } END {
+        if (s > 0) printf "torc train_ini_mlp %.0f\n", 60000 / s }' \
+        "$ini_dir/metrics.csv" >>"$out"
+    else
+      echo "compare.sh: torc train $top/bench/compare/mlp.ini failed:" >&2
+      tail -n 3 "$err" >&2
+    fi
+  elif [ "$have_torch" = 1 ]; then
+    env OMP_WAIT_POLICY=PASSIVE TORCH_THREADS="$threads" /usr/bin/python3 \
+      "$py" train mlp 60000 2>>"$err" |
+      sed -n 's/^torch train_mlp /torch train_ini_mlp /p' >>"$out"
   fi
 }
 
@@ -161,7 +193,8 @@ awk -v torch="$have_torch" -v nthreads="$threads" '
   # unit), torc >= pt % of the peak.
   function meta(m) {
     unit = ""; lower = 0; rt = 0; at = 0; pt = 0; tgt = "-"
-    if (m ~ /^train_/) { unit = "samples/s"; rt = (m == "train_mlp") ? 3 : 2 }
+    if (m ~ /^train_/) {
+      unit = "samples/s"; rt = (m == "train_mlp" || m == "train_ini_mlp") ? 3 : 2 }
     else if (m ~ /^eval_/) { unit = "samples/s"; rt = 2 }
     else if (m == "op_ns") { unit = "ns"; lower = 1; rt = 5; at = 200 }
     else if (m == "autograd_ns") { unit = "ns"; lower = 1; rt = 5; at = 1000 }
@@ -190,7 +223,7 @@ awk -v torch="$have_torch" -v nthreads="$threads" '
     printf "%-14s %-9s %15s %15s %8s  %-22s %s\n", "measure", "unit", "torc",
       "pytorch", "ratio", "target", "ok"
     # The issue order first, then anything else printed.
-    split("train_mlp train_cnn eval_mlp eval_cnn op_ns autograd_ns " \
+    split("train_mlp train_ini_mlp train_cnn eval_mlp eval_cnn op_ns autograd_ns " \
       "latency_us gemm_256 gemm_1024 gemm_2048 conv rss_train_mlp " \
       "rss_train_cnn rss_eval_mlp rss_eval_cnn startup_s", known, " ")
     k = 0
