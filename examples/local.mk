@@ -21,6 +21,7 @@ examples_c_api_train_mlp_SOURCES = examples/c-api/train_mlp.c
 examples_c_api_train_mlp_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 EXTRA_DIST += examples/c-api/run.sh examples/fashion-mnist/mlp.ini \
 	examples/fashion-mnist/cnn.ini examples/fashion-mnist/resnet.ini \
+	examples/fashion-mnist/cnn-curves.svg \
 	examples/tabular/README.md examples/tabular/LICENSE \
 	examples/tabular/wine.ini examples/tabular/wine-train.csv \
 	examples/tabular/wine-test.csv examples/tabular/diabetes.ini \
