@@ -15,6 +15,10 @@ cli_setup() {
     echo "SKIP: $TORC is not built"
     exit 77
   fi
+  # make check's LIBTOOL is relative to the build folder ("/bin/bash
+  # ./libtool"): made absolute, so that a test may cd elsewhere.
+  LIBTOOL=$(echo "${LIBTOOL:-libtool}" |
+    sed "s|\./libtool|$TORC_TOP_BUILDDIR/libtool|")
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/torc-$1.XXXXXX") || exit 1
   trap 'rm -rf "$tmp"' EXIT
   trap 'exit 1' INT TERM HUP
