@@ -62,7 +62,10 @@ static inline float v_expf(float x) {
   float rr = r * r;
   p = FMAF(p, rr, r) + 1.0f;
   int32_t n1 = n >> 1, n2 = n - n1;
-  float y = p * bits2f((n1 + 127) << 23) * bits2f((n2 + 127) << 23);
+  /* Unsigned shifts: for a NaN x, n is garbage and y is discarded, but a
+   * signed shift of it would be undefined. */
+  float y = p * bits2f((int32_t)((uint32_t)(n1 + 127) << 23)) *
+            bits2f((int32_t)((uint32_t)(n2 + 127) << 23));
   return x != x ? x : y;
 }
 
