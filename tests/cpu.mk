@@ -1,5 +1,5 @@
 # tests/cpu.mk — the cpu (OpenBLAS) plugin: the conformance suite against
-# ref through its certify mode (skipped when the plugin was not built).
+# ref (torc test-backend cpu; skipped when the plugin was not built).
 TESTS += tests/test_cpu.sh
 EXTRA_DIST += tests/test_cpu.sh
 # Geometry and layout cases beyond the suite's fixed shapes (conv groups,
