@@ -115,19 +115,23 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
     pthread_mutex_unlock(&c->lock);
     return TORC_OK;
   }
+  pthread_mutex_unlock(&c->lock);
+  torc_status st = (torc_status)d->ops.alloc(d->ops.user, index, size, out);
+  if (st != TORC_OK) { /* out of memory: give the cache back, try again */
+    pthread_mutex_lock(&c->lock);
+    size_t had = c->cached;
+    flush_locked(d, index, c);
+    pthread_mutex_unlock(&c->lock);
+    if (had == 0)
+      return st;
+    torc_clear_error();
+    if ((st = (torc_status)d->ops.alloc(d->ops.user, index, size, out)))
+      return st;
+  }
+  pthread_mutex_lock(&c->lock); /* a block taken from the device */
   c->st.os_allocs++;
   pthread_mutex_unlock(&c->lock);
-  if (d->ops.alloc(d->ops.user, index, size, out) == TORC_OK)
-    return TORC_OK;
-  /* Out of memory: give the cache back and try once more. */
-  pthread_mutex_lock(&c->lock);
-  size_t had = c->cached;
-  flush_locked(d, index, c);
-  pthread_mutex_unlock(&c->lock);
-  if (had == 0)
-    return torc_last_status();
-  torc_clear_error();
-  return (torc_status)d->ops.alloc(d->ops.user, index, size, out);
+  return TORC_OK;
 }
 
 void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes) {

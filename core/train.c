@@ -649,16 +649,14 @@ static torc_status load_ckpt(run *r, const char *want, position *pos) {
                             "the newest checkpoint in; add one, or name the "
                             "checkpoint: --resume PATH",
                             torc_config_path(r->cfg));
-    long long steps[1];
-    if (list_ckpts(r->s.ck_dir, steps, 1) == 0)
+    long long steps[4096]; /* newest first */
+    if (list_ckpts(r->s.ck_dir, steps, 4096) == 0)
       return torc_set_error(TORC_ERR_IO,
                             "--resume: no checkpoint (ckpt-*.safetensors) in "
                             "%s; train without --resume first",
                             r->s.ck_dir);
-    long long all[4096];
-    int n = list_ckpts(r->s.ck_dir, all, 4096);
     snprintf(path, sizeof path, "%s/ckpt-%08lld.safetensors", r->s.ck_dir,
-             n ? all[0] : steps[0]);
+             steps[0]);
   } else {
     snprintf(path, sizeof path, "%s", want);
   }
