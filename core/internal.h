@@ -560,6 +560,13 @@ TORC_API torc_status torc__config_schema_add(const torc__config_row *rows);
  * config`. */
 const torc__config_row *torc__config_schema_row(int i);
 
+/* torc_scheduler_from_config; with drop_warmup the section's
+ * warmup_epochs and warmup_start_factor are left to the caller (torc
+ * train raises the lr at every step of those epochs itself). */
+torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
+                                            torc_optimizer *opt,
+                                            int drop_warmup);
+
 /* Index of the first occurrence of `section` in cfg, or -1. */
 int torc__config_find(const torc_config *cfg, const char *section);
 

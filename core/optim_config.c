@@ -38,7 +38,9 @@ const torc__config_row torc__optim_rows[] = {
      "when torc train steps the schedule: after each epoch or each batch "
      "(onecycle wants step); warm-up and periods count in these units"},
     {"scheduler", "warmup_epochs", TORC__CFG_INT, NULL, "0..", 0,
-     "the same as warmup, named for interval = epoch"},
+     "epochs of linear warm-up, the lr raised at every step from "
+     "warmup_start_factor * lr to lr (torc train); the schedule starts "
+     "after it. torc_scheduler_from_config takes it as warmup"},
     {"scheduler", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the scheduler type's keys, and warmup (steps of linear warm-up) and "
      "warmup_start_factor (default 0.1)"},
@@ -50,7 +52,10 @@ typedef struct kvs {
   int n;
 } kvs;
 
-static torc_status section_kvs(const torc_config *cfg, int i, kvs *out) {
+/* drop_warmup: leave out warmup_epochs and warmup_start_factor (the
+ * trainer runs that warm-up itself, step by step). */
+static torc_status section_kvs(const torc_config *cfg, int i, kvs *out,
+                               int drop_warmup) {
   int nk = torc_config_section_key_count(cfg, i);
   out->n = 0;
   out->k = calloc((size_t)nk + 1, sizeof *out->k);
@@ -63,6 +68,9 @@ static torc_status section_kvs(const torc_config *cfg, int i, kvs *out) {
     const char *key = torc_config_section_key(cfg, i, j);
     /* The trainer's key, not the type's. */
     if (strcmp(key, "interval") == 0)
+      continue;
+    if (drop_warmup && (strcmp(key, "warmup_epochs") == 0 ||
+                        strcmp(key, "warmup_start_factor") == 0))
       continue;
     if (strcmp(key, "warmup_epochs") == 0) {
       out->k[out->n] = "warmup";
@@ -128,7 +136,7 @@ torc_loss *torc_loss_from_config(const torc_config *cfg) {
   if (i < 0)
     return NULL;
   kvs x;
-  if (section_kvs(cfg, i, &x))
+  if (section_kvs(cfg, i, &x, 0))
     return NULL;
   torc_loss *loss =
       torc_loss_create(torc__config_value(cfg, i, "type"), x.k, x.v, x.n);
@@ -150,7 +158,7 @@ torc_optimizer *torc_optimizer_from_config(const torc_config *cfg,
     return NULL;
   }
   kvs x;
-  if (section_kvs(cfg, i, &x))
+  if (section_kvs(cfg, i, &x, 0))
     return NULL;
   torc_optimizer *opt =
       torc_optimizer_create(torc__config_value(cfg, i, "type"), x.k, x.v, x.n);
@@ -166,6 +174,12 @@ torc_optimizer *torc_optimizer_from_config(const torc_config *cfg,
 
 torc_scheduler *torc_scheduler_from_config(const torc_config *cfg,
                                            torc_optimizer *opt) {
+  return torc__scheduler_from_config(cfg, opt, 0);
+}
+
+torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
+                                            torc_optimizer *opt,
+                                            int drop_warmup) {
   int i = find_section(cfg, "scheduler", "torc_scheduler_from_config", NULL);
   if (i < 0) { /* absent: no scheduler, as type = none */
     if (cfg)
@@ -192,7 +206,14 @@ torc_scheduler *torc_scheduler_from_config(const torc_config *cfg,
                                   "optimizer is NULL");
     return NULL;
   }
-  if (section_kvs(cfg, i, &x))
+  int has_we = torc_config_section_get(cfg, i, "warmup_epochs") != NULL;
+  if (has_we && torc_config_section_get(cfg, i, "warmup") != NULL) {
+    torc__config_error(cfg, i, "warmup_epochs", TORC_ERR_CONFIG,
+                       "warmup and warmup_epochs are both set; keep one "
+                       "(warmup_epochs: a warm-up raised at every step)");
+    return NULL;
+  }
+  if (section_kvs(cfg, i, &x, drop_warmup && has_we))
     return NULL;
   torc_scheduler *s = torc_scheduler_create(type, x.k, x.v, x.n, opt);
   if (s == NULL)

@@ -84,6 +84,13 @@ typedef struct run {
   torc_loss *loss;
   torc_optimizer *opt;
   torc_scheduler *sched;
+  /* [scheduler] warmup_epochs: the lr of group g at step k < warm_steps is
+   * warm_lr[g] * (f + (1 - f) * k / warm_steps); the schedule starts
+   * after (warm_lr: the schedule's first lr). */
+  int64_t warm_epochs, warm_steps;
+  double warm_f;
+  double *warm_lr;
+  int warm_groups;
   FILE *out;
   FILE *csv;
   int bar;
@@ -167,6 +174,7 @@ static torc_status read_settings(const torc_config *cfg, settings *s) {
 }
 
 static void run_free(run *r) {
+  free(r->warm_lr);
   torc_scheduler_free(r->sched);
   torc_optimizer_free(r->opt);
   torc_loss_free(r->loss);
@@ -176,6 +184,8 @@ static void run_free(run *r) {
   if (r->csv)
     fclose(r->csv);
 }
+
+static torc_status warmup_build(run *r);
 
 /* Builds the model, data, loss, optimizer and scheduler of cfg. With
  * `for_train` 0 only the model, the test data and the loss. */
@@ -224,10 +234,55 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
     return TORC_OK;
   if ((r->opt = torc_optimizer_from_config(cfg, r->model)) == NULL)
     return torc_last_status();
-  r->sched = torc_scheduler_from_config(cfg, r->opt);
+  r->sched = torc__scheduler_from_config(cfg, r->opt, 1);
   if (r->sched == NULL && torc_last_status() != TORC_OK)
     return torc_last_status();
+  return warmup_build(r);
+}
+
+/* [scheduler] warmup_epochs, which the trainer runs itself: a LinearLR
+ * raised at every step, not once per epoch (a tenfold jump of the lr at
+ * the first epoch's end is what a warm-up is there to avoid). */
+static torc_status warmup_build(run *r) {
+  int k = torc__config_find(r->cfg, "scheduler");
+  if (k < 0 || r->sched == NULL ||
+      torc_config_section_get(r->cfg, k, "warmup_epochs") == NULL)
+    return TORC_OK;
+  torc_status st;
+  r->warm_f = 0.1;
+  if ((st = torc__config_int(r->cfg, k, "warmup_epochs", &r->warm_epochs)))
+    return st;
+  const char *f = torc_config_section_get(r->cfg, k, "warmup_start_factor");
+  if (f) {
+    char *end;
+    r->warm_f = strtod(f, &end);
+    if (end == f || *end != '\0' || !(r->warm_f > 0 && r->warm_f <= 1))
+      return torc__config_error(r->cfg, k, "warmup_start_factor",
+                                TORC_ERR_CONFIG,
+                                "'%s' is not a factor in (0, 1]; give one "
+                                "(0.1 starts at a tenth of the lr)",
+                                f);
+  }
+  r->warm_steps = r->warm_epochs * torc_loader_length(r->train);
+  r->warm_groups = torc_optimizer_group_count(r->opt);
+  r->warm_lr = calloc((size_t)r->warm_groups + 1, sizeof *r->warm_lr);
+  if (r->warm_lr == NULL)
+    return torc_set_error(TORC_ERR_OOM, "out of memory building the run");
+  for (int g = 0; g < r->warm_groups; g++)
+    r->warm_lr[g] = torc_optimizer_get_lr(r->opt, g);
   return TORC_OK;
+}
+
+/* The lr of the step after `gstep` steps, while the warm-up lasts (at its
+ * last step the schedule's first lr). */
+static void warmup_apply(run *r, int64_t gstep) {
+  if (gstep > r->warm_steps || r->warm_steps == 0)
+    return;
+  double f = r->warm_f, a = f + (1.0 - f) * (double)gstep / r->warm_steps;
+  if (gstep == r->warm_steps)
+    a = 1.0;
+  for (int g = 0; g < r->warm_groups; g++)
+    torc_optimizer_set_lr(r->opt, g, r->warm_lr[g] * a);
 }
 
 /* ---- batches ---- */
@@ -826,6 +881,7 @@ torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
       int scope = torc_scope_begin();
       double lv;
       int64_t c;
+      warmup_apply(&r, gstep);
       st = train_step(&r, &b, &lv, &c);
       torc_scope_end(scope);
       int64_t bs = b.size;
@@ -854,7 +910,7 @@ torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
       last_finite_step = gstep + 1;
       gstep++;
       bi++;
-      if (r.sched && r.s.sched_per_step &&
+      if (r.sched && r.s.sched_per_step && gstep > r.warm_steps &&
           (st = torc_scheduler_step(r.sched, NAN)))
         break;
       wl += lv * (double)bs, ep_l += lv * (double)bs;
@@ -919,7 +975,7 @@ torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
       res->test_loss = ev.loss;
       res->test_accuracy = ev.accuracy;
     }
-    if (r.sched && !r.s.sched_per_step) {
+    if (r.sched && !r.s.sched_per_step && epoch + 1 > r.warm_epochs) {
       double metric = evaluated ? ev.loss : (ep_n ? ep_l / ep_n : NAN);
       if ((st = torc_scheduler_step(r.sched, metric)))
         break;

@@ -95,6 +95,13 @@ head -n 1 run/metrics.csv | grep -qx 'epoch,step,split,loss,accuracy,lr,samples_
 grep -q '^4,48,test,' run/metrics.csv || fail "the last test row is epoch 4, step 48"
 pass "metrics CSV: header, a row per log window and per evaluation"
 
+# warmup_epochs = 1: the lr rises at every step of epoch 1, 0.1 * (0.1 +
+# 0.9 * k / 12) at step k, and epoch 2 starts the cosine at 0.1.
+[ "$(grep ',train,' run/metrics.csv | head -n 4 | cut -d, -f1,2,6 | tr '\n' ' ')" = \
+  "1,5,0.04 1,10,0.0775 1,12,0.0925 2,17,0.1 " ] ||
+  fail "warm-up lr by step: $(grep ',train,' run/metrics.csv | head -n 4 | cut -d, -f1,2,6 | tr '\n' ' ')"
+pass "warmup_epochs: a linear warm-up raised at every step, then the schedule"
+
 grep -q '<svg' run/curves.svg && grep -q 'polyline' run/curves.svg ||
   fail "curves.svg next to the metrics"
 ls run/ckpt >"$tmp/ckpts"
@@ -118,6 +125,27 @@ expect_rc 0
 cmp -s "$tmp/out" eval1 || fail "the two runs' weights give other outputs"
 pass "deterministic = yes: the same metrics and weights whatever workers is"
 rm -rf run
+
+# ---- the simulated accelerator: the same run on another device ----
+
+cp base.ini sim.ini
+printf '[plugin.sim]\nmodule = sim\n[device]\ntype = sim\n' >>sim.ini
+run_torc train sim.ini
+expect_rc 0
+untimed run/metrics.csv >b
+cmp -s a b || { diff a b; fail "the run on sim differs from the run on cpu"; }
+run_torc eval base.ini --checkpoint run/ckpt/ckpt-00000048.safetensors --predict 8
+expect_rc 0
+cmp -s "$tmp/out" eval1 || fail "sim's checkpoint evaluates differently on cpu"
+pass "[device] type = sim: the cpu run's metrics; its checkpoint loads on cpu"
+rm -rf run
+
+cp base.ini nosim.ini
+printf '[device]\ntype = sim\n' >>nosim.ini
+run_torc train nosim.ini
+expect_rc 2
+expect_has err "sim"
+pass "a device no loaded plugin provides"
 
 # ---- resume after a finished run ----
 
@@ -236,6 +264,17 @@ run_torc eval other.ini --checkpoint first/ckpt/ckpt-00000048.safetensors
 expect_rc 2
 expect_has err "1.weight"
 pass "a checkpoint of another model: the keys that differ"
+
+run_torc train base.ini --set scheduler.warmup=2
+expect_rc 2
+expect_has err "warmup and warmup_epochs are both set"
+pass "warmup and warmup_epochs together"
+
+run_torc train base.ini --set scheduler.warmup_start_factor=2
+expect_rc 2
+expect_has err "warmup_start_factor"
+expect_has err "(0, 1]"
+pass "a warm-up start factor out of range"
 
 run_torc train base.ini --resume nowhere.safetensors
 expect_rc 2

@@ -306,7 +306,11 @@ TORC_API torc_loss *torc_loss_from_config(const struct torc_config *cfg);
 TORC_API torc_optimizer *torc_optimizer_from_config(
     const struct torc_config *cfg, torc_module *m);
 
-/* [scheduler] type = ... (none: returns NULL with no error) and its keys. */
+/* [scheduler] type = ... (none: returns NULL with no error) and its keys.
+ * `warmup_epochs` is taken as `warmup` (LinearLR stepped whenever the
+ * caller steps the scheduler); `torc train` instead raises the lr at every
+ * step of those epochs, then starts the schedule. Both warmup and
+ * warmup_epochs: TORC_ERR_CONFIG. */
 TORC_API torc_scheduler *torc_scheduler_from_config(
     const struct torc_config *cfg, torc_optimizer *opt);
 
