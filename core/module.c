@@ -1186,20 +1186,36 @@ static torc_tensor *sequential_forward(torc_module *m,
   }
   if (m->n_kids == 0) /* nn.Sequential() passes its input through */
     return torc__ret(torc_retain((torc_tensor *)in[0]));
-  int scope = torc_scope_begin();
-  if (scope < 0)
-    return NULL;
-  const torc_tensor **outs = calloc((size_t)m->n_kids, sizeof *outs);
-  if (outs == NULL) {
-    torc_scope_end(scope);
+  /* Each child's output is ours (a reference of our own) until its last
+   * reader has run: the next child, or a later add/concat node that
+   * reaches back to it. Freed then, not at the end of the forward, so an
+   * eval pass holds only what later layers still read (as PyTorch, which
+   * frees a tensor when its last Python reference goes). */
+  int n = m->n_kids;
+  torc_tensor **outs = calloc((size_t)n, sizeof *outs);
+  int *last = calloc((size_t)n, sizeof *last);
+  if (outs == NULL || last == NULL) {
+    free(outs), free(last);
     torc_set_error(TORC_ERR_OOM, "out of memory running %s",
                    who(m, w, sizeof w));
     return NULL;
   }
+  for (int i = 0; i < n; i++) {
+    last[i] = i + 1;
+    torc_module *c = m->kids[i].m;
+    if ((c->kind == KIND_ADD || c->kind == KIND_CONCAT) && i + c->from >= 0 &&
+        last[i + c->from] < i)
+      last[i + c->from] = i;
+  }
   const torc_tensor *x = in[0];
   torc_tensor *y = NULL;
-  for (int i = 0; i < m->n_kids; i++) {
+  for (int i = 0; i < n; i++) {
     torc_module *c = m->kids[i].m;
+    int scope = torc_scope_begin();
+    if (scope < 0) {
+      y = NULL;
+      break;
+    }
     if (c->kind == KIND_ADD || c->kind == KIND_CONCAT) {
       int j = i + c->from;
       const torc_tensor *pair[2] = {x, j < 0 ? in[0] : outs[j]};
@@ -1207,16 +1223,26 @@ static torc_tensor *sequential_forward(torc_module *m,
     } else {
       y = torc_module_forward(c, x);
     }
+    if (y)
+      torc_retain(y); /* ours; the scope's reference goes now */
+    torc_scope_end(scope);
     if (y == NULL)
       break;
     outs[i] = y;
     x = y;
+    for (int k = 0; k < i; k++)
+      if (outs[k] && last[k] <= i) {
+        torc_release(outs[k]);
+        outs[k] = NULL;
+      }
   }
-  free(outs);
-  if (y)
-    torc_scope_keep(y);
-  torc_scope_end(scope);
-  return y;
+  /* y (outs[n - 1] when all ran) goes to the caller; the rest is freed,
+   * by index: an identity child returns its input, a second reference. */
+  for (int k = 0; k < n; k++)
+    if (outs[k] && !(y && k == n - 1))
+      torc_release(outs[k]);
+  free(outs), free(last);
+  return y ? torc__ret(y) : NULL;
 }
 
 static int sequential_describe(const torc_module *m, char *buf, size_t size) {

@@ -623,6 +623,59 @@ static void test_model_config_errors(void **state) {
   assert_error(TORC_ERR_CONFIG, "the model has no layers");
 }
 
+/* A sequential frees each output once its last reader has run: in no-grad
+ * mode a deep stack holds two activations, not one per layer, while an
+ * add node still reads the output it reaches back to. */
+static size_t probed;
+static torc_tensor *neg_forward(torc_module *m, const torc_tensor *const *in,
+                                int n_in) {
+  (void)m, (void)n_in;
+  return torc_neg(in[0]);
+}
+static torc_tensor *probe_forward(torc_module *m, const torc_tensor *const *in,
+                                  int n_in) {
+  (void)m, (void)n_in;
+  probed = torc_device_memory_allocated(TORC_CPU);
+  return torc_neg(in[0]);
+}
+static const torc_module_vtable neg_vt = {sizeof(torc_module_vtable),
+                                          neg_forward, NULL, NULL};
+static const torc_module_vtable probe_vt = {sizeof(torc_module_vtable),
+                                            probe_forward, NULL, NULL};
+
+static void test_sequential_frees_early(void **state) {
+  (void)state;
+  torc_module *seq = torc_sequential_new();
+  for (int i = 0; i < 10; i++) /* 5 is an add of outputs 4 and 0 */
+    assert_ok(torc_sequential_append(
+        seq, i == 5 ? torc_add_node_new(-5)
+                    : torc_module_new("neg", &neg_vt, NULL)));
+  assert_ok(torc_sequential_append(seq,
+                                   torc_module_new("probe", &probe_vt, NULL)));
+  enum { N = 1 << 18 }; /* 1 MiB of f32 per activation */
+  torc_tensor *x = torc_full(TORC_SHAPE(N), 1.5, TORC_F32, TORC_CPU);
+  size_t base = torc_device_memory_allocated(TORC_CPU), act = N * 4;
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  torc_tensor *y = torc_module_forward(seq, x);
+  torc_set_grad_mode(gm);
+  assert_non_null(y);
+  /* x -> -x -> x -> -x -> x, + (-x) = -2x (the add reads output 0), four
+   * negations to -2x, the probe's: 2x. */
+  const float *v = torc_data(y);
+  assert_float_equal(v[0], 3.0, 0);
+  assert_float_equal(v[N - 1], 3.0, 0);
+  /* Live at the probe: its input, output 9 (held since output 0 was read
+   * at 5 and freed); 10 activations before outputs were freed early. */
+  if (probed - base > 2 * act) {
+    print_error("%zu bytes live at layer 10, more than 2 activations of "
+                "%zu\n", probed - base, act);
+    fail();
+  }
+  torc_release(y);
+  torc_release(x);
+  torc_module_free(seq);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_names_and_order, test_live_setup,
@@ -650,6 +703,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_model_from_config,
                                       test_live_setup, test_live_teardown),
       cmocka_unit_test_setup_teardown(test_model_config_errors,
+                                      test_live_setup, test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_sequential_frees_early,
                                       test_live_setup, test_live_teardown),
   };
   return cmocka_run_group_tests(tests, test_setup_ref_sim, test_teardown_all);
