@@ -33,12 +33,11 @@ static int valid_name(const char *name) {
   return 1;
 }
 
+/* The loader's keys are the schema's [data.*] rows (not "*"). */
+extern const torc__config_row torc__data_rows[];
 int torc__data_loader_key(const char *k) {
-  static const char *const keys[] = {"source",     "transform", "batch_size",
-                                     "shuffle",    "drop_last", "workers",
-                                     "prefetch",   "pin_memory"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-    if (strcmp(k, keys[i]) == 0)
+  for (const torc__config_row *r = torc__data_rows; r->section; r++)
+    if (r->key && strcmp(r->key, "*") != 0 && strcmp(r->key, k) == 0)
       return 1;
   return 0;
 }
@@ -86,7 +85,7 @@ static torc_status reg_add(struct torc__plugin *owner,
             "torc_data_source_register: source '%s' declares key '%s', "
             "which [data.*] sections keep for the loader (source, "
             "transform, batch_size, shuffle, drop_last, workers, prefetch, "
-            "pin_memory); rename it",
+            "limit, pin_memory); rename it",
             t->name, k->name);
     }
   return torc__oreg_add(&source_reg, owner, t, t->name);

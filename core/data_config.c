@@ -34,6 +34,8 @@ const torc__config_row torc__data_rows[] = {
      "either way)"},
     {"data.*", "prefetch", TORC__CFG_INT, "0", "0..4096", 0,
      "batches ready ahead; 0 = 2 per worker"},
+    {"data.*", "limit", TORC__CFG_INT, "0", "0..", 0,
+     "use only the first N samples (0 = all): a quick run on a subset"},
     {"data.*", "pin_memory", TORC__CFG_ENUM, "auto", "auto|yes|no", 0,
      "stage batches in pinned host memory (auto: when the device is not "
      "the host)"},
@@ -154,7 +156,8 @@ torc_loader *torc_loader_from_config(const torc_config *cfg, const char *name,
       (st = torc__config_bool(cfg, i, "shuffle", &o.shuffle)) ||
       (st = torc__config_bool(cfg, i, "drop_last", &o.drop_last)) ||
       (st = torc__config_int(cfg, i, "workers", &workers)) ||
-      (st = torc__config_int(cfg, i, "prefetch", &prefetch)))
+      (st = torc__config_int(cfg, i, "prefetch", &prefetch)) ||
+      (st = torc__config_int(cfg, i, "limit", &o.limit)))
     return NULL;
   o.batch_size = batch;
   o.workers = (int)workers;

@@ -513,6 +513,9 @@ static torc_status check_opts(const torc_loader_opts *o) {
   if (o->batch_size < 0 || o->batch_size > INT32_MAX)
     return opt_error("batch_size", (long long)o->batch_size,
                      "is out of range; use 1 to 2147483647 (0 means 1)");
+  if (o->limit < 0)
+    return opt_error("limit", (long long)o->limit,
+                     "is negative; give a sample count (0 = all)");
   if (o->workers < 0 || o->workers > 256)
     return opt_error("workers", o->workers,
                      "is out of range; use 0 (load in the calling thread) "
@@ -552,6 +555,8 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
   if (check_opts(&o) != TORC_OK)
     return NULL;
   int64_t n = torc_dataset_length(ds);
+  if (o.limit > 0 && o.limit < n)
+    n = o.limit;
   if (n <= 0) {
     torc_set_error(TORC_ERR_INVALID,
                    "torc_loader_new: the dataset (%s) has no samples",

@@ -777,6 +777,31 @@ static void test_batches(void **state) {
   assert_int_equal(torc_loader_length(ld), 10);
   torc_loader_free(ld);
   torc_loader_free(NULL);
+
+  /* limit: the first 4 samples only, shuffled among themselves; a limit
+   * past the end is the whole set. */
+  memset(&o, 0, sizeof o);
+  o.batch_size = 3;
+  o.limit = 4;
+  o.shuffle = 1;
+  o.seed = 7;
+  ld = torc_loader_new(ds, &o);
+  assert_int_equal(torc_loader_length(ld), 2);
+  dump_epoch(ld, &d);
+  assert_int_equal(d.n_samples, 4);
+  int seen[4] = {0};
+  for (int i = 0; i < 4; i++) {
+    assert_true(d.order[i] >= 0 && d.order[i] < 4);
+    seen[d.order[i]]++;
+  }
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(seen[i], 1);
+  free(d.bytes);
+  torc_loader_free(ld);
+  o.limit = 1000;
+  ld = torc_loader_new(ds, &o);
+  assert_int_equal(torc_loader_length(ld), 4);
+  torc_loader_free(ld);
   torc_dataset_close(ds);
 }
 
@@ -1312,6 +1337,10 @@ static void test_loader_opt_errors(void **state) {
   o.workers = 257;
   new_fails(ds, &o, TORC_ERR_INVALID, "workers = 257 is out of range; use 0");
   o.workers = 0;
+  o.limit = -3;
+  new_fails(ds, &o, TORC_ERR_INVALID, "limit = -3 is negative; give a sample "
+                                      "count (0 = all)");
+  o.limit = 0;
   o.prefetch = -2;
   new_fails(ds, &o, TORC_ERR_INVALID, "prefetch = -2 is out of range");
   o.prefetch = 0;

@@ -211,6 +211,8 @@ typedef struct torc_loader_opts {
   const torc_transform *transform; /* borrowed; may be NULL */
   torc_collate_fn collate;         /* NULL = torc_collate_default */
   void *collate_user;
+  int64_t limit; /* > 0: only the dataset's first `limit` samples (a quick
+                    run on a subset, torch.utils.data.Subset of range) */
 } torc_loader_opts;
 
 /* A loader over a dataset (borrowed: it must outlive the loader). Errors:
