@@ -19,7 +19,6 @@ void torc__data_sources_unregister_owner(struct torc__plugin *owner);
  * transform, batch_size, ...): a source cannot declare it; data.c. */
 int torc__data_loader_key(const char *k);
 
-
 /* The keys of the type a dataset was opened from (terminated by {NULL}),
  * for the config layer; data.c. */
 const torc_data_source_type *torc__dataset_type(const torc_dataset *ds);
