@@ -36,6 +36,12 @@ int torc_dnn__threads(int n) {
   static _Thread_local int last;
   if (n < 1)
     n = 1;
+#ifdef TORC_SANITIZE
+  /* libgomp never joins its idle workers, and LeakSanitizer's exit-time
+   * scan crashes (SIGSEGV in its tracer) while they are alive: sanitizer
+   * builds run oneDNN on the calling thread alone. */
+  n = 1;
+#endif
   if (last != n) {
     omp_set_num_threads(n);
     last = n;
