@@ -77,6 +77,16 @@ cd "$tmp" || exit 1
 # The columns of the metrics CSV that do not measure time.
 untimed() { cut -d, -f1-6 "$1"; }
 
+# same_tensors A B: checkpoints A and B hold the same bytes after their
+# safetensors headers (every tensor: weights, optimizer and scheduler
+# state; the header's metadata has the run's seconds, which differ).
+same_tensors() {
+  na=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  nb=$(od -An -tu8 -N8 "$2" | tr -d ' ')
+  tail -c +$((na + 9)) "$1" >"$tmp/ta" && tail -c +$((nb + 9)) "$2" >"$tmp/tb" &&
+    [ -s "$tmp/ta" ] && cmp -s "$tmp/ta" "$tmp/tb"
+}
+
 # ---- a run ----
 
 run_torc train base.ini
@@ -123,6 +133,10 @@ cp "$tmp/out" eval1
 run_torc eval base.ini --checkpoint run/ckpt/ckpt-00000048.safetensors --predict 8
 expect_rc 0
 cmp -s "$tmp/out" eval1 || fail "the two runs' weights give other outputs"
+same_tensors first/ckpt/ckpt-00000048.safetensors run/ckpt/ckpt-00000048.safetensors ||
+  fail "the two runs' final checkpoints hold other tensors"
+! same_tensors first/ckpt/ckpt-00000036.safetensors run/ckpt/ckpt-00000048.safetensors ||
+  fail "same_tensors takes epoch 3's checkpoint for epoch 4's"
 pass "deterministic = yes: the same metrics and weights whatever workers is"
 rm -rf run
 
@@ -137,6 +151,8 @@ cmp -s a b || { diff a b; fail "the run on sim differs from the run on cpu"; }
 run_torc eval base.ini --checkpoint run/ckpt/ckpt-00000048.safetensors --predict 8
 expect_rc 0
 cmp -s "$tmp/out" eval1 || fail "sim's checkpoint evaluates differently on cpu"
+same_tensors first/ckpt/ckpt-00000048.safetensors run/ckpt/ckpt-00000048.safetensors ||
+  fail "sim's final checkpoint holds other tensors than cpu's"
 pass "[device] type = sim: the cpu run's metrics; its checkpoint loads on cpu"
 rm -rf run
 
@@ -161,6 +177,8 @@ pass "--resume: 2 epochs then 2 more give the metrics of 4 straight"
 run_torc eval base.ini --checkpoint run/ckpt/ckpt-00000048.safetensors --predict 8
 expect_rc 0
 cmp -s "$tmp/out" eval1 || fail "the resumed run's weights evaluate differently"
+same_tensors first/ckpt/ckpt-00000048.safetensors run/ckpt/ckpt-00000048.safetensors ||
+  fail "the resumed run's final checkpoint holds other tensors"
 expect_has out "confusion matrix (rows: true class, columns: predicted):"
 tail -n 1 "$tmp/out" | grep -q '^eval: loss=[0-9.]* accuracy=[0-9.]* samples=96$' ||
   fail "eval: last line"
@@ -195,6 +213,9 @@ if [ "${TORC_VALGRIND:-0}" != 1 ]; then
   untimed interrupted/metrics.csv >a
   untimed run/metrics.csv >b
   cmp -s a b || { diff a b | head; fail "interrupted + resumed differs from straight"; }
+  last=$(ls run/ckpt | tail -n 1)
+  same_tensors "interrupted/ckpt/$last" "run/ckpt/$last" ||
+    fail "interrupted + resumed: the final checkpoint holds other tensors"
   pass "Ctrl-C: status 130, a checkpoint; resumed, the same metrics as straight"
   rm -rf run interrupted
 else
