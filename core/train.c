@@ -781,7 +781,7 @@ static void progress(run *r, int64_t epoch, int64_t b, int64_t nb,
       bar[i] = i < fill ? '#' : '-';
     bar[w] = '\0';
     fprintf(r->out, "\repoch %lld/%lld [%s] %lld/%lld loss %.4f%s %.0f "
-                    "samples/s ETA %s ",
+                    "samples/s ETA %s\033[K",
             (long long)epoch + 1, (long long)r->s.epochs, bar, (long long)b,
             (long long)nb, loss, accs, sps, e);
   } else {
@@ -866,7 +866,7 @@ torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
     if ((st = torc_loader_start(r.train, epoch, first)))
       break;
     torc_module_train(r.model, 1);
-    double wl = 0, ep_l = 0, t_win = now_s(), t_ep = now_s();
+    double wl = 0, ep_l = 0, t_win = now_s(), t_ep = t_win, t_draw = t_win;
     int64_t wc = 0, wn = 0, ws = 0, ep_c = 0, ep_n = 0;
     int classify = 1;
     if (epoch == pos.epoch && first > 0) { /* mid-epoch: the saved sums */
@@ -927,7 +927,15 @@ torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
         double eta = (double)(nb - bi) * (t - t_ep) / (double)(bi - first);
         progress(&r, epoch, bi, nb, wl / wn, acc, sps, eta);
         wl = 0, wc = 0, wn = 0, ws = 0;
-        t_win = t;
+        t_win = t_draw = t;
+      } else if (r.bar) { /* the bar moves 4 times a second in between */
+        double t = now_s();
+        if (t - t_draw >= 0.25) {
+          double eta = (double)(nb - bi) * (t - t_ep) / (double)(bi - first);
+          progress(&r, epoch, bi, nb, wl / wn,
+                   classify ? (double)wc / wn : NAN, wn / (t - t_win), eta);
+          t_draw = t;
+        }
       }
       if (interrupted)
         break;

@@ -120,6 +120,18 @@ ckpt-00000048.safetensors" ] || fail "checkpoints: the newest 2 (keep = 2), got 
 pass "curves.svg, and the newest two checkpoints"
 mv run first
 
+run_torc train base.ini --progress bar --set train.epochs=1 \
+  --set train.metrics=bar/metrics.csv --set checkpoint.dir=bar/ckpt
+expect_rc 0
+cr=$(printf '\r') esc=$(printf '\033')
+expect_has out "${cr}epoch 1/1 [##########--------------] 5/12 loss "
+expect_has out "${cr}epoch 1/1 [########################] 12/12 loss "
+expect_has out "ETA 0:00${esc}[K"
+grep -q '^epoch 1/1: train loss' "$tmp/out" || fail "the summary starts a line"
+tail -n 1 "$tmp/out" | grep -q '^done: epochs=1 ' || fail "the done: line last"
+pass "--progress bar: one line redrawn in place, then the summary"
+rm -rf bar
+
 # ---- determinism ----
 
 run_torc train base.ini --set data.train.workers=0
