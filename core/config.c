@@ -1153,6 +1153,13 @@ static void validate_section(parse_ctx *c, int i) {
         return;
       }
     }
+    if (strcmp(s->name, "export") == 0) { /* DESIGN.md's, not built yet */
+      perr(c, s->line,
+           "[export]: torc cannot export models yet (ONNX export is "
+           "planned; `torc export` is reserved); remove the section. The "
+           "checkpoints of [checkpoint] dir hold the trained weights");
+      return;
+    }
     char hint[160] = "";
     if (nr.word[0])
       snprintf(hint, sizeof hint, "did you mean %s? ", nr.word);

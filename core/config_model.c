@@ -157,21 +157,28 @@ torc_module *torc_module_from_config(const torc_config *cfg,
   if (sum == NULL) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", torc_last_error());
+    /* A shape that does not fit, or a layer that cannot run at all here
+     * (no kernel for an op: a backend plugin is missing). */
+    torc_status why = torc_last_status();
+    const char *what = why == TORC_ERR_NO_KERNEL || why == TORC_ERR_DEVICE ||
+                               why == TORC_ERR_OOM || why == TORC_ERR_PLUGIN
+                           ? "cannot run on"
+                           : "does not fit";
     int layer = -1;
     const char *p = strstr(msg, "(in ");
     if (p && (p = strchr(p, '\'')) != NULL)
       layer = atoi(p + 1);
     if (layer >= 0 && layer < n_layers)
       torc__config_error(cfg, where[layer], NULL, TORC_ERR_CONFIG,
-                         "layer %d (%s) does not fit a sample of shape [%s]: "
-                         "%s",
+                         "layer %d (%s) %s a sample of shape [%s]: %s",
                          layer,
                          torc_config_section_get(cfg, where[layer], "type"),
-                         in, msg);
+                         what, in, msg);
     else
       torc__config_error(cfg, mi, "input", TORC_ERR_CONFIG,
-                         "the model does not run on a sample of shape [%s]: "
-                         "%s",
+                         "the model %s a sample of shape [%s]: %s",
+                         strcmp(what, "does not fit") == 0 ? "does not run on"
+                                                            : what,
                          in, msg);
     goto fail;
   }

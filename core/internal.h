@@ -562,10 +562,13 @@ const torc__config_row *torc__config_schema_row(int i);
 
 /* torc_scheduler_from_config; with drop_warmup the section's
  * warmup_epochs and warmup_start_factor are left to the caller (torc
- * train raises the lr at every step of those epochs itself). */
+ * train raises the lr at every step of those epochs itself); run_length
+ * > 0 (the run after warm-up, in scheduler steps) is cosine's t_max and
+ * onecycle's total_steps when the section leaves them out. */
 torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
                                             torc_optimizer *opt,
-                                            int drop_warmup);
+                                            int drop_warmup,
+                                            int64_t run_length);
 
 /* Index of the first occurrence of `section` in cfg, or -1. */
 int torc__config_find(const torc_config *cfg, const char *section);

@@ -43,7 +43,8 @@ const torc__config_row torc__optim_rows[] = {
      "after it. torc_scheduler_from_config takes it as warmup"},
     {"scheduler", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the scheduler type's keys, and warmup (steps of linear warm-up) and "
-     "warmup_start_factor (default 0.1)"},
+     "warmup_start_factor (default 0.1); torc train sets cosine's t_max "
+     "and onecycle's total_steps to the run after the warm-up when absent"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
 
 /* The section's keys but `type`, as arrays (borrowed from cfg). */
@@ -174,12 +175,13 @@ torc_optimizer *torc_optimizer_from_config(const torc_config *cfg,
 
 torc_scheduler *torc_scheduler_from_config(const torc_config *cfg,
                                            torc_optimizer *opt) {
-  return torc__scheduler_from_config(cfg, opt, 0);
+  return torc__scheduler_from_config(cfg, opt, 0, 0);
 }
 
 torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
                                             torc_optimizer *opt,
-                                            int drop_warmup) {
+                                            int drop_warmup,
+                                            int64_t run_length) {
   int i = find_section(cfg, "scheduler", "torc_scheduler_from_config", NULL);
   if (i < 0) { /* absent: no scheduler, as type = none */
     if (cfg)
@@ -215,6 +217,24 @@ torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
   }
   if (section_kvs(cfg, i, &x, drop_warmup && has_we))
     return NULL;
+  /* The run's length for the key that measures it, when left out. */
+  char len[32];
+  const char *lkey = NULL;
+  if (run_length > 0 && type) {
+    if (strcmp(type, "cosine") == 0 &&
+        torc_config_section_get(cfg, i, "t_max") == NULL)
+      lkey = "t_max";
+    else if (strcmp(type, "onecycle") == 0 &&
+             torc_config_section_get(cfg, i, "total_steps") == NULL &&
+             torc_config_section_get(cfg, i, "epochs") == NULL)
+      lkey = "total_steps";
+  }
+  if (lkey) {
+    snprintf(len, sizeof len, "%lld", (long long)run_length);
+    x.k[x.n] = lkey; /* section_kvs left a slot: it skips `type` */
+    x.v[x.n] = len;
+    x.n++;
+  }
   torc_scheduler *s = torc_scheduler_create(type, x.k, x.v, x.n, opt);
   if (s == NULL)
     located(cfg, i);

@@ -412,6 +412,47 @@ static void ensure_omp_passive(void) {
 
 /* ---- loading ---- */
 
+static torc_status load_locked(const char *module, const torc_plugin_opts *o);
+
+/* Loads the plugins `info` requires (torc_plugin_info.requires) that are
+ * not loaded yet, from o's search path, at priority 0. */
+static torc_status load_requires(const torc_plugin_info *info,
+                                 const char *name, const char *path,
+                                 const torc_plugin_opts *o, const char *pre) {
+  static int depth; /* under load_lock */
+  if (!TORC_HAS_SLOT(info, torc_plugin_info, requires) ||
+      info->requires == NULL)
+    return TORC_OK;
+  if (depth >= 8)
+    return torc_set_error(TORC_ERR_PLUGIN,
+                          "%splugin '%s' (%s): its requirements nest more "
+                          "than 8 deep; do two plugins require each other?",
+                          pre, name, path);
+  torc_status st = TORC_OK;
+  for (const char *const *r = info->requires; *r && st == TORC_OK; r++) {
+    if (find_loaded(*r))
+      continue;
+    torc_plugin_opts dep = {0};
+    if (o) { /* file and line stay out: the message below has them */
+      dep.search_path = o->search_path;
+      dep.allow_insecure = o->allow_insecure;
+    }
+    depth++;
+    st = load_locked(*r, &dep);
+    depth--;
+    if (st != TORC_OK) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", torc_last_error());
+      return torc_set_error(st, "%splugin '%s' (%s) requires plugin '%s', "
+                                "which did not load: %s",
+                            pre, name, path, *r, msg);
+    }
+    torc_logf(TORC_LOG_INFO, "loaded plugin %s: plugin %s requires it", *r,
+              name);
+  }
+  return st;
+}
+
 static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   char wbuf[PATH_MAX + 32];
   const char *pre = where(o, o ? o->line : 0, wbuf, sizeof wbuf);
@@ -543,6 +584,10 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   if (find_loaded(name)) {
     dlclose(h);
     return TORC_OK;
+  }
+  if ((st = load_requires(info, name, path, o, pre)) != TORC_OK) {
+    dlclose(h);
+    return st;
   }
   /* Keys: each must be one the plugin declares. */
   for (int i = 0; o && i < o->n_keys; i++) {

@@ -234,7 +234,17 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
     return TORC_OK;
   if ((r->opt = torc_optimizer_from_config(cfg, r->model)) == NULL)
     return torc_last_status();
-  r->sched = torc__scheduler_from_config(cfg, r->opt, 1);
+  /* The run after the warm-up, in the schedule's steps: cosine's t_max
+   * and onecycle's total_steps when the file leaves them out. */
+  int64_t we = 0, len = 0;
+  int k = torc__config_find(cfg, "scheduler");
+  if (k >= 0 && torc_config_section_get(cfg, k, "warmup_epochs") &&
+      (st = torc__config_int(cfg, k, "warmup_epochs", &we)))
+    return st;
+  len = r->s.epochs - we;
+  if (r->s.sched_per_step)
+    len *= torc_loader_length(r->train);
+  r->sched = torc__scheduler_from_config(cfg, r->opt, 1, len > 0 ? len : 1);
   if (r->sched == NULL && torc_last_status() != TORC_OK)
     return torc_last_status();
   return warmup_build(r);

@@ -104,6 +104,7 @@ FROZEN(torc_plugin_info, flags, 44);
 FROZEN(torc_plugin_info, keys, 48);
 FROZEN(torc_plugin_info, init, 56);
 FROZEN(torc_plugin_info, fini, 64);
+FROZEN(torc_plugin_info, requires, 72);
 
 FROZEN(torc_device_ops, struct_size, 0);
 FROZEN(torc_device_ops, type, 8);

@@ -68,4 +68,74 @@ if [ "${TORC_VALGRIND:-0}" != 1 ]; then
 fi
 echo "PASS: $what"
 
+# CONFIG.md's way of loading a backend: cpu alone. The plugin requires ref
+# (for the ops it does not provide: the initialisers' uniform_, ...), so
+# the core loads ref beneath it; cosine's t_max, left out, is the run
+# after the warm-up (3 epochs - 1 = 2: lr 0.1 in epoch 2, 0.05 in 3).
+cat >"$tmp/cpu_only.ini" <<'EOF2'
+[torc]
+seed = 1
+deterministic = yes
+[plugin.cpu]
+module = cpu
+[plugin.data]
+module = data
+[plugin.losses]
+module = losses
+[plugin.optim]
+module = optim
+[data.train]
+source = synthetic
+shape = 1,4,4
+classes = 2
+samples = 64
+batch_size = 16
+[data.test]
+source = synthetic
+shape = 1,4,4
+classes = 2
+samples = 32
+batch_size = 32
+[model]
+input = 1,4,4
+[layer]
+type = flatten
+[layer]
+type = linear
+out_features = 2
+[loss]
+type = cross_entropy
+[optimizer]
+type = sgd
+lr = 0.1
+[scheduler]
+type = cosine
+warmup_epochs = 1
+[train]
+epochs = 3
+metrics = run/metrics.csv
+EOF2
+cd "$tmp" || exit 1
+run_torc train cpu_only.ini
+expect_rc 0
+[ "$(grep ',test,' run/metrics.csv | cut -d, -f1,6 | tr '\n' ' ')" = "1,0.0775 2,0.1 3,0.05 " ] ||
+  fail "lr per epoch: $(grep ',test,' run/metrics.csv | cut -d, -f1,6 | tr '\n' ' ')"
+run_torc plugins --config cpu_only.ini
+expect_rc 0
+expect_has out "  ref 0.1.0"
+pass "[plugin.cpu] alone: ref loaded beneath it; cosine's t_max is the run"
+
+# A required plugin that cannot be found: one message naming both.
+mkdir -p lonely empty
+cp "$TORC_TOP_BUILDDIR/plugins/.libs/cpu.so" lonely/
+printf '[plugin.cpu]\nmodule = %s/lonely/cpu.so\n' "$tmp" >lonely.ini
+saved=$TORC_PLUGIN_PATH
+TORC_PLUGIN_PATH=$tmp/empty
+run_torc plugins --config lonely.ini
+TORC_PLUGIN_PATH=$saved
+expect_rc 2
+expect_has err "lonely.ini:1: plugin 'cpu'"
+expect_has err "requires plugin 'ref', which did not load: plugin 'ref' not found"
+pass "a required plugin that is not found"
+
 exit 0

@@ -309,6 +309,13 @@ expect_has err "warmup_start_factor"
 expect_has err "(0, 1]"
 pass "a warm-up start factor out of range"
 
+cp base.ini export.ini
+printf '[export]\nonnx = model.onnx\n' >>export.ini
+run_torc train export.ini
+expect_rc 2
+expect_has err "[export]: torc cannot export models yet"
+pass "[export] (CONFIG.md's, not built yet): says so"
+
 run_torc train base.ini --resume nowhere.safetensors
 expect_rc 2
 expect_has err "nowhere.safetensors"

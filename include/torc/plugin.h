@@ -36,8 +36,9 @@ TORC_BEGIN_DECLS
 /* Minor version: grows when slots are appended. 1.1: torc_host.api and
  * torc_host.register_module_type. 1.2: torc_host.register_data_source.
  * 1.3: torc_host.register_loss, register_optimizer, register_scheduler.
- * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops). */
-#define TORC_ABI_MINOR 4
+ * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
+ * 1.5: torc_plugin_info.requires. */
+#define TORC_ABI_MINOR 5
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -433,6 +434,12 @@ typedef struct torc_plugin_info {
   int (*init)(const torc_host *host, torc_plugin *self);
   /* (optional) Releases the plugin's resources; called at shutdown. */
   void (*fini)(torc_plugin *self);
+  /* (optional, ABI 1.5) The plugins this one stacks on, by name,
+   * terminated by NULL: the core loads each that is not loaded yet (from
+   * the same search path, priority 0) before calling init, so a backend
+   * that provides only fast kernels can rely on ref for the rest.
+   * E.g. (const char *const[]){"ref", NULL}. */
+  const char *const *requires;
 } torc_plugin_info;
 
 /* The entry point's type. */

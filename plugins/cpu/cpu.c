@@ -105,6 +105,9 @@ static const torc_plugin_info cpu_info = {
     .keys = cpu_keys,
     .init = cpu_init,
     .fini = cpu_fini,
+    /* ref serves every op this plugin does not (uniform_ for the
+     * initialisers, integer dtypes, ...): loaded with it when absent. */
+    .requires = (const char *const[]){"ref", NULL},
 };
 
 TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);

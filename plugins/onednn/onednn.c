@@ -145,6 +145,9 @@ static const torc_plugin_info dnn_info = {
     .keys = keys,
     .init = dnn_init,
     .fini = dnn_fini,
+    /* ref serves every op this plugin does not (uniform_ for the
+     * initialisers, integer dtypes, ...): loaded with it when absent. */
+    .requires = (const char *const[]){"ref", NULL},
 };
 
 TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
