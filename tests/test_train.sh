@@ -309,6 +309,13 @@ expect_has err "warmup_start_factor"
 expect_has err "(0, 1]"
 pass "a warm-up start factor out of range"
 
+sed -e '/^\[plugin.ref\]$/d' -e '/^module = ref$/d' base.ini >nobackend.ini
+run_torc train nobackend.ini
+expect_rc 2
+expect_has err "cannot run on a sample of shape [1,6,6]: no kernel for op"
+expect_has err "[plugin.ref] module = ref"
+pass "no backend plugin: the layer cannot run, and what to load"
+
 cp base.ini export.ini
 printf '[export]\nonnx = model.onnx\n' >>export.ini
 run_torc train export.ini
