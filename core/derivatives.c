@@ -62,14 +62,48 @@ static torc_status square_bw(torc__node *n, torc_tensor *const *gout,
   return DONE(gin[0]);
 }
 
-/* relu: the gradient passes where the output is positive. */
+/* relu: 0 where the output is <= 0, else the gradient (a NaN output
+ * passes it, as PyTorch's threshold_backward), in one pass: the
+ * relu_backward kernel, untracked. Integer outputs, and a backend without
+ * the kernel, take the composed form where(y <= 0, 0, g). */
+static torc_status relu_bw_composed(torc__node *n, torc_tensor *const *gout,
+                                    torc_tensor **gin) {
+  torc_tensor *z = scalar(0, SAVED(0));
+  torc_tensor *m = z ? torc_le(SAVED(0), z) : NULL;
+  torc_tensor *zg = m ? scalar(0, G) : NULL;
+  gin[0] = zg ? torc_where(m, zg, G) : NULL;
+  torc_release(z), torc_release(m), torc_release(zg);
+  return DONE(gin[0]);
+}
+
 static torc_status relu_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
-  torc_tensor *z = scalar(0, SAVED(0));
-  torc_tensor *m = z ? torc_gt(SAVED(0), z) : NULL;
-  gin[0] = m ? torc_mul(G, m) : NULL;
-  torc_release(z), torc_release(m);
-  return DONE(gin[0]);
+  torc_tensor *y = SAVED(0);
+  if (!torc_dtype_is_float(y->dtype))
+    return relu_bw_composed(n, gout, gin);
+  torc_tensor *g = torc__as_dtype(G, y->dtype);
+  torc_tensor *ge = g ? torc__expand(g, y->shape, y->ndim) : NULL;
+  torc_tensor *out =
+      ge ? torc__empty(y->shape, y->ndim, y->dtype, y->storage->device)
+         : NULL;
+  const torc_tensor *in[2] = {ge, y};
+  torc_status st = out ? TORC_OK : torc_last_status();
+  if (out && torc__numel(y->shape, y->ndim) > 0)
+    st = torc__kernel_call(TORC__OP_relu_backward, y->dtype, in, 2, &out, 1,
+                           NULL, 0);
+  torc_release(g);
+  torc_release(ge);
+  if (st == TORC_ERR_NO_KERNEL) { /* a backend without it: gt and mul */
+    torc_release(out);
+    torc_clear_error();
+    return relu_bw_composed(n, gout, gin);
+  }
+  if (st) {
+    torc_release(out);
+    return st;
+  }
+  gin[0] = out;
+  return TORC_OK;
 }
 
 /* exp: g * out. */

@@ -317,6 +317,53 @@ static void test_copy(void **state) {
 /* [plugin.cpu] gemm: openblas always loads (and computes a matmul), an
  * unknown provider fails with a message naming the key and the choices;
  * onednn loads or, where the plugin was built without oneDNN, says so. */
+/* relu's backward (the fused relu_backward kernel), ref then cpu, f32
+ * and f64, over vector loops and a tail: 0 where the output is <= 0
+ * (+-0 included), else the gradient, which a NaN output passes, as
+ * PyTorch's threshold_backward: relu(NaN) = NaN, gradient 1. */
+static void test_relu_backward(void **state) {
+  (void)state;
+  enum { N = 1037 };
+  static const double special[] = {-1, 0, -0.0, 2, NAN, INFINITY, -INFINITY,
+                                   1e-42, -1e-42};
+  double xs[N], gs[N];
+  for (int i = 0; i < N; i++) {
+    xs[i] = i < 9 ? special[i] : (i % 7) - 3.25;
+    gs[i] = 0.5 + (i % 5);
+  }
+  for (int dt = 0; dt < 2; dt++) {
+    torc_dtype d = dt ? TORC_F64 : TORC_F32;
+    torc_tensor *grads[2] = {NULL, NULL};
+    for (int p = 0; p < 2; p++) {
+      p ? CPU : REF;
+      torc_tensor *x0 = torc_from_host(xs, TORC_SHAPE(N), TORC_F64, TORC_CPU);
+      torc_tensor *g0 = torc_from_host(gs, TORC_SHAPE(N), TORC_F64, TORC_CPU);
+      torc_tensor *x = torc_to_dtype(x0, d), *g = torc_to_dtype(g0, d);
+      assert_ok(torc_set_requires_grad(x, 1));
+      torc_tensor *y = torc_relu(x);
+      assert_ok(torc_backward(y, g, 0));
+      grads[p] = torc_retain(torc_grad_of(x));
+      double *yv = test_values(y), *gv = test_values(grads[p]);
+      for (int i = 0; i < N; i++) {
+        double want = yv[i] <= 0 ? 0 : (double)(d == TORC_F32 ? (float)gs[i]
+                                                              : gs[i]);
+        if (gv[i] != want)
+          print_error("%s %s, element %d: x %g, y %g: gradient %g, want %g\n",
+                      p ? "cpu" : "ref", dt ? "f64" : "f32", i, xs[i], yv[i],
+                      gv[i], want);
+        assert_true(gv[i] == want);
+      }
+      assert_true(isnan(yv[4]) && gv[4] == gs[4]); /* NaN passes it */
+      free(yv), free(gv);
+      torc_release(y), torc_release(x), torc_release(g);
+      torc_release(x0), torc_release(g0);
+      UNPIN;
+    }
+    assert_close(grads[1], grads[0], 0);
+    torc_release(grads[0]), torc_release(grads[1]);
+  }
+}
+
 static void test_gemm_key(void **state) {
   (void)state;
   static const char *const values[] = {"openblas", "onednn", "auto", "nope"};
@@ -375,6 +422,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_softmax, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_gemm_split, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_relu_backward, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_copy, test_live_setup,
                                       test_live_teardown),

@@ -46,6 +46,10 @@
  *  - gelu_backward (used by gelu's backward formula): in[0] the incoming
  *    gradient and in[1] x, same shape and floating dtype; out = g * gelu'(x);
  *    torc_scalar_params as gelu.
+ *  - relu_backward (used by relu's backward formula): in[0] the incoming
+ *    gradient and in[1] relu's output, same shape and floating dtype;
+ *    out = in[1] <= 0 ? 0 : in[0] (a NaN output passes the gradient, as
+ *    PyTorch's threshold_backward).
  *  - linear has no kernel of its own: the core composes matmul and add.
  */
 #ifndef TORC_OPS_H

@@ -99,6 +99,7 @@ enum {
 /* Binary op codes (cpu_isa.binary); CPU_B_EQ and after write bool. */
 enum {
   CPU_B_ADD, CPU_B_SUB, CPU_B_MUL, CPU_B_DIV, CPU_B_MAX, CPU_B_MIN,
+  CPU_B_RELU_BW, /* u = the gradient, v = relu's output */
   CPU_B_EQ, CPU_B_NE, CPU_B_LT, CPU_B_LE, CPU_B_GT, CPU_B_GE, CPU_B_COUNT
 };
 

@@ -339,6 +339,7 @@ BINARY_K(sub, CPU_B_SUB)
 BINARY_K(mul, CPU_B_MUL)
 BINARY_K(div, CPU_B_DIV)
 BINARY_K(maximum, CPU_B_MAX)
+BINARY_K(relu_backward, CPU_B_RELU_BW)
 BINARY_K(minimum, CPU_B_MIN)
 BINARY_K(eq, CPU_B_EQ)
 BINARY_K(ne, CPU_B_NE)
@@ -976,6 +977,7 @@ static const torc_cpu_kernel ew_kernels[] = {
     {"mul", k_mul, 0},
     {"div", k_div, 0},
     {"maximum", k_maximum, 0},
+    {"relu_backward", k_relu_backward, 0},
     {"minimum", k_minimum, 0},
     {"eq", k_eq, 0},
     {"ne", k_ne, 0},

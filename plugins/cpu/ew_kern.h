@@ -317,6 +317,9 @@ static void FN(unary)(int32_t dt, int op, const void *xv, void *yv, int64_t n,
     case CPU_B_MIN:                                                            \
       BIN_LOOPS(T, u != u || v != v ? u + v : u < v ? u : v);                  \
       return;                                                                  \
+    case CPU_B_RELU_BW:                                                        \
+      BIN_LOOPS(T, v <= 0 ? (T)0 : u);                                         \
+      return;                                                                  \
     default:                                                                   \
       break;                                                                   \
     }                                                                          \

@@ -71,6 +71,7 @@ const torc_ref_kernel torc_ref_kernels[] = {
     FLOATS("elu", elu)
     FLOATS("gelu", gelu)
     FLOATS("gelu_backward", gelu_backward)
+    FLOATS("relu_backward", relu_backward)
     FLOATS("softplus", softplus)
     NUMERIC("clamp", clamp)
     ALL("logical_not", logical_not)

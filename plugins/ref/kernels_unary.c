@@ -252,3 +252,30 @@ int torc_ref_k_gelu_backward(const torc_kernel_args *a) {
   }
   return TORC_OK;
 }
+
+/* relu's gradient: in[0] g, in[1] relu's output y; 0 where y <= 0, else
+ * g (a NaN output passes it, as PyTorch's threshold_backward). */
+int torc_ref_k_relu_backward(const torc_kernel_args *a) {
+  int st = ref_check_args(a, 2, 1);
+  if (st == TORC_OK)
+    st = ref_check_same_shape(a, &a->in[0], &a->out[0]);
+  if (st == TORC_OK)
+    st = ref_check_same_shape(a, &a->in[1], &a->out[0]);
+  if (st != TORC_OK)
+    return st;
+  const torc_ktensor *g = &a->in[0], *x = &a->in[1], *y = &a->out[0];
+  if (!torc_dtype_is_float((torc_dtype)x->dtype))
+    return ref_error(TORC_ERR_DTYPE, "ref kernel '%s' is not defined for %s",
+                     a->op, ref_dtype_name(x->dtype));
+  ref_iter it;
+  ref_iter_init(&it, y->ndim, y->shape);
+  ref_iter_add_t(&it, g);
+  ref_iter_add_t(&it, x);
+  ref_iter_add_t(&it, y);
+  for (; !ref_iter_done(&it); ref_iter_next(&it)) {
+    double v = ref_load_f(x->dtype, ref_ptr(x, it.pos[1]));
+    double gv = v <= 0 ? 0.0 : ref_load_f(g->dtype, ref_ptr(g, it.pos[0]));
+    ref_store_f(y->dtype, ref_ptr(y, it.pos[2]), gv);
+  }
+  return TORC_OK;
+}

@@ -353,7 +353,8 @@ static inline void ref_store_f(int dt, void *p, double v) {
   X(matmul)                                                                    \
   /* issue 3: kernels_unary.c, kernels_binary.c, kernels_dim.c */              \
   X(log1p) X(rsqrt) X(silu) X(logical_not) X(leaky_relu) X(elu) X(gelu)       \
-  X(softplus) X(clamp) X(gelu_backward) X(logical_and) X(logical_or)          \
+  X(softplus) X(clamp) X(gelu_backward) X(relu_backward) X(logical_and)      \
+  X(logical_or)                                                                \
   X(var) X(std) X(logsumexp) X(norm) X(cumsum) X(max_dim) X(min_dim)          \
   X(softmax) X(log_softmax) X(where)
 
