@@ -62,6 +62,31 @@ static torc_status square_bw(torc__node *n, torc_tensor *const *gout,
   return DONE(gin[0]);
 }
 
+/* *out = op(g, x) through a backward kernel of two inputs (g cast to x's
+ * dtype and expanded to its shape; the result x's shape, dtype and
+ * device), untracked: gelu_backward, relu_backward. */
+static torc_status grad_kernel(int op, const torc_tensor *g,
+                               const torc_tensor *x, const void *params,
+                               size_t size, torc_tensor **out) {
+  torc_tensor *gc = torc__as_dtype(g, x->dtype);
+  torc_tensor *ge = gc ? torc__expand(gc, x->shape, x->ndim) : NULL;
+  torc_tensor *y =
+      ge ? torc__empty(x->shape, x->ndim, x->dtype, x->storage->device)
+         : NULL;
+  const torc_tensor *in[2] = {ge, x};
+  torc_status st = y ? TORC_OK : torc_last_status();
+  if (y && torc__numel(x->shape, x->ndim) > 0)
+    st = torc__kernel_call(op, x->dtype, in, 2, &y, 1, params, size);
+  torc_release(gc);
+  torc_release(ge);
+  if (st) {
+    torc_release(y);
+    return st;
+  }
+  *out = y;
+  return TORC_OK;
+}
+
 /* relu: 0 where the output is <= 0, else the gradient (a NaN output
  * passes it, as PyTorch's threshold_backward), in one pass: the
  * relu_backward kernel, untracked. Integer outputs, and a backend without
@@ -78,32 +103,15 @@ static torc_status relu_bw_composed(torc__node *n, torc_tensor *const *gout,
 
 static torc_status relu_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
-  torc_tensor *y = SAVED(0);
-  if (!torc_dtype_is_float(y->dtype))
+  if (!torc_dtype_is_float(SAVED(0)->dtype))
     return relu_bw_composed(n, gout, gin);
-  torc_tensor *g = torc__as_dtype(G, y->dtype);
-  torc_tensor *ge = g ? torc__expand(g, y->shape, y->ndim) : NULL;
-  torc_tensor *out =
-      ge ? torc__empty(y->shape, y->ndim, y->dtype, y->storage->device)
-         : NULL;
-  const torc_tensor *in[2] = {ge, y};
-  torc_status st = out ? TORC_OK : torc_last_status();
-  if (out && torc__numel(y->shape, y->ndim) > 0)
-    st = torc__kernel_call(TORC__OP_relu_backward, y->dtype, in, 2, &out, 1,
-                           NULL, 0);
-  torc_release(g);
-  torc_release(ge);
-  if (st == TORC_ERR_NO_KERNEL) { /* a backend without it: gt and mul */
-    torc_release(out);
+  torc_status st =
+      grad_kernel(TORC__OP_relu_backward, G, SAVED(0), NULL, 0, &gin[0]);
+  if (st == TORC_ERR_NO_KERNEL) { /* a backend without it: le and where */
     torc_clear_error();
     return relu_bw_composed(n, gout, gin);
   }
-  if (st) {
-    torc_release(out);
-    return st;
-  }
-  gin[0] = out;
-  return TORC_OK;
+  return st;
 }
 
 /* exp: g * out. */
@@ -369,27 +377,9 @@ static torc_status elu_bw(torc__node *n, torc_tensor *const *gout,
 /* gelu: the gelu_backward kernel (it needs erf), untracked. */
 static torc_status gelu_bw(torc__node *n, torc_tensor *const *gout,
                            torc_tensor **gin) {
-  torc_tensor *x = SAVED(0);
-  torc_tensor *g = torc__as_dtype(G, x->dtype);
-  torc_tensor *ge = g ? torc__expand(g, x->shape, x->ndim) : NULL;
-  torc_tensor *out = ge ? torc__empty(x->shape, x->ndim, x->dtype,
-                                      x->storage->device)
-                        : NULL;
-  const torc_tensor *in[2] = {ge, x};
-  torc_status st = out ? TORC_OK : torc_last_status();
-  if (out && torc__numel(x->shape, x->ndim) > 0) {
-    torc_scalar_params p = scalar_params(n);
-    st = torc__kernel_call(TORC__OP_gelu_backward, x->dtype, in, 2, &out, 1,
-                           &p, sizeof p);
-  }
-  torc_release(g);
-  torc_release(ge);
-  if (st) {
-    torc_release(out);
-    return st;
-  }
-  gin[0] = out;
-  return TORC_OK;
+  torc_scalar_params p = scalar_params(n);
+  return grad_kernel(TORC__OP_gelu_backward, G, SAVED(0), &p, sizeof p,
+                     &gin[0]);
 }
 
 /* softplus: g where beta x > threshold, else g sigmoid(beta x). */

@@ -236,12 +236,11 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
     return torc_last_status();
   /* The run after the warm-up, in the schedule's steps: cosine's t_max
    * and onecycle's total_steps when the file leaves them out. */
-  int64_t we = 0, len = 0;
   int k = torc__config_find(cfg, "scheduler");
   if (k >= 0 && torc_config_section_get(cfg, k, "warmup_epochs") &&
-      (st = torc__config_int(cfg, k, "warmup_epochs", &we)))
+      (st = torc__config_int(cfg, k, "warmup_epochs", &r->warm_epochs)))
     return st;
-  len = r->s.epochs - we;
+  int64_t len = r->s.epochs - r->warm_epochs;
   if (r->s.sched_per_step)
     len *= torc_loader_length(r->train);
   r->sched = torc__scheduler_from_config(cfg, r->opt, 1, len > 0 ? len : 1);
@@ -257,11 +256,8 @@ static torc_status warmup_build(run *r) {
   int k = torc__config_find(r->cfg, "scheduler");
   if (k < 0 || r->sched == NULL ||
       torc_config_section_get(r->cfg, k, "warmup_epochs") == NULL)
-    return TORC_OK;
-  torc_status st;
+    return TORC_OK; /* r->warm_epochs: read by run_build */
   r->warm_f = 0.1;
-  if ((st = torc__config_int(r->cfg, k, "warmup_epochs", &r->warm_epochs)))
-    return st;
   const char *f = torc_config_section_get(r->cfg, k, "warmup_start_factor");
   if (f) {
     char *end;

@@ -9,11 +9,6 @@
 #include "testutil.h"
 
 #include <math.h>
-#include <unistd.h>
-
-/* The dispatcher's provider pin (core/dispatch.c; exported for tools and
- * tests, not public API). */
-TORC_API void torc__dispatch_pin(const char *provider);
 
 #define REF torc__dispatch_pin("ref")
 #define CPU torc__dispatch_pin("cpu")
@@ -21,43 +16,10 @@ TORC_API void torc__dispatch_pin(const char *provider);
 
 static int setup_pinned(void **state) {
   (void)state;
-  torc_config *cfg = torc_config_parse("[torc]\nthreads = 2\n"
-                                       "[plugin.ref]\nmodule = ref\n"
-                                       "[plugin.cpu]\nmodule = cpu\n",
-                                       "cpu.ini");
-  torc_status st = cfg ? torc_config_apply(cfg) : torc_last_status();
-  torc_config_free(cfg);
-  if (st != TORC_OK) {
-    fprintf(stderr, "setup: %s\n", torc_last_error());
-    return -1;
-  }
-  return 0;
-}
-
-/* Asserts a (the plugin's) equals b (ref's) within tol (absolute +
- * relative); NaN matches NaN and an infinity itself. */
-static void assert_close(const torc_tensor *a, const torc_tensor *b,
-                         double tol) {
-  assert_non_null(a);
-  assert_non_null(b);
-  assert_int_equal(torc_numel(a), torc_numel(b));
-  double *va = test_values(a), *vb = test_values(b);
-  assert_non_null(va);
-  assert_non_null(vb);
-  int64_t bad = -1;
-  for (int64_t i = 0; i < torc_numel(b) && bad < 0; i++) {
-    double x = va[i], e = vb[i];
-    if (x == e || (x != x && e != e))
-      continue;
-    if (!(fabs(x - e) <= tol * (1 + fabs(e))))
-      bad = i;
-  }
-  if (bad >= 0)
-    print_error("element %lld: got %.17g, expected %.17g\n", (long long)bad,
-                va[bad], vb[bad]);
-  free(va);
-  free(vb);
-  assert_true(bad < 0);
+  return test_apply_ini("[torc]\nthreads = 2\n"
+                        "[plugin.ref]\nmodule = ref\n"
+                        "[plugin.cpu]\nmodule = cpu\n",
+                        "cpu.ini");
 }
 
 static double tol_of(torc_dtype dt) { return dt == TORC_F64 ? 1e-10 : 2e-6; }
@@ -121,7 +83,7 @@ static void test_unary(void **state) {
           CPU;
           torc_tensor *c = fns[f](in[k]);
           UNPIN;
-          assert_close(c, r, tol_of(dt));
+          test_assert_close(c, r, tol_of(dt));
         }
       }
       torc_scope_end(scope);
@@ -163,7 +125,7 @@ static void test_binary(void **state) {
             CPU;
             torc_tensor *o = fns[f](x, y);
             UNPIN;
-            assert_close(o, r, tol_of(dt));
+            test_assert_close(o, r, tol_of(dt));
           }
       /* In place into a transposed view. */
       torc_tensor *t1 = torc_clone(bt), *t2 = torc_clone(bt);
@@ -175,7 +137,7 @@ static void test_binary(void **state) {
       CPU;
       assert_ok(torc_add_(v2, w));
       UNPIN;
-      assert_close(t2, t1, tol_of(dt));
+      test_assert_close(t2, t1, tol_of(dt));
       torc_scope_end(scope);
     }
   }
@@ -209,7 +171,7 @@ static void test_reduce(void **state) {
           CPU;
           torc_tensor *c = fns[f](in, dims[k], n_dims[k], 1);
           UNPIN;
-          assert_close(c, r, d ? 1e-10 : 1e-5);
+          test_assert_close(c, r, d ? 1e-10 : 1e-5);
         }
       static const int d0[1] = {0}, d1[1] = {1};
       const torc_tensor *more[] = {big, wide, wide, nan};
@@ -220,7 +182,7 @@ static void test_reduce(void **state) {
         CPU;
         torc_tensor *c = fns[f](more[k], md[k], md[k] ? 1 : 0, 0);
         UNPIN;
-        assert_close(c, r, d ? 1e-10 : 1e-5);
+        test_assert_close(c, r, d ? 1e-10 : 1e-5);
       }
     }
     torc_scope_end(scope);
@@ -248,7 +210,7 @@ static void test_softmax(void **state) {
           torc_tensor *c =
               lg ? torc_log_softmax(in[k], dim) : torc_softmax(in[k], dim);
           UNPIN;
-          assert_close(c, r, d ? 1e-10 : 1e-5);
+          test_assert_close(c, r, d ? 1e-10 : 1e-5);
         }
     torc_scope_end(scope);
   }
@@ -281,7 +243,7 @@ static void test_gemm_split(void **state) {
         CPU;
         torc_tensor *c = torc_matmul(a, b);
         UNPIN;
-        assert_close(c, r, d ? 1e-10 : 1e-4);
+        test_assert_close(c, r, d ? 1e-10 : 1e-4);
         torc_scope_end(scope);
       }
   }
@@ -302,7 +264,7 @@ static void test_copy(void **state) {
       CPU;
       torc_tensor *c = torc_to_dtype(src, dts[j]);
       UNPIN;
-      assert_close(c, r, 0);
+      test_assert_close(c, r, 0);
     }
   torc_tensor *m = torc_randn(TORC_SHAPE(301, 127), TORC_F32, TORC_CPU, NULL);
   REF;
@@ -310,7 +272,7 @@ static void test_copy(void **state) {
   CPU;
   torc_tensor *c = torc_contiguous(torc_transpose(m, 0, 1));
   UNPIN;
-  assert_close(c, r, 0);
+  test_assert_close(c, r, 0);
   torc_scope_end(scope);
 }
 
@@ -359,7 +321,7 @@ static void test_relu_backward(void **state) {
       torc_release(x0), torc_release(g0);
       UNPIN;
     }
-    assert_close(grads[1], grads[0], 0);
+    test_assert_close(grads[1], grads[0], 0);
     torc_release(grads[0]), torc_release(grads[1]);
   }
 }
@@ -394,7 +356,7 @@ static void test_gemm_key(void **state) {
       CPU;
       torc_tensor *c = torc_matmul(a, b);
       UNPIN;
-      assert_close(c, r, 1e-4);
+      test_assert_close(c, r, 1e-4);
       torc_scope_end(scope);
     }
     torc_clear_error();
@@ -403,15 +365,8 @@ static void test_gemm_key(void **state) {
 }
 
 int main(void) {
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) != 0) {
-    printf("SKIP: the cpu plugin was not built (%s is missing; install "
-           "libopenblas-dev and configure again)\n",
-           so);
+  if (!test_plugin_built("cpu", "libopenblas-dev"))
     return TEST_SKIP_STATUS;
-  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_unary, test_live_setup,
                                       test_live_teardown),

@@ -8,43 +8,18 @@
  */
 #include "testutil.h"
 
-#include <unistd.h>
-
-/* The dispatcher's provider pin (core/dispatch.c; exported for tools and
- * tests, not public API). */
-TORC_API void torc__dispatch_pin(const char *provider);
-
 static int setup_pinned(void **state) {
   (void)state;
-  torc_config *cfg = torc_config_parse("[torc]\nthreads = 2\n"
-                                       "[plugin.ref]\nmodule = ref\n"
-                                       "[plugin.cpu]\nmodule = cpu\n",
-                                       "cpu.ini");
-  torc_status st = cfg ? torc_config_apply(cfg) : torc_last_status();
-  torc_config_free(cfg);
-  if (st != TORC_OK) {
-    fprintf(stderr, "setup: %s\n", torc_last_error());
-    return -1;
-  }
-  return 0;
+  return test_apply_ini("[torc]\nthreads = 2\n"
+                        "[plugin.ref]\nmodule = ref\n"
+                        "[plugin.cpu]\nmodule = cpu\n",
+                        "cpu.ini");
 }
 
 /* Runs what follows with ref's kernels (REF) or the plugin's (CPU). */
 #define REF torc__dispatch_pin("ref")
 #define CPU torc__dispatch_pin("cpu")
 #define UNPIN torc__dispatch_pin(NULL)
-
-/* Asserts a (the plugin's) equals b (ref's) within tol. */
-static void assert_close(const torc_tensor *a, const torc_tensor *b,
-                         double tol) {
-  assert_non_null(a);
-  assert_non_null(b);
-  assert_int_equal(torc_numel(a), torc_numel(b));
-  double *vb = test_values(b);
-  assert_non_null(vb);
-  test_assert_values(a, vb, torc_numel(b), tol);
-  free(vb);
-}
 
 /* Two equal leaves of the given shape, both requiring gradients
  * (scope-owned): c for ref's run, d for the plugin's. */
@@ -119,12 +94,12 @@ static void conv_run(const conv_case *k, torc_dtype dt, int transpose) {
   assert_torc(yc);
   assert_torc(yd);
   double tol = tol_of(dt);
-  assert_close(yd, yc, tol);
+  test_assert_close(yd, yc, tol);
   backward_pair(yc, yd);
-  assert_close(torc_grad_of(xd), torc_grad_of(xc), tol);
-  assert_close(torc_grad_of(wd), torc_grad_of(wc), tol);
+  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), tol);
+  test_assert_close(torc_grad_of(wd), torc_grad_of(wc), tol);
   if (k->bias)
-    assert_close(torc_grad_of(bd), torc_grad_of(bc), tol);
+    test_assert_close(torc_grad_of(bd), torc_grad_of(bc), tol);
   torc_scope_end(scope);
 }
 
@@ -210,7 +185,7 @@ static void mm_run(const mm_operand *ops, torc_dtype dt) {
   assert_torc(yc);
   assert_torc(yd);
   double tol = tol_of(dt);
-  assert_close(yd, yc, tol);
+  test_assert_close(yd, yc, tol);
   if (dt == TORC_F32) { /* the pin worked: GEMM rounds unlike ref's loops */
     double *a = test_values(yd), *b = test_values(yc);
     for (int64_t i = 0; i < torc_numel(yc); i++)
@@ -220,7 +195,7 @@ static void mm_run(const mm_operand *ops, torc_dtype dt) {
   }
   backward_pair(yc, yd);
   for (int k = 0; k < 2; k++)
-    assert_close(torc_grad_of(d[k]), torc_grad_of(c[k]), tol);
+    test_assert_close(torc_grad_of(d[k]), torc_grad_of(c[k]), tol);
   torc_scope_end(scope);
 }
 
@@ -246,11 +221,11 @@ static void test_linear_3d(void **state) {
   CPU;
   torc_tensor *yd = torc_linear(xd, wd, bd);
   UNPIN;
-  assert_close(yd, yc, 2e-5);
+  test_assert_close(yd, yc, 2e-5);
   backward_pair(yc, yd);
-  assert_close(torc_grad_of(xd), torc_grad_of(xc), 2e-5);
-  assert_close(torc_grad_of(wd), torc_grad_of(wc), 2e-5);
-  assert_close(torc_grad_of(bd), torc_grad_of(bc), 2e-5);
+  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), 2e-5);
+  test_assert_close(torc_grad_of(wd), torc_grad_of(wc), 2e-5);
+  test_assert_close(torc_grad_of(bd), torc_grad_of(bc), 2e-5);
   torc_scope_end(scope);
 }
 
@@ -286,15 +261,8 @@ static void test_serves_cpu(void **state) {
 }
 
 int main(void) {
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) != 0) {
-    printf("SKIP: the cpu plugin was not built (%s is missing; install "
-           "libopenblas-dev and configure again)\n",
-           so);
+  if (!test_plugin_built("cpu", "libopenblas-dev"))
     return TEST_SKIP_STATUS;
-  }
   const struct CMUnitTest pinned[] = {
       cmocka_unit_test_setup_teardown(test_conv2d_geometry, test_live_setup,
                                       test_live_teardown),

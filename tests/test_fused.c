@@ -17,9 +17,6 @@
 
 #include "torc/optim.h"
 
-/* The dispatcher's provider pin (core/dispatch.c; exported for tools). */
-TORC_API void torc__dispatch_pin(const char *provider);
-
 static int have_cpu; /* the cpu plugin (built with OpenBLAS) is loaded */
 
 static int group_setup(void **state) {

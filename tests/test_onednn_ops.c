@@ -13,11 +13,6 @@
 #include "testutil.h"
 
 #include <math.h>
-#include <unistd.h>
-
-/* The dispatcher's provider pin (core/dispatch.c; exported for tools and
- * tests, not public API). */
-TORC_API void torc__dispatch_pin(const char *provider);
 
 static int setup_pinned(void **state) {
   (void)state;
@@ -30,21 +25,13 @@ static int setup_pinned(void **state) {
 #ifdef TORC_SANITIZE
   one = 1;
 #endif
-  torc_config *cfg = torc_config_parse(
-      one ? "[torc]\nthreads = 1\n"
-            "[plugin.ref]\nmodule = ref\n"
-            "[plugin.onednn]\nmodule = onednn\n"
-          : "[torc]\nthreads = 2\n"
-            "[plugin.ref]\nmodule = ref\n"
-            "[plugin.onednn]\nmodule = onednn\n",
-      "onednn.ini");
-  torc_status st = cfg ? torc_config_apply(cfg) : torc_last_status();
-  torc_config_free(cfg);
-  if (st != TORC_OK) {
-    fprintf(stderr, "setup: %s\n", torc_last_error());
-    return -1;
-  }
-  return 0;
+  return test_apply_ini(one ? "[torc]\nthreads = 1\n"
+                              "[plugin.ref]\nmodule = ref\n"
+                              "[plugin.onednn]\nmodule = onednn\n"
+                            : "[torc]\nthreads = 2\n"
+                              "[plugin.ref]\nmodule = ref\n"
+                              "[plugin.onednn]\nmodule = onednn\n",
+                        "onednn.ini");
 }
 
 /* Runs what follows with ref's kernels (REF) or the plugin's (DNN). */
@@ -55,18 +42,6 @@ static int setup_pinned(void **state) {
 /* f32 against ref's double accumulation, on values of a few units summed
  * over at most a few hundred terms. */
 #define TOL 5e-5
-
-/* Asserts a (the plugin's) equals b (ref's) within tol. */
-static void assert_close(const torc_tensor *a, const torc_tensor *b,
-                         double tol) {
-  assert_non_null(a);
-  assert_non_null(b);
-  assert_int_equal(torc_numel(a), torc_numel(b));
-  double *vb = test_values(b);
-  assert_non_null(vb);
-  test_assert_values(a, vb, torc_numel(b), tol);
-  free(vb);
-}
 
 /* Two equal f32 leaves of the given shape, both requiring gradients
  * (scope-owned): c for ref's run, d for the plugin's. */
@@ -152,17 +127,17 @@ static void conv_run(const conv_case *k, int transpose) {
   UNPIN;
   assert_torc(yc);
   assert_torc(yd);
-  assert_close(yd, yc, TOL);
+  test_assert_close(yd, yc, TOL);
   backward_pair(yc, yd);
-  assert_close(torc_grad_of(xd), torc_grad_of(xc), TOL);
+  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), TOL);
   /* The weight and bias gradients sum over every image and position:
    * oneDNN's f32 sums drift from ref's double ones by ~sqrt(terms) ulps. */
   double terms = (double)(torc_numel(yc) / torc_shape(yc)[1] +
                           torc_numel(xc) / torc_shape(xc)[1]);
   double wtol = TOL * (sqrt(terms) / 8 > 1 ? sqrt(terms) / 8 : 1);
-  assert_close(torc_grad_of(wd), torc_grad_of(wc), wtol);
+  test_assert_close(torc_grad_of(wd), torc_grad_of(wc), wtol);
   if (k->bias)
-    assert_close(torc_grad_of(bd), torc_grad_of(bc), wtol);
+    test_assert_close(torc_grad_of(bd), torc_grad_of(bc), wtol);
   torc_scope_end(scope);
 }
 
@@ -221,11 +196,11 @@ static void pool_run(const pool_case *k, int max) {
   UNPIN;
   assert_torc(yc);
   assert_torc(yd);
-  assert_close(yd, yc, TOL);
+  test_assert_close(yd, yc, TOL);
   if (max)
-    assert_close(id, ic, 0);
+    test_assert_close(id, ic, 0);
   backward_pair(yc, yd);
-  assert_close(torc_grad_of(xd), torc_grad_of(xc), TOL);
+  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), TOL);
   torc_scope_end(scope);
 }
 
@@ -257,8 +232,8 @@ static void test_max_pool2d_nan(void **state) {
   UNPIN;
   assert_torc(yc);
   assert_torc(yd);
-  assert_close(yd, yc, 0);
-  assert_close(id, ic, 0);
+  test_assert_close(yd, yc, 0);
+  test_assert_close(id, ic, 0);
   torc_scope_end(scope);
 }
 
@@ -295,15 +270,15 @@ static void bn_run(int nd, const int64_t *shape, int training, int running) {
   UNPIN;
   assert_torc(yc);
   assert_torc(yd);
-  assert_close(yd, yc, TOL);
+  test_assert_close(yd, yc, TOL);
   if (running) {
-    assert_close(rmd, rmc, TOL);
-    assert_close(rvd, rvc, TOL);
+    test_assert_close(rmd, rmc, TOL);
+    test_assert_close(rvd, rvc, TOL);
   }
   backward_pair(yc, yd);
-  assert_close(torc_grad_of(xd), torc_grad_of(xc), 2e-4);
-  assert_close(torc_grad_of(wd), torc_grad_of(wc), 2e-4);
-  assert_close(torc_grad_of(bd), torc_grad_of(bc), TOL);
+  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), 2e-4);
+  test_assert_close(torc_grad_of(wd), torc_grad_of(wc), 2e-4);
+  test_assert_close(torc_grad_of(bd), torc_grad_of(bc), TOL);
   torc_scope_end(scope);
 }
 
@@ -363,15 +338,8 @@ static void test_serves_cpu(void **state) {
 }
 
 int main(void) {
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/onednn.so", path ? path : ".");
-  if (access(so, R_OK) != 0) {
-    printf("SKIP: the onednn plugin was not built (%s is missing; install "
-           "libdnnl-dev and configure again)\n",
-           so);
+  if (!test_plugin_built("onednn", "libdnnl-dev"))
     return TEST_SKIP_STATUS;
-  }
   const struct CMUnitTest pinned[] = {
       cmocka_unit_test_setup_teardown(test_conv2d_geometry, test_live_setup,
                                       test_live_teardown),

@@ -12,8 +12,13 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "torc/torc.h"
+
+/* The dispatcher's provider pin (core/dispatch.c; exported for tools and
+ * tests, not public API): ops run with that plugin's kernels alone. */
+TORC_API void torc__dispatch_pin(const char *provider);
 
 /* Exit status automake reads as SKIP. */
 #define TEST_SKIP_STATUS 77
@@ -62,6 +67,34 @@ static inline void test_load_plugin(const char *name) {
     print_error("cannot load plugin %s: %s\n", name, torc_last_error());
     fail();
   }
+}
+
+/* 1 when the build tree has plugin `name` (NAME.so on TORC_PLUGIN_PATH);
+ * otherwise prints the SKIP line, naming the Debian package configure
+ * needs, and returns 0: the test then exits TEST_SKIP_STATUS. */
+static inline int test_plugin_built(const char *name, const char *package) {
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/%s.so", path ? path : ".", name);
+  if (access(so, R_OK) == 0)
+    return 1;
+  printf("SKIP: the %s plugin was not built (%s is missing; install %s and "
+         "configure again)\n",
+         name, so, package);
+  return 0;
+}
+
+/* Parses and applies an INI text (threads, plugins) named `name` for
+ * messages: 0, or -1 after printing the error (a group setup's body). */
+static inline int test_apply_ini(const char *text, const char *name) {
+  torc_config *cfg = torc_config_parse(text, name);
+  torc_status st = cfg ? torc_config_apply(cfg) : torc_last_status();
+  torc_config_free(cfg);
+  if (st != TORC_OK) {
+    fprintf(stderr, "setup: %s\n", torc_last_error());
+    return -1;
+  }
+  return 0;
 }
 
 /* Group setup that loads ref and sim; teardown shuts torc down. */
@@ -113,7 +146,7 @@ static inline void test_assert_values(const torc_tensor *t,
   for (int64_t i = 0; i < n; i++) {
     double d = v[i] - expect[i];
     int both_nan = v[i] != v[i] && expect[i] != expect[i];
-    if (!both_nan && !(d <= tol * (1 + (expect[i] < 0 ? -expect[i] : expect[i])) &&
+    if (v[i] != expect[i] && !both_nan && !(d <= tol * (1 + (expect[i] < 0 ? -expect[i] : expect[i])) &&
                        -d <= tol * (1 + (expect[i] < 0 ? -expect[i] : expect[i])))) {
       print_error("element %lld: got %.17g, expected %.17g\n", (long long)i,
                   v[i], expect[i]);
@@ -122,6 +155,19 @@ static inline void test_assert_values(const torc_tensor *t,
     }
   }
   free(v);
+}
+
+/* Asserts a's values equal b's within tol (absolute + relative; NaN
+ * matches NaN, an infinity itself): a plugin's result against ref's. */
+static inline void test_assert_close(const torc_tensor *a,
+                                     const torc_tensor *b, double tol) {
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_int_equal(torc_numel(a), torc_numel(b));
+  double *vb = test_values(b);
+  assert_non_null(vb);
+  test_assert_values(a, vb, torc_numel(b), tol);
+  free(vb);
 }
 
 /* Per-test fixture: setup clears the error and notes the live tensor

@@ -212,29 +212,41 @@ UNARY_P(gelu, f_gelu, NULL)
 UNARY_P(softplus, f_softplus, NULL)
 UNARY_P(clamp, f_clamp, i_clamp)
 
-/* gelu's derivative times the gradient: in[0] g, in[1] x (same shape and
- * floating dtype). erf form: Phi(x) + x phi(x); tanh form: PyTorch's
- * GeluBackward formula for approximate='tanh'. */
-int torc_ref_k_gelu_backward(const torc_kernel_args *a) {
+/* The operands of a backward kernel out = f(in[0] = g, in[1] = x): one
+ * output, all three of one shape, a floating dtype. */
+static int check_grad_pair(const torc_kernel_args *a) {
   int st = ref_check_args(a, 2, 1);
   if (st == TORC_OK)
     st = ref_check_same_shape(a, &a->in[0], &a->out[0]);
   if (st == TORC_OK)
     st = ref_check_same_shape(a, &a->in[1], &a->out[0]);
+  if (st == TORC_OK && !torc_dtype_is_float((torc_dtype)a->in[1].dtype))
+    st = ref_error(TORC_ERR_DTYPE, "ref kernel '%s' is not defined for %s",
+                   a->op, ref_dtype_name(a->in[1].dtype));
+  return st;
+}
+
+/* An iterator over g, x and out, in that order (pos[0..2]). */
+static void grad_pair_iter(ref_iter *it, const torc_kernel_args *a) {
+  ref_iter_init(it, a->out[0].ndim, a->out[0].shape);
+  ref_iter_add_t(it, &a->in[0]);
+  ref_iter_add_t(it, &a->in[1]);
+  ref_iter_add_t(it, &a->out[0]);
+}
+
+/* gelu's derivative times the gradient: in[0] g, in[1] x (same shape and
+ * floating dtype). erf form: Phi(x) + x phi(x); tanh form: PyTorch's
+ * GeluBackward formula for approximate='tanh'. */
+int torc_ref_k_gelu_backward(const torc_kernel_args *a) {
+  int st = check_grad_pair(a);
   if (st != TORC_OK)
     return st;
   const torc_scalar_params *p = ref_params(a, sizeof *p);
   if (p == NULL)
     return TORC_ERR_INTERNAL;
   const torc_ktensor *g = &a->in[0], *x = &a->in[1], *y = &a->out[0];
-  if (!torc_dtype_is_float((torc_dtype)x->dtype))
-    return ref_error(TORC_ERR_DTYPE, "ref kernel '%s' is not defined for %s",
-                     a->op, ref_dtype_name(x->dtype));
   ref_iter it;
-  ref_iter_init(&it, y->ndim, y->shape);
-  ref_iter_add_t(&it, g);
-  ref_iter_add_t(&it, x);
-  ref_iter_add_t(&it, y);
+  grad_pair_iter(&it, a);
   for (; !ref_iter_done(&it); ref_iter_next(&it)) {
     double gv = ref_load_f(g->dtype, ref_ptr(g, it.pos[0]));
     double v = ref_load_f(x->dtype, ref_ptr(x, it.pos[1]));
@@ -256,22 +268,12 @@ int torc_ref_k_gelu_backward(const torc_kernel_args *a) {
 /* relu's gradient: in[0] g, in[1] relu's output y; 0 where y <= 0, else
  * g (a NaN output passes it, as PyTorch's threshold_backward). */
 int torc_ref_k_relu_backward(const torc_kernel_args *a) {
-  int st = ref_check_args(a, 2, 1);
-  if (st == TORC_OK)
-    st = ref_check_same_shape(a, &a->in[0], &a->out[0]);
-  if (st == TORC_OK)
-    st = ref_check_same_shape(a, &a->in[1], &a->out[0]);
+  int st = check_grad_pair(a);
   if (st != TORC_OK)
     return st;
   const torc_ktensor *g = &a->in[0], *x = &a->in[1], *y = &a->out[0];
-  if (!torc_dtype_is_float((torc_dtype)x->dtype))
-    return ref_error(TORC_ERR_DTYPE, "ref kernel '%s' is not defined for %s",
-                     a->op, ref_dtype_name(x->dtype));
   ref_iter it;
-  ref_iter_init(&it, y->ndim, y->shape);
-  ref_iter_add_t(&it, g);
-  ref_iter_add_t(&it, x);
-  ref_iter_add_t(&it, y);
+  grad_pair_iter(&it, a);
   for (; !ref_iter_done(&it); ref_iter_next(&it)) {
     double v = ref_load_f(x->dtype, ref_ptr(x, it.pos[1]));
     double gv = v <= 0 ? 0.0 : ref_load_f(g->dtype, ref_ptr(g, it.pos[0]));
