@@ -18,7 +18,8 @@ torcinclude_HEADERS += \
 	include/torc/torc.h include/torc/error.h include/torc/dtype.h \
 	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
-	include/torc/philox.h include/torc/autograd.h include/torc/nn.h include/torc/safetensors.h include/torc/indexing.h
+	include/torc/philox.h include/torc/autograd.h include/torc/nn.h include/torc/safetensors.h include/torc/indexing.h \
+	include/torc/checked.h
 include core/nn.mk
 include core/st.mk
 include core/index.mk

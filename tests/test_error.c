@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "testutil.h"
+#include "torc/checked.h"
 
 static void test_status_strings(void **state) {
   (void)state;
@@ -11,6 +12,36 @@ static void test_status_strings(void **state) {
   assert_string_equal(torc_status_name(TORC_ERR_OOM), "TORC_ERR_OOM");
   assert_string_equal(torc_status_str((torc_status)9999), "unknown status");
   assert_string_equal(torc_status_name((torc_status)-5), "TORC_UNKNOWN");
+}
+
+/* The checked size helpers refuse what would wrap, including a shape whose
+ * product wraps to 0 (2^32 * 2^32) or hides behind a zero dimension. */
+static void test_checked_sizes(void **state) {
+  (void)state;
+  uint64_t n;
+  int64_t ok[] = {60000, 28, 28};
+  assert_int_equal(torc_checked_numel(ok, 3, UINT64_MAX, &n), 0);
+  assert_int_equal(n, 47040000);
+  int64_t wrap[] = {(int64_t)1 << 32, (int64_t)1 << 32};
+  assert_int_not_equal(torc_checked_numel(wrap, 2, UINT64_MAX, &n), 0);
+  int64_t hidden[] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+  assert_int_not_equal(torc_checked_numel(hidden, 3, UINT64_MAX, &n), 0);
+  int64_t empty[] = {0, 5};
+  assert_int_equal(torc_checked_numel(empty, 2, UINT64_MAX, &n), 0);
+  assert_int_equal(n, 0);
+  int64_t neg[] = {3, -1};
+  assert_int_not_equal(torc_checked_numel(neg, 2, UINT64_MAX, &n), 0);
+  assert_int_not_equal(torc_checked_numel(ok, 3, 1000, &n), 0);
+  assert_int_equal(torc_checked_numel(ok, 0, 1, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_not_equal(torc_checked_bytes(UINT64_MAX / 2, 4, UINT64_MAX, &n), 0);
+  assert_int_not_equal(torc_checked_bytes(100, 4, 399, &n), 0);
+  assert_int_equal(torc_checked_bytes(100, 4, 400, &n), 0);
+  assert_int_equal(n, 400);
+  uint64_t s;
+  assert_int_not_equal(torc_checked_add(UINT64_MAX, 1, &s), 0);
+  size_t z;
+  assert_int_not_equal(torc_checked_mul_size(SIZE_MAX, 2, &z), 0);
 }
 
 static void test_set_and_clear(void **state) {
@@ -110,6 +141,7 @@ static void test_scope_releases_and_keeps(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_checked_sizes),
       cmocka_unit_test(test_set_and_clear),
       cmocka_unit_test(test_thread_local),
       cmocka_unit_test(test_long_message_truncated),
