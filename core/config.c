@@ -35,6 +35,8 @@ typedef struct cfg_section {
   int line; /* of the [name] header; 0 = added by torc_config_set */
   int n, cap;
   cfg_entry *e;
+  int *ix;      /* index of the keys once there are many (see find_entry) */
+  size_t slots; /* its size, a power of two */
 } cfg_section;
 
 struct torc_config {
@@ -888,6 +890,7 @@ static void section_free(cfg_section *s) {
     free(s->e[j].resolved);
   }
   free(s->e);
+  free(s->ix);
   free(s->name);
 }
 
@@ -922,11 +925,70 @@ static int add_section(torc_config *cfg, const char *name, size_t len,
   return cfg->n++;
 }
 
+/* A section with more than KEYS_SCAN keys indexes them, so that reading
+ * a section of n keys (each checked against those before it) stays linear
+ * in n: open addressing over s->slots slots, each an entry's position or
+ * -1. Fewer keys, or no memory for the index, are searched in order. */
+#define KEYS_SCAN 8
+
+/* The steps of the searches whose length grows with the file (key and
+ * section name comparisons), on this thread: torc__config_work. */
+static _Thread_local uint64_t work;
+uint64_t torc__config_work(void) { return work; }
+
+static size_t key_hash(const char *key) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (const char *p = key; *p; p++) {
+    h ^= (unsigned char)*p;
+    h *= 1099511628211ull;
+  }
+  return (size_t)h;
+}
+
 static cfg_entry *find_entry(const cfg_section *s, const char *key) {
+  if (s->ix) {
+    size_t mask = s->slots - 1;
+    for (size_t i = key_hash(key) & mask; s->ix[i] >= 0; i = (i + 1) & mask)
+      if (work++, strcmp(s->e[s->ix[i]].key, key) == 0)
+        return &s->e[s->ix[i]];
+    return NULL;
+  }
   for (int j = 0; j < s->n; j++)
-    if (strcmp(s->e[j].key, key) == 0)
+    if (work++, strcmp(s->e[j].key, key) == 0)
       return &s->e[j];
   return NULL;
+}
+
+static void index_put(cfg_section *s, int j) {
+  size_t mask = s->slots - 1;
+  size_t i = key_hash(s->e[j].key) & mask;
+  while (s->ix[i] >= 0)
+    i = (i + 1) & mask;
+  s->ix[i] = j;
+}
+
+/* Records entry j, just added, in the index of s (building or growing
+ * it); without memory for it, s goes back to searching in order. */
+static void index_added(cfg_section *s, int j) {
+  size_t n = (size_t)s->n;
+  if (n <= KEYS_SCAN)
+    return;
+  if (s->ix && 2 * n <= s->slots) {
+    index_put(s, j);
+    return;
+  }
+  size_t slots = 4 * KEYS_SCAN;
+  while (slots < 4 * n)
+    slots *= 2;
+  free(s->ix);
+  s->ix = malloc(slots * sizeof *s->ix);
+  if (s->ix == NULL)
+    return;
+  s->slots = slots;
+  for (size_t i = 0; i < slots; i++)
+    s->ix[i] = -1;
+  for (int k = 0; k < s->n; k++)
+    index_put(s, k);
 }
 
 /* Appends an entry taking ownership of value; NULL when memory ran out
@@ -953,6 +1015,7 @@ static cfg_entry *add_entry(cfg_section *s, const char *key, char *value,
   e->resolved = NULL;
   e->line = line;
   s->n++;
+  index_added(s, s->n - 1);
   return e;
 }
 
@@ -966,6 +1029,7 @@ typedef struct parse_ctx {
   int skip;            /* ignore keys until the next good header */
   int max_line;        /* inih's buffer size, from the reader's `num` */
   int oom;
+  int *first; /* per section occurrence: the first one of that name */
   int err_line; /* 0: no error yet */
   torc_status err_status;
   char err[MSG_MAX];
@@ -1167,15 +1231,11 @@ static void validate_section(parse_ctx *c, int i) {
          hint, list);
     return;
   }
-  if (!(flags & TORC__CFG_REPEAT))
-    for (int j = 0; j < i; j++)
-      if (strcmp(cfg->s[j].name, s->name) == 0) {
-        perr(c, s->line,
-             "section [%s] given twice (first at line %d); it "
-             "may appear once: merge the two",
-             s->name, cfg->s[j].line);
-        break;
-      }
+  if (!(flags & TORC__CFG_REPEAT) && c->first[i] != i)
+    perr(c, s->line,
+         "section [%s] given twice (first at line %d); it "
+         "may appear once: merge the two",
+         s->name, cfg->s[c->first[i]].line);
   for (int k = 0; k < s->n; k++) {
     cfg_entry *e = &s->e[k];
     const torc__config_row *r = find_row(s->name, e->key);
@@ -1205,6 +1265,39 @@ static void validate_section(parse_ctx *c, int i) {
     perr(c, s->line, "section [%s] has no '%s' key; add '%s = ...' with %s",
          s->name, r->key, r->key, list);
   }
+}
+
+typedef struct name_at {
+  const char *name;
+  int i;
+} name_at;
+
+static int by_name_then_place(const void *a, const void *b) {
+  const name_at *x = a, *y = b;
+  int d = (work++, strcmp(x->name, y->name));
+  return d ? d : (x->i > y->i) - (x->i < y->i);
+}
+
+/* For each section occurrence, the index of the first one with its name
+ * (by sorting: a file of n sections is checked for repeats in n log n, not
+ * by comparing each with those before it). NULL when memory ran out. */
+static int *first_occurrences(const torc_config *cfg) {
+  int *first = malloc(((size_t)cfg->n + 1) * sizeof *first);
+  name_at *v = malloc(((size_t)cfg->n + 1) * sizeof *v);
+  if (first == NULL || v == NULL) {
+    free(first);
+    free(v);
+    return NULL;
+  }
+  for (int i = 0; i < cfg->n; i++)
+    v[i] = (name_at){cfg->s[i].name, i};
+  qsort(v, (size_t)cfg->n, sizeof *v, by_name_then_place);
+  for (int k = 0; k < cfg->n; k++)
+    first[v[k].i] =
+        k > 0 && strcmp(v[k - 1].name, v[k].name) == 0 ? first[v[k - 1].i]
+                                                        : v[k].i;
+  free(v);
+  return first;
 }
 
 /* Folder of `path` (NULL when it has none: the current directory). */
@@ -1246,8 +1339,12 @@ static torc_config *parse_text(const char *text, size_t len, const char *name,
     perr(&c, r,
          "cannot parse this line: expected [section] or key = "
          "value");
+  c.first = first_occurrences(cfg);
+  if (c.first == NULL)
+    goto oom;
   for (int i = 0; i < cfg->n && !c.oom; i++)
     validate_section(&c, i);
+  free(c.first);
   if (c.oom)
     goto oom;
   if (c.err_line) {

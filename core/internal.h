@@ -555,6 +555,11 @@ typedef struct torc__config_row {
  * that tests can register sections of their own. */
 TORC_API torc_status torc__config_schema_add(const torc__config_row *rows);
 
+/* The steps config.c's searches took on this thread so far (comparisons
+ * of key and section names): reading a file of n sections or keys costs
+ * O(n log n) of them. Exported for the tests. */
+TORC_API uint64_t torc__config_work(void);
+
 /* Row i (0-based) of the registry, across tables in registration order
  * (the core's own rows first), or NULL past the end: for `torc help
  * config`. */

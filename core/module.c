@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,7 +45,9 @@ struct torc_module {
   slot *params, *bufs;
   int n_params, n_bufs;
   kid *kids;
-  int n_kids;
+  int n_kids, cap_kids;
+  int *names_ix;       /* the index of the names above, or NULL */
+  size_t names_slots;  /* its size, a power of two */
   int training;
   int lazy;
   int kind;
@@ -57,6 +60,12 @@ struct torc_module {
 
 /* Bumped by every add_child: cached paths below may have changed. */
 static _Atomic uint64_t tree_gen = 1;
+
+/* The steps of the searches whose length grows with the model (name
+ * comparisons, the sequential's release checks), on this thread; the
+ * tests check with it that building and running a model is linear. */
+static _Thread_local uint64_t work;
+uint64_t torc__module_work(void) { return work; }
 
 /* ---- creation and the tree ---- */
 
@@ -107,6 +116,7 @@ static void module_destroy(torc_module *m) {
     free(m->bufs[i].name);
   }
   free(m->kids);
+  free(m->names_ix);
   free(m->params);
   free(m->bufs);
   free(m->name);
@@ -186,17 +196,109 @@ static int valid_name(const char *name) {
   return 1;
 }
 
-static int name_taken(const torc_module *m, const char *name) {
+/* Parameters, buffers and children share one namespace. A module with
+ * more than NAMES_SCAN names indexes them (so that appending layer n to a
+ * sequential does not compare n names): open addressing over names_slots
+ * slots, each -1 or the code 4 * position + what (NAME_PARAM, NAME_BUF,
+ * NAME_KID). Fewer names, or no memory for the index, are searched in
+ * order. */
+enum { NAMES_SCAN = 8, NAME_PARAM = 0, NAME_BUF = 1, NAME_KID = 2 };
+
+static const char *name_at(const torc_module *m, int code) {
+  int i = code >> 2;
+  switch (code & 3) {
+  case NAME_PARAM:
+    return m->params[i].name;
+  case NAME_BUF:
+    return m->bufs[i].name;
+  default:
+    return m->kids[i].name;
+  }
+}
+
+static size_t name_hash(const char *s, size_t len) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ull;
+  }
+  return (size_t)h;
+}
+
+static int same_name(const char *a, const char *b, size_t len) {
+  return strncmp(a, b, len) == 0 && a[len] == '\0';
+}
+
+/* The code of the name [name, name + len) in m, or -1. */
+static int name_find(const torc_module *m, const char *name, size_t len) {
+  if (m->names_ix) {
+    size_t mask = m->names_slots - 1;
+    for (size_t i = name_hash(name, len) & mask;; i = (i + 1) & mask) {
+      int code = m->names_ix[i];
+      work++;
+      if (code < 0)
+        return -1;
+      if (same_name(name_at(m, code), name, len))
+        return code;
+    }
+  }
   for (int i = 0; i < m->n_params; i++)
-    if (strcmp(m->params[i].name, name) == 0)
-      return 1;
+    if (work++, same_name(m->params[i].name, name, len))
+      return 4 * i + NAME_PARAM;
   for (int i = 0; i < m->n_bufs; i++)
-    if (strcmp(m->bufs[i].name, name) == 0)
-      return 1;
+    if (work++, same_name(m->bufs[i].name, name, len))
+      return 4 * i + NAME_BUF;
   for (int i = 0; i < m->n_kids; i++)
-    if (strcmp(m->kids[i].name, name) == 0)
-      return 1;
-  return 0;
+    if (work++, same_name(m->kids[i].name, name, len))
+      return 4 * i + NAME_KID;
+  return -1;
+}
+
+static void names_put(torc_module *m, int code) {
+  const char *name = name_at(m, code);
+  size_t mask = m->names_slots - 1;
+  size_t i = name_hash(name, strlen(name)) & mask;
+  while (m->names_ix[i] >= 0)
+    i = (i + 1) & mask;
+  m->names_ix[i] = code;
+}
+
+/* Records the name just added (code) in m's index, building or growing
+ * the index as needed; without memory for it, m goes back to searching
+ * its names in order. */
+static void names_added(torc_module *m, int code) {
+  size_t n = (size_t)m->n_params + (size_t)m->n_bufs + (size_t)m->n_kids;
+  if (n <= NAMES_SCAN)
+    return;
+  if (n > INT_MAX / 4) { /* past what a code holds: search in order */
+    free(m->names_ix);
+    m->names_ix = NULL;
+    return;
+  }
+  if (m->names_ix && 2 * n <= m->names_slots) {
+    names_put(m, code);
+    return;
+  }
+  size_t slots = 4 * NAMES_SCAN;
+  while (slots < 4 * n)
+    slots *= 2;
+  free(m->names_ix);
+  m->names_ix = malloc(slots * sizeof *m->names_ix);
+  if (m->names_ix == NULL)
+    return;
+  m->names_slots = slots;
+  for (size_t i = 0; i < slots; i++)
+    m->names_ix[i] = -1;
+  for (int i = 0; i < m->n_params; i++)
+    names_put(m, 4 * i + NAME_PARAM);
+  for (int i = 0; i < m->n_bufs; i++)
+    names_put(m, 4 * i + NAME_BUF);
+  for (int i = 0; i < m->n_kids; i++)
+    names_put(m, 4 * i + NAME_KID);
+}
+
+static int name_taken(const torc_module *m, const char *name) {
+  return name_find(m, name, strlen(name)) >= 0;
 }
 
 static torc_status check_new_name(const torc_module *m, const char *name,
@@ -257,7 +359,10 @@ torc_status torc_module_register_parameter(torc_module *m, const char *name,
   st = torc_set_requires_grad(t, 1);
   if (st)
     return st;
-  return add_slot(&m->params, &m->n_params, name, t, 1);
+  st = add_slot(&m->params, &m->n_params, name, t, 1);
+  if (st == TORC_OK)
+    names_added(m, 4 * (m->n_params - 1) + NAME_PARAM);
+  return st;
 }
 
 torc_status torc_module_register_buffer(torc_module *m, const char *name,
@@ -267,20 +372,22 @@ torc_status torc_module_register_buffer(torc_module *m, const char *name,
   torc_status st = check_new_name(m, name, "torc_module_register_buffer");
   if (st)
     return st;
-  return add_slot(&m->bufs, &m->n_bufs, name, t, persistent != 0);
+  st = add_slot(&m->bufs, &m->n_bufs, name, t, persistent != 0);
+  if (st == TORC_OK)
+    names_added(m, 4 * (m->n_bufs - 1) + NAME_BUF);
+  return st;
 }
 
 torc_status torc_module_set_buffer(torc_module *m, const char *name,
                                    torc_tensor *t) {
   if (m == NULL || t == NULL || name == NULL)
     return torc__null_input("torc_module_set_buffer");
-  for (int i = 0; i < m->n_bufs; i++) {
-    if (strcmp(m->bufs[i].name, name) == 0) {
-      torc_retain(t);
-      torc_release(m->bufs[i].t);
-      m->bufs[i].t = t;
-      return TORC_OK;
-    }
+  int code = name_find(m, name, strlen(name));
+  if (code >= 0 && (code & 3) == NAME_BUF) {
+    torc_retain(t);
+    torc_release(m->bufs[code >> 2].t);
+    m->bufs[code >> 2].t = t;
+    return TORC_OK;
   }
   char w[160];
   return torc_set_error(TORC_ERR_INVALID,
@@ -322,23 +429,29 @@ torc_status torc_module_add_child(torc_module *m, const char *name,
   else
     st = check_new_name(m, name, "torc_module_add_child");
   if (st == TORC_OK) {
-    kid *p = realloc(m->kids, (size_t)(m->n_kids + 1) * sizeof *p);
+    kid *p = m->kids;
+    if (m->n_kids == m->cap_kids) { /* doubling: appends stay linear */
+      int cap = m->cap_kids < INT_MAX / 2 ? (m->cap_kids ? 2 * m->cap_kids : 4)
+                                          : INT_MAX;
+      p = m->n_kids < cap ? realloc(m->kids, (size_t)cap * sizeof *p) : NULL;
+      if (p) {
+        m->kids = p;
+        m->cap_kids = cap;
+      }
+    }
     char *s = p ? strdup(name) : NULL;
-    if (p)
-      m->kids = p;
-    if (s == NULL)
+    char *s2 = s ? strdup(name) : NULL; /* the child's copy */
+    if (s2 == NULL) {
+      free(s);
       st = torc_set_error(TORC_ERR_OOM, "out of memory adding child '%s'",
                           name);
-    else {
+    } else {
       p[m->n_kids].name = s;
       p[m->n_kids].m = child;
       m->n_kids++;
       child->parent = m;
-      child->name = strdup(name);
-      if (child->name == NULL) { /* keep the tree consistent */
-        child->name = s;
-        p[m->n_kids - 1].name = strdup(s);
-      }
+      child->name = s2;
+      names_added(m, 4 * (m->n_kids - 1) + NAME_KID);
       tree_gen++;
       return TORC_OK;
     }
@@ -353,28 +466,23 @@ torc_status torc_module_add_child(torc_module *m, const char *name,
 torc_tensor *torc_module_parameter(const torc_module *m, const char *name) {
   if (m == NULL || name == NULL)
     return NULL;
-  for (int i = 0; i < m->n_params; i++)
-    if (strcmp(m->params[i].name, name) == 0)
-      return m->params[i].t;
-  return NULL;
+  int code = name_find(m, name, strlen(name));
+  return code >= 0 && (code & 3) == NAME_PARAM ? m->params[code >> 2].t
+                                               : NULL;
 }
 
 torc_tensor *torc_module_buffer(const torc_module *m, const char *name) {
   if (m == NULL || name == NULL)
     return NULL;
-  for (int i = 0; i < m->n_bufs; i++)
-    if (strcmp(m->bufs[i].name, name) == 0)
-      return m->bufs[i].t;
-  return NULL;
+  int code = name_find(m, name, strlen(name));
+  return code >= 0 && (code & 3) == NAME_BUF ? m->bufs[code >> 2].t : NULL;
 }
 
 torc_module *torc_module_child(const torc_module *m, const char *name) {
   if (m == NULL || name == NULL)
     return NULL;
-  for (int i = 0; i < m->n_kids; i++)
-    if (strcmp(m->kids[i].name, name) == 0)
-      return m->kids[i].m;
-  return NULL;
+  int code = name_find(m, name, strlen(name));
+  return code >= 0 && (code & 3) == NAME_KID ? m->kids[code >> 2].m : NULL;
 }
 
 int torc_module_child_count(const torc_module *m) {
@@ -397,11 +505,9 @@ torc_module *torc_module_find(const torc_module *m, const char *path) {
   while (*p) {
     const char *dot = strchr(p, '.');
     size_t n = dot ? (size_t)(dot - p) : strlen(p);
-    const torc_module *next = NULL;
-    for (int i = 0; i < cur->n_kids; i++)
-      if (strlen(cur->kids[i].name) == n &&
-          strncmp(cur->kids[i].name, p, n) == 0)
-        next = cur->kids[i].m;
+    int code = name_find(cur, p, n);
+    const torc_module *next =
+        code >= 0 && (code & 3) == NAME_KID ? cur->kids[code >> 2].m : NULL;
     if (next == NULL) {
       char have[512] = "";
       size_t len = 0;
@@ -1194,19 +1300,30 @@ static torc_tensor *sequential_forward(torc_module *m,
   int n = m->n_kids;
   torc_tensor **outs = calloc((size_t)n, sizeof *outs);
   int *last = calloc((size_t)n, sizeof *last);
-  if (outs == NULL || last == NULL) {
-    free(outs), free(last);
+  /* The outputs whose last reader is child i, in order: first[i], then
+   * next[] of it, ..., -1; each output is checked once, at its last
+   * reader, so a forward of n children costs O(n) here. */
+  int *first = malloc((size_t)n * sizeof *first);
+  int *next = malloc((size_t)n * sizeof *next);
+  if (outs == NULL || last == NULL || first == NULL || next == NULL) {
+    free(outs), free(last), free(first), free(next);
     torc_set_error(TORC_ERR_OOM, "out of memory running %s",
                    who(m, w, sizeof w));
     return NULL;
   }
   for (int i = 0; i < n; i++) {
     last[i] = i + 1;
+    first[i] = -1;
     torc_module *c = m->kids[i].m;
     if ((c->kind == KIND_ADD || c->kind == KIND_CONCAT) && i + c->from >= 0 &&
         last[i + c->from] < i)
       last[i + c->from] = i;
   }
+  for (int k = n - 1; k >= 0; k--)
+    if (last[k] < n) {
+      next[k] = first[last[k]];
+      first[last[k]] = k;
+    }
   const torc_tensor *x = in[0];
   torc_tensor *y = NULL;
   for (int i = 0; i < n; i++) {
@@ -1230,8 +1347,8 @@ static torc_tensor *sequential_forward(torc_module *m,
       break;
     outs[i] = y;
     x = y;
-    for (int k = 0; k < i; k++)
-      if (outs[k] && last[k] <= i) {
+    for (int k = first[i]; k >= 0; k = next[k])
+      if (work++, outs[k]) {
         torc_release(outs[k]);
         outs[k] = NULL;
       }
@@ -1241,7 +1358,7 @@ static torc_tensor *sequential_forward(torc_module *m,
   for (int k = 0; k < n; k++)
     if (outs[k] && !(y && k == n - 1))
       torc_release(outs[k]);
-  free(outs), free(last);
+  free(outs), free(last), free(first), free(next);
   return y ? torc__ret(y) : NULL;
 }
 

@@ -53,4 +53,9 @@ torc_status torc__module_type_register_owned(struct torc__plugin *owner,
                                              const torc_module_type *type);
 void torc__module_types_unregister_owner(struct torc__plugin *owner);
 
+/* The steps module.c's searches took on this thread so far (name
+ * comparisons, a sequential's checks of what to free): building or running
+ * a model of n layers costs O(n) of them. Exported for the tests. */
+TORC_API uint64_t torc__module_work(void);
+
 #endif /* TORC_MODULE_INTERNAL_H */

@@ -13,6 +13,14 @@ tests_test_state_SOURCES = tests/test_state.c tests/testutil.h
 tests_test_state_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_model_SOURCES = tests/test_model.c tests/testutil.h
 tests_test_model_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# Models and INI files of 100,000 layers: linear cost, counted, not timed.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_scale
+TESTS += tests/test_scale
+endif
+tests_test_scale_SOURCES = tests/test_scale.c tests/testutil.h
+tests_test_scale_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+
 # The PyTorch side of test_model (skipped where /usr/bin/python3 has no
 # torch); test_model's export writes two files into the build tree.
 TESTS += tests/test_model_torch.sh
