@@ -99,16 +99,19 @@ torc_module *torc_module_from_config(const torc_config *cfg,
   torc_module *seq = torc_sequential_new();
   if (seq == NULL)
     return NULL;
-  int n_layers = 0, *where = NULL;
+  int n_layers = 0, cap = 0, *where = NULL;
   for (int i = 0; i < torc_config_section_count(cfg); i++) {
     if (strcmp(torc_config_section_name(cfg, i), "layer") != 0)
       continue;
-    int *w = realloc(where, (size_t)(n_layers + 1) * sizeof *w);
-    if (w == NULL) {
-      torc_set_error(TORC_ERR_OOM, "out of memory building the model");
-      goto fail;
+    if (n_layers == cap) { /* doubling: n layers cost O(n) copies */
+      cap = cap ? 2 * cap : 16;
+      int *w = realloc(where, (size_t)cap * sizeof *w);
+      if (w == NULL) {
+        torc_set_error(TORC_ERR_OOM, "out of memory building the model");
+        goto fail;
+      }
+      where = w;
     }
-    where = w;
     where[n_layers] = i;
     const char *type = torc_config_section_get(cfg, i, "type");
     int nk = torc_config_section_key_count(cfg, i);
