@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "internal.h"
+#include "torc/checked.h"
 #include "torc/safetensors.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -150,8 +151,6 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
                           "torc supports at most %d",
                           path, key, nd, TORC_MAX_DIMS);
   e->ndim = (int)nd;
-  uint64_t numel = 1;
-  int zero = 0, overflow = 0;
   for (size_t i = 0; i < nd; i++) {
     json_t *d = json_array_get(js, i);
     if (!json_is_integer(d) || json_integer_value(d) < 0) {
@@ -165,11 +164,22 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
       return s;
     }
     e->shape[i] = (int64_t)json_integer_value(d);
-    zero |= e->shape[i] == 0;
-    overflow |= __builtin_mul_overflow(numel, (uint64_t)e->shape[i], &numel);
   }
-  if (zero)
-    numel = 0, overflow = 0;
+  /* A torc tensor counts its elements in an int64_t; a zero dimension does
+   * not excuse the others (torc_checked_numel). */
+  char b[160];
+  uint64_t numel = 0;
+  int too_many =
+      torc_checked_numel(e->shape, e->ndim, (uint64_t)INT64_MAX, &numel);
+  int has_zero = 0;
+  for (int i = 0; i < e->ndim; i++)
+    has_zero |= e->shape[i] == 0;
+  if (too_many && has_zero)
+    return torc_set_error(
+        TORC_ERR_INVALID,
+        "safetensors %s: tensor '%s': shape %s has more than 2^63 elements "
+        "besides its zero dimension; the file is corrupt",
+        path, key, torc__shape_str(e->shape, e->ndim, b, sizeof b));
   if (!json_is_array(jo) || json_array_size(jo) != 2 ||
       !json_is_integer(json_array_get(jo, 0)) ||
       !json_is_integer(json_array_get(jo, 1)) ||
@@ -189,9 +199,7 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
   e->end = (uint64_t)json_integer_value(json_array_get(jo, 1));
   uint64_t es = torc_dtype_size(e->dtype);
   uint64_t need = 0;
-  if (overflow || __builtin_mul_overflow(numel, es, &need) || need > data_size)
-    overflow = 1;
-  char b[160];
+  int overflow = too_many || torc_checked_bytes(numel, es, data_size, &need);
   if (overflow || e->end - e->begin != need) {
     if (overflow)
       return torc_set_error(
@@ -339,7 +347,8 @@ static torc_status parse_header(torc_safetensors *st, const char *hdr,
     if (s)
       goto done;
   }
-  qsort(st->entries, (size_t)st->n, sizeof *st->entries, entry_cmp_name);
+  if (st->n > 1)
+    qsort(st->entries, (size_t)st->n, sizeof *st->entries, entry_cmp_name);
 done:
   json_decref(root);
   return s;
@@ -450,8 +459,11 @@ static const st_entry *find_entry(const torc_safetensors *st, const char *name,
     return NULL;
   }
   st_entry key = {.name = (char *)name};
+  /* bsearch's array must not be NULL, even for a count of 0. */
   const st_entry *e =
-      bsearch(&key, st->entries, (size_t)st->n, sizeof key, entry_cmp_name);
+      st->n > 0 ? bsearch(&key, st->entries, (size_t)st->n, sizeof key,
+                          entry_cmp_name)
+                : NULL;
   if (e)
     return e;
   char list[512];
@@ -504,7 +516,9 @@ torc_tensor *torc_safetensors_get(const torc_safetensors *st, const char *name,
 
 const char *torc_safetensors_metadata(const torc_safetensors *st,
                                       const char *key) {
-  if (st == NULL || key == NULL)
+  /* A file without "__metadata__" (every plain state dict) has no key
+   * array at all: bsearch must not be given it. */
+  if (st == NULL || key == NULL || st->n_meta == 0)
     return NULL;
   char *const *k = bsearch(&key, st->meta_keys, (size_t)st->n_meta,
                            sizeof *st->meta_keys, str_cmp_ptr);

@@ -260,6 +260,38 @@ static void test_round_trip_empty_file(void **state) {
   torc_safetensors_close(st);
 }
 
+/* A plain state dict — tensors and no "__metadata__", as most files
+ * written by other tools are — has no metadata: lookups say so without
+ * searching an array that does not exist (a NULL array given to bsearch
+ * trips UBSan). */
+static void test_no_metadata_section(void **state) {
+  (void)state;
+  write_st(tpath("plain.st"),
+           "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+           2);
+  torc_safetensors *st = torc_safetensors_open(tpath("plain.st"));
+  assert_torc(st);
+  assert_int_equal(torc_safetensors_count(st), 1);
+  assert_int_equal(torc_safetensors_metadata_count(st), 0);
+  assert_null(torc_safetensors_metadata(st, "format"));
+  assert_null(torc_safetensors_metadata(st, ""));
+  torc_clear_error();
+  assert_null(torc_safetensors_metadata_key(st, 0));
+  assert_error(TORC_ERR_RANGE, "0 metadata entries");
+  torc_safetensors_close(st);
+
+  /* Neither tensors nor metadata: "{}". */
+  write_st(tpath("none.st"), "{}", 0);
+  st = torc_safetensors_open(tpath("none.st"));
+  assert_torc(st);
+  assert_null(torc_safetensors_metadata(st, "format"));
+  torc_clear_error();
+  assert_int_equal(torc_safetensors_info(st, "w", NULL, NULL, NULL),
+                   TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "it has 0: none");
+  torc_safetensors_close(st);
+}
+
 /* ---- the Python library's byte layout ---- */
 
 /* The bytes the format's reference writer produces (its own unit tests in
@@ -455,6 +487,10 @@ static const bad_case bad_cases[] = {
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
      "\"data_offsets\":[0,8]}}",
      8, TORC_ERR_INVALID, "needs more bytes than the file's 8-byte data area"},
+    /* An empty shape whose other dimensions multiply past 2^63. */
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],"
+     "\"data_offsets\":[0,0]}}",
+     0, TORC_ERR_INVALID, "has more than 2^63 elements"},
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 8,
      TORC_ERR_INVALID, "run past the end of the data area (8 bytes)"},
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
@@ -731,6 +767,7 @@ int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
       T(test_round_trip_every_dtype),
       T(test_round_trip_empty_file),
+      T(test_no_metadata_section),
       T(test_reference_layout),
       T(test_torch_written_file),
       T(test_bad_headers),
