@@ -7,6 +7,7 @@
 #include "config.h"
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -557,6 +559,107 @@ TORC_API void torc__safetensors_fail_before_rename(int on);
 static _Atomic int fail_before_rename;
 void torc__safetensors_fail_before_rename(int on) { fail_before_rename = on; }
 
+/* ---- stale temporary files ---- */
+
+/* When this library was loaded: a temporary file bearing our own PID but
+ * older than that was left by an earlier process that had the same PID. */
+static time_t loaded_at;
+__attribute__((constructor)) static void note_load_time(void) {
+  loaded_at = time(NULL);
+}
+
+/* Whether `d` is a run of decimal digits fitting a long; its value in *out. */
+static int parse_digits(const char *d, size_t n, long *out) {
+  if (n == 0 || n > 18)
+    return 0;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (d[i] < '0' || d[i] > '9')
+      return 0;
+    v = v * 10 + (d[i] - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+/* If `file` is named as torc_safetensors_save names its temporary files,
+ * ".NAME.tmp.PID.N", copies NAME into name (NUL-terminated) and returns
+ * the PID; otherwise returns 0. */
+static long temp_name_parse(const char *file, char *name, size_t size) {
+  size_t len = strlen(file);
+  if (len < 10 || file[0] != '.')
+    return 0;
+  const char *n_dot = strrchr(file, '.');
+  long n, pid;
+  if (n_dot == file || !parse_digits(n_dot + 1, len - (size_t)(n_dot + 1 - file), &n))
+    return 0;
+  const char *p_dot = n_dot - 1;
+  while (p_dot > file && *p_dot != '.')
+    p_dot--;
+  if (!parse_digits(p_dot + 1, (size_t)(n_dot - p_dot - 1), &pid) || pid <= 0)
+    return 0;
+  size_t tl = strlen(".tmp");
+  if ((size_t)(p_dot - file) < 1 + 1 + tl ||
+      strncmp(p_dot - tl, ".tmp", tl) != 0)
+    return 0;
+  size_t nl = (size_t)(p_dot - tl - (file + 1));
+  if (nl + 1 > size)
+    return 0;
+  memcpy(name, file + 1, nl);
+  name[nl] = '\0';
+  return pid;
+}
+
+/* Whether a temporary file of process `pid`, last changed at `mtime`, is
+ * still being written: its process is alive (or we cannot tell), and if it
+ * is this process, the file is no older than this process. */
+static int temp_in_use(long pid, time_t mtime) {
+  if (pid == (long)getpid())
+    return mtime + 1 >= loaded_at;
+  if (kill((pid_t)pid, 0) == 0)
+    return 1;
+  return errno != ESRCH;
+}
+
+/* Removes from `dir` the temporary files of saves killed before their
+ * rename, ".NAME.tmp.PID.N" (regular files only), whose NAME `want`
+ * accepts and whose process is gone — never a file of another pattern,
+ * nor one a live process may still be writing. Also used by core/train.c
+ * for its checkpoint folder. */
+void torc__safetensors_remove_stale_temps(const char *dir,
+                                          int (*want)(const char *name,
+                                                      void *user),
+                                          void *user);
+void torc__safetensors_remove_stale_temps(const char *dir,
+                                          int (*want)(const char *name,
+                                                      void *user),
+                                          void *user) {
+  DIR *d = opendir(dir && *dir ? dir : ".");
+  if (d == NULL)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char name[256];
+    long pid = temp_name_parse(e->d_name, name, sizeof name);
+    if (pid == 0 || !want(name, user))
+      continue;
+    struct stat sb;
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode) || temp_in_use(pid, sb.st_mtime))
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+      torc_logf(TORC_LOG_INFO,
+                "removed %s/%s, a temporary file left by process %ld, which "
+                "is gone",
+                dir && *dir ? dir : ".", e->d_name, pid);
+  }
+  closedir(d);
+}
+
+static int same_name(const char *name, void *user) {
+  return strcmp(name, (const char *)user) == 0;
+}
+
 typedef struct save_item {
   const char *name;
   const torc_tensor *t;
@@ -781,6 +884,9 @@ torc_status torc_safetensors_save(const char *path, const char *const *names,
   } else {
     strcpy(dir, ".");
   }
+  /* A save killed before its rename leaves its temporary file: remove
+   * those of this file's name whose process is gone. */
+  torc__safetensors_remove_stale_temps(dir, same_name, (void *)(path + dlen));
   int fd = -1;
   for (int tries = 0; fd < 0 && tries < 100; tries++) {
     snprintf(tmp, tcap, "%.*s.%s.tmp.%ld.%u", (int)dlen, path, path + dlen,
