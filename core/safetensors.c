@@ -561,11 +561,10 @@ void torc__safetensors_fail_before_rename(int on) { fail_before_rename = on; }
 
 /* ---- stale temporary files ---- */
 
-/* When this library was loaded: a temporary file bearing our own PID but
- * older than that was left by an earlier process that had the same PID. */
-static time_t loaded_at;
+/* When this library was loaded (about when this process started). */
+static struct timespec loaded_at;
 __attribute__((constructor)) static void note_load_time(void) {
-  loaded_at = time(NULL);
+  clock_gettime(CLOCK_REALTIME, &loaded_at);
 }
 
 /* Whether `d` is a run of decimal digits fitting a long; its value in *out. */
@@ -610,12 +609,17 @@ static long temp_name_parse(const char *file, char *name, size_t size) {
   return pid;
 }
 
-/* Whether a temporary file of process `pid`, last changed at `mtime`, is
- * still being written: its process is alive (or we cannot tell), and if it
- * is this process, the file is no older than this process. */
-static int temp_in_use(long pid, time_t mtime) {
+/* Whether a temporary file of process `pid`, last changed at `mtime`, may
+ * still be being written. A file changed since this process started may be
+ * (by a process on another machine sharing the folder, whose PID means
+ * nothing here); an older one is stale when it bears this process's own PID
+ * (an earlier process had it) or that of no live process. */
+static int temp_in_use(long pid, struct timespec mtime) {
+  if (mtime.tv_sec > loaded_at.tv_sec ||
+      (mtime.tv_sec == loaded_at.tv_sec && mtime.tv_nsec >= loaded_at.tv_nsec))
+    return 1;
   if (pid == (long)getpid())
-    return mtime + 1 >= loaded_at;
+    return 0;
   if (kill((pid_t)pid, 0) == 0)
     return 1;
   return errno != ESRCH;
@@ -623,9 +627,9 @@ static int temp_in_use(long pid, time_t mtime) {
 
 /* Removes from `dir` the temporary files of saves killed before their
  * rename, ".NAME.tmp.PID.N" (regular files only), whose NAME `want`
- * accepts and whose process is gone — never a file of another pattern,
- * nor one a live process may still be writing. Also used by core/train.c
- * for its checkpoint folder. */
+ * accepts, last changed before this process started, whose process is
+ * gone — never a file of another pattern, nor one a live process may still
+ * be writing. Also used by core/train.c for its checkpoint folder. */
 void torc__safetensors_remove_stale_temps(const char *dir,
                                           int (*want)(const char *name,
                                                       void *user),
@@ -645,7 +649,7 @@ void torc__safetensors_remove_stale_temps(const char *dir,
       continue;
     struct stat sb;
     if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(sb.st_mode) || temp_in_use(pid, sb.st_mtime))
+        !S_ISREG(sb.st_mode) || temp_in_use(pid, sb.st_mtim))
       continue;
     if (unlinkat(dirfd(d), e->d_name, 0) == 0)
       torc_logf(TORC_LOG_INFO,

@@ -7,8 +7,12 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -695,6 +699,57 @@ static void test_save_argument_errors(void **state) {
 
 /* ---- atomic save ---- */
 
+/* A file named `name` in tmpdir, last changed `age` seconds ago. */
+static void write_aged(const char *name, time_t age) {
+  write_file(tpath(name), "partial", 7);
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= age;
+  t[1] = t[0];
+  assert_int_equal(utimensat(AT_FDCWD, tpath(name), t, 0), 0);
+}
+
+static int exists(const char *name) {
+  struct stat sb;
+  return stat(tpath(name), &sb) == 0;
+}
+
+/* A save killed before its rename leaves ".NAME.tmp.PID.N": the next save
+ * of NAME removes it when its process is gone and it is older than this
+ * process, and leaves every other file. */
+static void test_stale_temps_removed(void **state) {
+  (void)state;
+  long dead = 4000000; /* a PID no process has */
+  while (dead > 2 && !(kill((pid_t)dead, 0) != 0 && errno == ESRCH))
+    dead--;
+  char stale[64], fresh[64], other[64], live[64], mine[64];
+  snprintf(stale, sizeof stale, ".w.st.tmp.%ld.0", dead);
+  snprintf(fresh, sizeof fresh, ".w.st.tmp.%ld.1", dead);
+  snprintf(other, sizeof other, ".v.st.tmp.%ld.0", dead);
+  snprintf(live, sizeof live, ".w.st.tmp.%ld.0", (long)getppid());
+  snprintf(mine, sizeof mine, ".w.st.tmp.%ld.77", (long)getpid());
+  write_aged(stale, 3600);
+  write_aged(fresh, -5); /* changed after this process started */
+  write_aged(other, 3600);
+  write_aged(live, 3600);
+  write_aged(mine, 3600); /* an earlier process with this PID */
+  write_aged("w.st.tmp", 3600);
+  write_aged(".w.st.tmp.x.0", 3600);
+  torc_tensor *a = torc_zeros(TORC_SHAPE(2), TORC_F32, TORC_CPU);
+  const char *names[] = {"a"};
+  assert_ok(torc_safetensors_save(tpath("w.st"), names,
+                                  (const torc_tensor *const *)&a, 1, NULL,
+                                  NULL, 0));
+  assert_false(exists(stale));
+  assert_false(exists(mine));
+  assert_true(exists(fresh));
+  assert_true(exists(other));
+  assert_true(exists(live));
+  assert_true(exists("w.st.tmp"));
+  assert_true(exists(".w.st.tmp.x.0"));
+  assert_true(exists("w.st"));
+}
+
 static void test_atomic_save(void **state) {
   (void)state;
   char p[512];
@@ -777,6 +832,7 @@ int main(void) {
       T(test_mutated_files),
       T(test_save_argument_errors),
       T(test_atomic_save),
+      T(test_stale_temps_removed),
 #undef T
   };
   return cmocka_run_group_tests_name("safetensors", tests, NULL,
