@@ -8,7 +8,8 @@ libtorc_la_SOURCES = \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
 	core/ops_elementwise.c core/ops_reduce.c \
 	core/autograd.c core/derivatives.c \
-	core/plugin.c core/config.c core/runtime.c
+	core/plugin.c core/elf_check.h core/elf_check.c core/config.c \
+	core/runtime.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
 	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS)
 libtorc_la_LIBADD = $(INIH_LIBS) -lm

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "data_internal.h"
+#include "elf_check.h"
 #include "internal.h"
 #include "module_internal.h"
 #include "optim_internal.h"
@@ -504,6 +506,23 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
       check_secure(label, path, real, o ? o->allow_insecure : 0, pre);
   if (st)
     return st;
+
+  /* dlopen maps the file's segments and touches their pages: one cut short
+   * would end the process with SIGBUS, a FIFO would block it. Check the
+   * file itself first (O_NONBLOCK: opening a FIFO must not wait). */
+  int fd = open(real, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return torc_set_error(TORC_ERR_IO, "%splugin '%s' (%s): cannot open %s: %s",
+                          pre, label, path, real, strerror(errno));
+  char why[256];
+  int bad = torc__elf_check_fd(fd, why, sizeof why);
+  close(fd);
+  if (bad)
+    return torc_set_error(TORC_ERR_PLUGIN,
+                          "%splugin '%s' (%s) is not a loadable shared "
+                          "object: %s; point `module` at a torc plugin (.so) "
+                          "built for this machine",
+                          pre, label, path, why);
 
   ensure_omp_passive();
   dlerror();

@@ -7,6 +7,7 @@
 #include "config.h"
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,11 +17,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "internal.h"
+#include "torc/checked.h"
 #include "torc/safetensors.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -150,8 +153,6 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
                           "torc supports at most %d",
                           path, key, nd, TORC_MAX_DIMS);
   e->ndim = (int)nd;
-  uint64_t numel = 1;
-  int zero = 0, overflow = 0;
   for (size_t i = 0; i < nd; i++) {
     json_t *d = json_array_get(js, i);
     if (!json_is_integer(d) || json_integer_value(d) < 0) {
@@ -165,11 +166,22 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
       return s;
     }
     e->shape[i] = (int64_t)json_integer_value(d);
-    zero |= e->shape[i] == 0;
-    overflow |= __builtin_mul_overflow(numel, (uint64_t)e->shape[i], &numel);
   }
-  if (zero)
-    numel = 0, overflow = 0;
+  /* A torc tensor counts its elements in an int64_t; a zero dimension does
+   * not excuse the others (torc_checked_numel). */
+  char b[160];
+  uint64_t numel = 0;
+  int too_many =
+      torc_checked_numel(e->shape, e->ndim, (uint64_t)INT64_MAX, &numel);
+  int has_zero = 0;
+  for (int i = 0; i < e->ndim; i++)
+    has_zero |= e->shape[i] == 0;
+  if (too_many && has_zero)
+    return torc_set_error(
+        TORC_ERR_INVALID,
+        "safetensors %s: tensor '%s': shape %s has more than 2^63 elements "
+        "besides its zero dimension; the file is corrupt",
+        path, key, torc__shape_str(e->shape, e->ndim, b, sizeof b));
   if (!json_is_array(jo) || json_array_size(jo) != 2 ||
       !json_is_integer(json_array_get(jo, 0)) ||
       !json_is_integer(json_array_get(jo, 1)) ||
@@ -189,9 +201,7 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
   e->end = (uint64_t)json_integer_value(json_array_get(jo, 1));
   uint64_t es = torc_dtype_size(e->dtype);
   uint64_t need = 0;
-  if (overflow || __builtin_mul_overflow(numel, es, &need) || need > data_size)
-    overflow = 1;
-  char b[160];
+  int overflow = too_many || torc_checked_bytes(numel, es, data_size, &need);
   if (overflow || e->end - e->begin != need) {
     if (overflow)
       return torc_set_error(
@@ -339,7 +349,8 @@ static torc_status parse_header(torc_safetensors *st, const char *hdr,
     if (s)
       goto done;
   }
-  qsort(st->entries, (size_t)st->n, sizeof *st->entries, entry_cmp_name);
+  if (st->n > 1)
+    qsort(st->entries, (size_t)st->n, sizeof *st->entries, entry_cmp_name);
 done:
   json_decref(root);
   return s;
@@ -450,8 +461,11 @@ static const st_entry *find_entry(const torc_safetensors *st, const char *name,
     return NULL;
   }
   st_entry key = {.name = (char *)name};
+  /* bsearch's array must not be NULL, even for a count of 0. */
   const st_entry *e =
-      bsearch(&key, st->entries, (size_t)st->n, sizeof key, entry_cmp_name);
+      st->n > 0 ? bsearch(&key, st->entries, (size_t)st->n, sizeof key,
+                          entry_cmp_name)
+                : NULL;
   if (e)
     return e;
   char list[512];
@@ -504,7 +518,9 @@ torc_tensor *torc_safetensors_get(const torc_safetensors *st, const char *name,
 
 const char *torc_safetensors_metadata(const torc_safetensors *st,
                                       const char *key) {
-  if (st == NULL || key == NULL)
+  /* A file without "__metadata__" (every plain state dict) has no key
+   * array at all: bsearch must not be given it. */
+  if (st == NULL || key == NULL || st->n_meta == 0)
     return NULL;
   char *const *k = bsearch(&key, st->meta_keys, (size_t)st->n_meta,
                            sizeof *st->meta_keys, str_cmp_ptr);
@@ -542,6 +558,111 @@ const char *torc_safetensors_metadata_key(const torc_safetensors *st, int i) {
 TORC_API void torc__safetensors_fail_before_rename(int on);
 static _Atomic int fail_before_rename;
 void torc__safetensors_fail_before_rename(int on) { fail_before_rename = on; }
+
+/* ---- stale temporary files ---- */
+
+/* When this library was loaded (about when this process started). */
+static struct timespec loaded_at;
+__attribute__((constructor)) static void note_load_time(void) {
+  clock_gettime(CLOCK_REALTIME, &loaded_at);
+}
+
+/* Whether `d` is a run of decimal digits fitting a long; its value in *out. */
+static int parse_digits(const char *d, size_t n, long *out) {
+  if (n == 0 || n > 18)
+    return 0;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (d[i] < '0' || d[i] > '9')
+      return 0;
+    v = v * 10 + (d[i] - '0');
+  }
+  *out = v;
+  return 1;
+}
+
+/* If `file` is named as torc_safetensors_save names its temporary files,
+ * ".NAME.tmp.PID.N", copies NAME into name (NUL-terminated) and returns
+ * the PID; otherwise returns 0. */
+static long temp_name_parse(const char *file, char *name, size_t size) {
+  size_t len = strlen(file);
+  if (len < 10 || file[0] != '.')
+    return 0;
+  const char *n_dot = strrchr(file, '.');
+  long n, pid;
+  if (n_dot == file || !parse_digits(n_dot + 1, len - (size_t)(n_dot + 1 - file), &n))
+    return 0;
+  const char *p_dot = n_dot - 1;
+  while (p_dot > file && *p_dot != '.')
+    p_dot--;
+  if (!parse_digits(p_dot + 1, (size_t)(n_dot - p_dot - 1), &pid) || pid <= 0)
+    return 0;
+  size_t tl = strlen(".tmp");
+  if ((size_t)(p_dot - file) < 1 + 1 + tl ||
+      strncmp(p_dot - tl, ".tmp", tl) != 0)
+    return 0;
+  size_t nl = (size_t)(p_dot - tl - (file + 1));
+  if (nl + 1 > size)
+    return 0;
+  memcpy(name, file + 1, nl);
+  name[nl] = '\0';
+  return pid;
+}
+
+/* Whether a temporary file of process `pid`, last changed at `mtime`, may
+ * still be being written. A file changed since this process started may be
+ * (by a process on another machine sharing the folder, whose PID means
+ * nothing here); an older one is stale when it bears this process's own PID
+ * (an earlier process had it) or that of no live process. */
+static int temp_in_use(long pid, struct timespec mtime) {
+  if (mtime.tv_sec > loaded_at.tv_sec ||
+      (mtime.tv_sec == loaded_at.tv_sec && mtime.tv_nsec >= loaded_at.tv_nsec))
+    return 1;
+  if (pid == (long)getpid())
+    return 0;
+  if (kill((pid_t)pid, 0) == 0)
+    return 1;
+  return errno != ESRCH;
+}
+
+/* Removes from `dir` the temporary files of saves killed before their
+ * rename, ".NAME.tmp.PID.N" (regular files only), whose NAME `want`
+ * accepts, last changed before this process started, whose process is
+ * gone — never a file of another pattern, nor one a live process may still
+ * be writing. Also used by core/train.c for its checkpoint folder. */
+void torc__safetensors_remove_stale_temps(const char *dir,
+                                          int (*want)(const char *name,
+                                                      void *user),
+                                          void *user);
+void torc__safetensors_remove_stale_temps(const char *dir,
+                                          int (*want)(const char *name,
+                                                      void *user),
+                                          void *user) {
+  DIR *d = opendir(dir && *dir ? dir : ".");
+  if (d == NULL)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char name[256];
+    long pid = temp_name_parse(e->d_name, name, sizeof name);
+    if (pid == 0 || !want(name, user))
+      continue;
+    struct stat sb;
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode) || temp_in_use(pid, sb.st_mtim))
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+      torc_logf(TORC_LOG_INFO,
+                "removed %s/%s, a temporary file left by process %ld, which "
+                "is gone",
+                dir && *dir ? dir : ".", e->d_name, pid);
+  }
+  closedir(d);
+}
+
+static int same_name(const char *name, void *user) {
+  return strcmp(name, (const char *)user) == 0;
+}
 
 typedef struct save_item {
   const char *name;
@@ -767,6 +888,9 @@ torc_status torc_safetensors_save(const char *path, const char *const *names,
   } else {
     strcpy(dir, ".");
   }
+  /* A save killed before its rename leaves its temporary file: remove
+   * those of this file's name whose process is gone. */
+  torc__safetensors_remove_stale_temps(dir, same_name, (void *)(path + dlen));
   int fd = -1;
   for (int tries = 0; fd < 0 && tries < 100; tries++) {
     snprintf(tmp, tcap, "%.*s.%s.tmp.%ld.%u", (int)dlen, path, path + dlen,

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "torc/checked.h"
 #include "torc/torc.h"
 #include "torc/train.h"
 
@@ -97,6 +98,7 @@ typedef struct run {
   int csv_opened;         /* tried: opened lazily, at the first row */
   int64_t csv_keep_upto;  /* resuming: keep the rows up to this step */
   char csv_path[1024];
+  time_t started; /* files older than this were left by earlier runs */
 } run;
 
 static torc_status csv_open(run *r, int64_t keep_upto);
@@ -192,6 +194,7 @@ static torc_status warmup_build(run *r);
 static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
   memset(r, 0, sizeof *r);
   r->cfg = cfg;
+  r->started = time(NULL);
   torc_status st = read_settings(cfg, &r->s);
   if (st == TORC_OK)
     st = torc_config_device(cfg, &r->dev);
@@ -517,6 +520,43 @@ static void svg_panel(FILE *f, const curve *c, int y0, const double *a,
           X0 + W - 80, Y0 + 14, col[0], X0 + W - 40, Y0 + 14, col[1]);
 }
 
+/* In core/safetensors.c: removes ".NAME.tmp.PID.N" files whose process is
+ * gone, for the NAMEs `want` accepts. */
+void torc__safetensors_remove_stale_temps(const char *dir,
+                                          int (*want)(const char *name,
+                                                      void *user),
+                                          void *user);
+
+static int is_curves_name(const char *name, void *user) {
+  (void)user;
+  return strcmp(name, "curves.svg") == 0;
+}
+
+/* A checkpoint's file name: ckpt-<digits>.safetensors. */
+static int is_ckpt_name(const char *name, void *user) {
+  (void)user;
+  if (strncmp(name, "ckpt-", 5) != 0)
+    return 0;
+  const char *p = name + 5;
+  if (*p < '0' || *p > '9')
+    return 0;
+  while (*p >= '0' && *p <= '9')
+    p++;
+  return strcmp(p, ".safetensors") == 0;
+}
+
+/* Removes the temporary files of curves.svg that killed runs left in
+ * `dir`: ".curves.svg.tmp.PID.0" of a process that is gone, and the
+ * "curves.svg.tmp" earlier versions wrote, when older than this run. */
+static void remove_stale_curves(const char *dir, time_t started) {
+  torc__safetensors_remove_stale_temps(dir, is_curves_name, NULL);
+  char old[1200];
+  snprintf(old, sizeof old, "%scurves.svg.tmp", dir);
+  struct stat sb;
+  if (lstat(old, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_mtime < started)
+    remove(old);
+}
+
 /* Reads the CSV back and draws loss and accuracy per epoch, train (the
  * step-weighted mean of the epoch's windows) and test, next to it. */
 static void write_curves(run *r) {
@@ -568,8 +608,19 @@ static void write_curves(run *r) {
   char *slash = strrchr(path, '/');
   snprintf(slash ? slash + 1 : path,
            sizeof path - (size_t)(slash ? slash + 1 - path : 0), "curves.svg");
+  /* The temporary file is named as torc_safetensors_save names its own,
+   * ".curves.svg.tmp.PID.0", so that one killed mid-write is recognised
+   * and removed by the next run. */
+  char dir[1100];
+  snprintf(dir, sizeof dir, "%s", path);
+  slash = strrchr(dir, '/');
+  if (slash)
+    slash[1] = '\0';
+  else
+    dir[0] = '\0';
+  remove_stale_curves(dir, r->started);
   char tmp[1200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  snprintf(tmp, sizeof tmp, "%s.curves.svg.tmp.%ld.0", dir, (long)getpid());
   FILE *o = fopen(tmp, "w");
   if (o == NULL)
     return;
@@ -655,6 +706,8 @@ static torc_status save_ckpt(run *r, const position *pos, char *path,
   torc_status st = mkdirs(r->s.ck_dir, "[checkpoint] dir");
   if (st)
     return st;
+  /* Checkpoints whose save was killed before the rename. */
+  torc__safetensors_remove_stale_temps(r->s.ck_dir, is_ckpt_name, NULL);
   snprintf(path, psize, "%s/ckpt-%08lld.safetensors", r->s.ck_dir,
            (long long)gstep);
   torc_state_dict *ck = torc_checkpoint_new();
@@ -701,6 +754,119 @@ static torc_status save_ckpt(run *r, const position *pos, char *path,
 }
 
 
+/* The metadata `key` of checkpoint `path` as an integer in [lo, hi]; an
+ * error naming the file, the key, the value and the range otherwise. */
+static torc_status ckpt_int(const torc_state_dict *ck, const char *path,
+                            const char *key, int64_t lo, int64_t hi,
+                            const char *range_is, int64_t *out) {
+  const char *v = torc_state_dict_meta(ck, key);
+  char *end = NULL;
+  errno = 0;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  if (v == NULL || v[0] == '\0' || v[0] == ' ' || *end != '\0' ||
+      errno == ERANGE)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "--resume: checkpoint %s: metadata '%s' is \"%s\", "
+                          "not an integer; the file is corrupt: resume from "
+                          "another checkpoint",
+                          path, key, v ? v : "");
+  if (x < lo || x > hi)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "--resume: checkpoint %s: metadata '%s' is %lld, "
+                          "outside %lld..%lld (%s); the file is corrupt or "
+                          "from another run: resume from another checkpoint",
+                          path, key, x, (long long)lo, (long long)hi,
+                          range_is);
+  *out = (int64_t)x;
+  return TORC_OK;
+}
+
+/* Reads and checks the position a checkpoint holds against this run: the
+ * epoch within [train] epochs, the batch within the epoch, a global step
+ * that counts at least those batches and leaves room for the rest of the
+ * run, and the running sums of the log window (train.*) as numbers of
+ * their kind. A hostile file would otherwise name checkpoints with a
+ * negative step, or skip the whole run without a word. */
+static torc_status check_position(run *r, const torc_state_dict *ck,
+                                  const char *path, position *pos) {
+  int64_t nb = torc_loader_length(r->train);
+  if (nb < 0)
+    nb = 0;
+  char why[160];
+  /* epoch: the next epoch to run, so `epochs` itself is a finished run. */
+  const char *ev = torc_state_dict_meta(ck, "epoch");
+  char *end = NULL;
+  errno = 0;
+  long long e = strtoll(ev, &end, 10);
+  if (ev[0] != '\0' && *end == '\0' && errno == 0 && e > r->s.epochs)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "--resume: checkpoint %s: metadata 'epoch' is %lld, "
+                          "past [train] epochs = %lld of %s (valid: "
+                          "0..%lld); raise epochs to train on from it, or "
+                          "resume from an earlier checkpoint",
+                          path, e, (long long)r->s.epochs,
+                          torc_config_path(r->cfg), (long long)r->s.epochs);
+  snprintf(why, sizeof why, "[train] epochs is %lld", (long long)r->s.epochs);
+  torc_status st =
+      ckpt_int(ck, path, "epoch", 0, r->s.epochs, why, &pos->epoch);
+  if (st)
+    return st;
+  /* batch: batches done in that epoch; an interrupt after the last one
+   * saves nb, a finished run 0. */
+  int64_t bmax = pos->epoch < r->s.epochs ? nb : 0;
+  snprintf(why, sizeof why, "an epoch has %lld batches", (long long)nb);
+  if ((st = ckpt_int(ck, path, "batch", 0, bmax, why, &pos->batch)))
+    return st;
+  /* global_step: at least the batches of this epoch and one per epoch
+   * before it; at most what leaves the rest of the run countable. */
+  uint64_t rest = 0;
+  if (torc_checked_mul((uint64_t)(r->s.epochs - pos->epoch), (uint64_t)nb,
+                       &rest) ||
+      rest > (uint64_t)INT64_MAX)
+    rest = (uint64_t)INT64_MAX;
+  int64_t smin = pos->batch > pos->epoch ? pos->batch : pos->epoch;
+  snprintf(why, sizeof why,
+           "at least its epoch %lld and batch %lld, and room for the %llu "
+           "steps left",
+           (long long)pos->epoch, (long long)pos->batch,
+           (unsigned long long)rest);
+  if ((st = ckpt_int(ck, path, "global_step", smin,
+                     INT64_MAX - (int64_t)rest, why, &pos->gstep)))
+    return st;
+  /* The running sums of the current log window and epoch. */
+  double *d[3];
+  int64_t *iv[6];
+  pos_fields(pos, d, iv);
+  for (int k = 0; k < 9; k++) {
+    char key[32];
+    snprintf(key, sizeof key, "train.%s", pos_keys[k]);
+    const char *v = torc_state_dict_meta(ck, key);
+    if (k == 0 || k == 1 || k == 8) {
+      double x = 0;
+      if (v) {
+        errno = 0;
+        x = strtod(v, &end);
+        if (v[0] == '\0' || *end != '\0' || !isfinite(x) ||
+            (k == 8 && x < 0))
+          return torc_set_error(
+              TORC_ERR_INVALID,
+              "--resume: checkpoint %s: metadata '%s' is \"%s\", not a "
+              "finite%s number; the file is corrupt: resume from another "
+              "checkpoint",
+              path, key, v, k == 8 ? " non-negative" : "");
+      }
+      *d[k == 8 ? 2 : k] = x;
+    } else if (v == NULL) {
+      *iv[k - 2] = k == 7; /* classify defaults to yes */
+    } else if ((st = ckpt_int(ck, path, key, 0, k == 7 ? 1 : INT64_MAX,
+                              k == 7 ? "a flag" : "a count",
+                              iv[k - 2]))) {
+      return st;
+    }
+  }
+  return TORC_OK;
+}
+
 static torc_status load_ckpt(run *r, const char *want, position *pos) {
   char path[1100];
   if (want[0] == '\0') {
@@ -731,29 +897,16 @@ static torc_status load_ckpt(run *r, const char *want, position *pos) {
     st = torc_scheduler_load_state_dict(r->sched, ck, "scheduler.");
   if (st == TORC_OK)
     st = torc_checkpoint_restore_rng(ck, "default", NULL);
-  if (st == TORC_OK &&
-      (torc_state_dict_get_i64(ck, "epoch", &pos->epoch) ||
-       torc_state_dict_get_i64(ck, "batch", &pos->batch) ||
-       torc_state_dict_get_i64(ck, "global_step", &pos->gstep)))
+  if (st == TORC_OK && (torc_state_dict_meta(ck, "epoch") == NULL ||
+                        torc_state_dict_meta(ck, "batch") == NULL ||
+                        torc_state_dict_meta(ck, "global_step") == NULL))
     st = torc_set_error(TORC_ERR_INVALID,
                         "--resume: %s is not a torc train checkpoint (no "
                         "epoch/batch/global_step); resume from a file torc "
                         "train wrote",
                         path);
-  {
-    double *d[3];
-    int64_t *iv[6];
-    pos_fields(pos, d, iv);
-    for (int k = 0; k < 9; k++) {
-      char key[32];
-      snprintf(key, sizeof key, "train.%s", pos_keys[k]);
-      const char *v = torc_state_dict_meta(ck, key);
-      if (k == 0 || k == 1 || k == 8)
-        *d[k == 8 ? 2 : k] = v ? strtod(v, NULL) : 0;
-      else
-        *iv[k - 2] = v ? strtoll(v, NULL, 10) : (k == 7);
-    }
-  }
+  if (st == TORC_OK)
+    st = check_position(r, ck, path, pos);
   torc_state_dict_free(ck);
   if (st == TORC_OK)
     torc_logf(TORC_LOG_INFO, "resuming from %s (epoch %lld, batch %lld)",

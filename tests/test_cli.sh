@@ -312,10 +312,10 @@ cat >"$tmp/fake.ini" <<EOF
 module = $tmp/fake.so
 EOF
 run_torc plugins --config "$tmp/fake.ini"
-expect_rc 1
+expect_rc 2
 expect_has err "$tmp/fake.so"
 expect_empty out
-pass "a file that is not a plugin: named, runtime error (1)"
+pass "a file that is not a plugin: named, bad input (2)"
 
 # torc describe: the model of an INI file, lazy sizes inferred (README
 # shows this output).
@@ -369,6 +369,119 @@ expect_has out "idx"
 expect_has out "images"
 expect_has out "synthetic"
 pass "lists the data sources of the plugins on the path and their keys"
+
+# ---- one exit status per kind of error, whatever the command ----
+# (docs/exit-status.md: 0 ok, 1 a failure while running, 2 bad input, 130
+# interrupted)
+
+cat >"$tmp/small.ini" <<'EOF'
+[plugin.ref]
+module = ref
+[plugin.data]
+module = data
+[plugin.losses]
+module = losses
+[plugin.optim]
+module = optim
+[data.train]
+source = synthetic
+shape = 4
+classes = 2
+samples = 32
+batch_size = 16
+[data.test]
+source = synthetic
+shape = 4
+classes = 2
+samples = 16
+batch_size = 16
+[model]
+input = 4
+[layer]
+type = linear
+out_features = 2
+[loss]
+type = cross_entropy
+[optimizer]
+type = sgd
+lr = 0.1
+[train]
+epochs = 1
+[checkpoint]
+dir = ck
+EOF
+here=$(pwd)
+cd "$tmp" || exit 1
+run_torc train small.ini
+expect_rc 0
+good=ck/ckpt-00000002.safetensors
+[ -f $good ] || fail "no checkpoint $good"
+
+# The same broken checkpoint: 2 from train --resume and from eval, with the
+# same message (train exited 1 for it before).
+head -c "$(($(wc -c <$good) / 2))" $good >trunc.safetensors
+printf 'not a safetensors file' >junk.safetensors
+for ck in trunc.safetensors junk.safetensors; do
+  run_torc train small.ini --resume $ck --set checkpoint.dir=ck2
+  expect_rc 2
+  expect_has err "$ck"
+  sed 's/^torc train: //' "$tmp/err" >"$tmp/err.train"
+  run_torc eval small.ini --checkpoint $ck
+  expect_rc 2
+  sed 's/^torc eval: //' "$tmp/err" >"$tmp/err.eval"
+  cmp -s "$tmp/err.train" "$tmp/err.eval" ||
+    fail "train and eval word the error on $ck differently"
+done
+pass "a broken checkpoint: status 2 from both train and eval, one message"
+
+for cmd in "train small.ini" "eval small.ini --checkpoint $good" \
+    "bench small.ini --steps 1"; do
+  run_torc $cmd --set train.epochz=2
+  expect_rc 2
+  expect_has err "epochz"
+done
+pass "a misspelt key: status 2 from train, eval and bench"
+
+sed 's/^module = losses$/module = nosuchplugin/' small.ini >noplug.ini
+for cmd in "train noplug.ini" "eval noplug.ini --checkpoint $good" \
+    "bench noplug.ini --steps 1" "describe noplug.ini" \
+    "plugins --config noplug.ini" "test-backend nosuchplugin"; do
+  run_torc $cmd
+  expect_rc 2
+  expect_has err "nosuchplugin"
+done
+pass "a missing plugin: status 2 from every command"
+
+ref_so=$TORC_TOP_BUILDDIR/plugins/.libs/ref.so
+if [ -f "$ref_so" ]; then
+  head -c "$(($(wc -c <"$ref_so") / 2))" "$ref_so" >"$tmp/cut.so"
+  sed "s|^module = ref\$|module = $tmp/cut.so|" small.ini >cut.ini
+  for cmd in "train cut.ini" "plugins --config cut.ini" "describe cut.ini"; do
+    run_torc $cmd
+    expect_rc 2
+    expect_has err "$tmp/cut.so) is not a loadable shared object: it is"
+    expect_has err "the file is truncated"
+  done
+  pass "a plugin file cut short: status 2 and its size, not SIGBUS (135)"
+fi
+
+{ cat small.ini; printf '[device]\ntype = sim\n'; } >nosim.ini
+for cmd in "train nosim.ini" "eval nosim.ini --checkpoint $good"; do
+  run_torc $cmd
+  expect_rc 2
+  expect_has err "sim"
+done
+pass "a device no loaded plugin provides: status 2 from train and eval"
+
+run_torc --help
+expect_has out "130 interrupted"
+expect_has out "2 bad input"
+for cmd in train eval bench describe test-backend; do
+  run_torc help $cmd
+  expect_has out "Exit status"
+done
+pass "the help of every command that lists statuses states the table"
+cd "$here" || exit 1
 
 # README's first command runs scripts/torc: the build tree's torc with the
 # build tree's plugins, and no TORC_PLUGIN_PATH set by the caller.

@@ -1,16 +1,21 @@
 /* tests/test_plugin.c — the plugin loader: each way loading can fail (not
  * found, not a shared object, missing dependency, no entry symbol, ABI
  * mismatch, short or NULL descriptor, failing init, unknown key, insecure
- * permissions) gives its status and one message naming the plugin, the
+ * permissions, a truncated or foreign ELF file, something that is not a
+ * file) gives its status and one message naming the plugin, the
  * path and the cause; a failed init is rolled back; keys reach the plugin;
  * optional slots beyond a table's struct_size are never called; reloading
  * and shutdown work. The test plugins live in tests/plugins/
  * ($TORC_TEST_PLUGIN_DIR). */
 #define _XOPEN_SOURCE 700 /* mkdtemp, setenv, realpath, chown */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <math.h>
@@ -161,7 +166,8 @@ static void remove_tmpdir(const char *dir) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
+    if (unlink(path) != 0)
+      rmdir(path); /* an empty folder a test made */
   }
   closedir(d);
   rmdir(dir);
@@ -202,8 +208,8 @@ static void test_not_found_path(void **state) {
   assert_contains(err_msg, path);
 }
 
-/* A text file named junk.so: TORC_ERR_PLUGIN with dlerror's text, both by
- * path and found by name on the search path. */
+/* A text file named junk.so: TORC_ERR_PLUGIN saying it is no ELF file,
+ * both by path and found by name on the search path. */
 static void test_not_a_shared_object(void **state) {
   (void)state;
   char dir[PATH_MAX], path[PATH_MAX + 32];
@@ -214,13 +220,276 @@ static void test_not_a_shared_object(void **state) {
                    "header if it were one.\n");
   expect_load_error(path, NULL, TORC_ERR_PLUGIN);
   assert_contains(err_msg, path);
-  assert_contains(err_msg, "invalid ELF header"); /* dlerror's words */
+  assert_contains(err_msg, "is not a loadable shared object");
+  assert_contains(err_msg, "ELF magic");
 
   torc_plugin_opts opts = {0};
   opts.search_path = dir;
   expect_load_error("junk", &opts, TORC_ERR_PLUGIN);
   assert_contains(err_msg, path);
-  assert_contains(err_msg, "invalid ELF header");
+  assert_contains(err_msg, "ELF magic");
+}
+
+/* ---- hostile plugin files ---- */
+
+/* Loads `module` in a child process, so that a loader that crashes on it
+ * (SIGBUS from a file cut short, a hang on a FIFO) fails the test instead
+ * of ending the suite; the child's status and message land in err_msg.
+ * The alarm only turns a hang into a failure: a load takes milliseconds. */
+static torc_status load_in_child(const char *module,
+                                 const torc_plugin_opts *opts) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    /* cmocka catches these to fail the test in progress; in the child
+     * they must end it, for the parent to see. */
+    const int sigs[] = {SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+      signal(sigs[i], SIG_DFL);
+    alarm(60);
+    torc_status st = torc_plugin_load(module, opts);
+    char out[sizeof err_msg];
+    int n = snprintf(out, sizeof out, "%d %s", (int)st,
+                     st ? torc_last_error() : "");
+    if (n > (int)sizeof out - 1)
+      n = (int)sizeof out - 1;
+    ssize_t w = write(fds[1], out, (size_t)n);
+    _exit(w == n && torc_plugin_count() == (st ? 0 : 1) ? 0 : 3);
+  }
+  close(fds[1]);
+  char got[sizeof err_msg];
+  size_t used = 0;
+  ssize_t r;
+  while (used < sizeof got - 1 &&
+         ((r = read(fds[0], got + used, sizeof got - 1 - used)) > 0 ||
+          (r < 0 && errno == EINTR)))
+    if (r > 0)
+      used += (size_t)r;
+  got[used] = '\0';
+  close(fds[0]);
+  int ws;
+  while (waitpid(pid, &ws, 0) < 0)
+    assert_int_equal(errno, EINTR);
+  if (WIFSIGNALED(ws)) {
+    print_error("loading %s killed the loading process with signal %d "
+                "(%s)\n",
+                module, WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+    fail();
+  }
+  assert_true(WIFEXITED(ws));
+  assert_int_equal(WEXITSTATUS(ws), 0);
+  int st = -1, off = 0;
+  assert_int_equal(sscanf(got, "%d %n", &st, &off), 1);
+  snprintf(err_msg, sizeof err_msg, "%s", got + off);
+  return (torc_status)st;
+}
+
+/* Asserts loading `module` (in a child) fails with `want` and the one-line
+ * "not a loadable shared object" message naming `module`, the reason
+ * `why` and the fix. */
+static void expect_not_loadable(const char *module,
+                                const torc_plugin_opts *opts,
+                                torc_status want, const char *why) {
+  torc_status st = load_in_child(module, opts);
+  if (st != want) {
+    print_error("loading %s: expected %s, got %s: %s\n", module,
+                torc_status_name(want), torc_status_name(st), err_msg);
+    fail();
+  }
+  print_message("    %s: %s\n", torc_status_name(st), err_msg);
+  assert_null(strchr(err_msg, '\n'));
+  assert_contains(err_msg, module);
+  assert_contains(err_msg, "is not a loadable shared object: ");
+  assert_contains(err_msg, why);
+  assert_contains(err_msg, "built for this machine");
+}
+
+/* A copy of goodkeys in `dir` named `name`, truncated to `len` bytes when
+ * len >= 0; returns the copy's size before truncation. */
+static long copy_plugin(const char *dir, const char *name, long len,
+                        char *out) {
+  snprintf(out, PATH_MAX + 32, "%s/%s", dir, name);
+  copy_file(tp_path("goodkeys"), out, 0755);
+  struct stat st;
+  assert_int_equal(stat(out, &st), 0);
+  if (len >= 0)
+    assert_int_equal(truncate(out, (off_t)len), 0);
+  return (long)st.st_size;
+}
+
+/* Rewrites `n` bytes at `off` of the file `path`. */
+static void patch_file(const char *path, long off, const void *bytes,
+                       size_t n) {
+  int fd = open(path, O_WRONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, bytes, n, (off_t)off), (ssize_t)n);
+  assert_int_equal(close(fd), 0);
+}
+
+/* A plugin cut short anywhere — inside its ELF header, its program
+ * headers, one of its loaded segments, its section headers — is refused
+ * before dlopen maps it: dlopen of a file whose segments run past its end
+ * touches pages beyond it and dies of SIGBUS. */
+static void test_truncated_plugin(void **state) {
+  (void)state;
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  make_tmpdir(dir);
+  long full = copy_plugin(dir, "whole.so", -1, so);
+  assert_true(full > 8192);
+  struct {
+    long len;
+    const char *why;
+  } cuts[16] = {
+      {0, "shorter than an ELF header"},
+      {10, "shorter than an ELF header"},
+      {(long)sizeof(Elf64_Ehdr), "program headers"},
+      {(long)sizeof(Elf64_Ehdr) + 100, "program headers"},
+      {full - 1, "section headers"},
+  };
+  size_t n_cuts = 5;
+  /* Halfway through each loaded segment. */
+  FILE *f = fopen(so, "rb");
+  assert_non_null(f);
+  Elf64_Ehdr eh;
+  assert_int_equal(fread(&eh, sizeof eh, 1, f), 1);
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    assert_int_equal(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET),
+                     0);
+    assert_int_equal(fread(&ph, sizeof ph, 1, f), 1);
+    long mid = (long)(ph.p_offset + ph.p_filesz / 2);
+    if (ph.p_type == PT_LOAD && ph.p_filesz > 0 &&
+        mid > (long)(eh.e_phoff + eh.e_phnum * sizeof ph) &&
+        n_cuts < sizeof cuts / sizeof cuts[0]) {
+      cuts[n_cuts].len = mid;
+      cuts[n_cuts++].why = "the file is truncated";
+    }
+  }
+  fclose(f);
+  assert_true(n_cuts >= 7); /* goodkeys has several PT_LOADs */
+  for (size_t i = 0; i < n_cuts; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "cut%ld.so", cuts[i].len);
+    copy_plugin(dir, name, cuts[i].len, so);
+    unsetenv("TORC_TEST_GOODKEYS_MAPPED");
+    expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, cuts[i].why);
+    if (cuts[i].len > 0) {
+      char bytes[64];
+      snprintf(bytes, sizeof bytes, "it is %ld bytes long", cuts[i].len);
+      assert_contains(err_msg, bytes);
+    }
+  }
+  /* The whole copy still loads. */
+  copy_plugin(dir, "whole.so", -1, so);
+  assert_ok(load_in_child(so, NULL));
+}
+
+/* Program or section header offsets pointing past the end (or so far that
+ * offset + size wraps) are refused, and so is a segment whose offset does. */
+static void test_corrupt_header_offsets(void **state) {
+  (void)state;
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  make_tmpdir(dir);
+  const uint64_t offs[] = {0x7fffffffffff0000ull, UINT64_MAX - 8, 1u << 20};
+  for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+    copy_plugin(dir, "phoff.so", -1, so);
+    patch_file(so, offsetof(Elf64_Ehdr, e_phoff), &offs[i], sizeof offs[i]);
+    expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "program headers");
+    copy_plugin(dir, "shoff.so", -1, so);
+    patch_file(so, offsetof(Elf64_Ehdr, e_shoff), &offs[i], sizeof offs[i]);
+    expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "section headers");
+  }
+  /* The first program header of goodkeys is a PT_LOAD or comes before one;
+   * give every PT_LOAD a wrapping offset. */
+  long full = copy_plugin(dir, "seg.so", -1, so);
+  FILE *f = fopen(so, "rb");
+  assert_non_null(f);
+  Elf64_Ehdr eh;
+  assert_int_equal(fread(&eh, sizeof eh, 1, f), 1);
+  int loads = 0;
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    long at = (long)eh.e_phoff + (long)(i * sizeof ph);
+    assert_int_equal(fseek(f, at, SEEK_SET), 0);
+    assert_int_equal(fread(&ph, sizeof ph, 1, f), 1);
+    if (ph.p_type == PT_LOAD) {
+      uint64_t huge = UINT64_MAX - 16;
+      patch_file(so, at + (long)offsetof(Elf64_Phdr, p_offset), &huge,
+                 sizeof huge);
+      loads++;
+    }
+  }
+  fclose(f);
+  assert_true(loads > 0 && full > 0);
+  expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "overflows");
+}
+
+/* An ELF file of another class, byte order, machine or type. */
+static void test_foreign_elf(void **state) {
+  (void)state;
+  char dir[PATH_MAX], so[PATH_MAX + 32];
+  make_tmpdir(dir);
+  unsigned char b;
+  copy_plugin(dir, "class32.so", -1, so);
+  b = ELFCLASS32;
+  patch_file(so, EI_CLASS, &b, 1);
+  expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "32-bit");
+
+  copy_plugin(dir, "msb.so", -1, so);
+  b = ELFDATA2MSB;
+  patch_file(so, EI_DATA, &b, 1);
+  expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "big-endian");
+
+  copy_plugin(dir, "machine.so", -1, so);
+  FILE *f = fopen(so, "rb");
+  assert_non_null(f);
+  Elf64_Ehdr eh;
+  assert_int_equal(fread(&eh, sizeof eh, 1, f), 1);
+  fclose(f);
+  Elf64_Half other = eh.e_machine == EM_AARCH64 ? EM_X86_64 : EM_AARCH64;
+  patch_file(so, offsetof(Elf64_Ehdr, e_machine), &other, sizeof other);
+  expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "built for ELF machine");
+
+  copy_plugin(dir, "exec.so", -1, so);
+  Elf64_Half type = ET_EXEC;
+  patch_file(so, offsetof(Elf64_Ehdr, e_type), &type, sizeof type);
+  expect_not_loadable(so, NULL, TORC_ERR_PLUGIN, "not a shared object");
+}
+
+/* A FIFO, a folder and a character device named as plugins: refused
+ * without blocking on the FIFO or reading the device. */
+static void test_not_a_file(void **state) {
+  (void)state;
+  char dir[PATH_MAX], path[PATH_MAX + 32];
+  make_tmpdir(dir);
+  snprintf(path, sizeof path, "%s/fifo.so", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  expect_not_loadable(path, NULL, TORC_ERR_PLUGIN, "a FIFO");
+
+  snprintf(path, sizeof path, "%s/folder.so", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  expect_not_loadable(path, NULL, TORC_ERR_PLUGIN, "a directory");
+  /* Found by name on the search path too. */
+  torc_plugin_opts opts = {0};
+  opts.search_path = dir;
+  torc_status st = load_in_child("folder", &opts);
+  assert_int_equal(st, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, "a directory");
+
+  /* /dev/zero is writable by all, so it takes allow_insecure to get past
+   * the permission check. */
+  struct stat zs;
+  if (stat("/dev/zero", &zs) == 0 && S_ISCHR(zs.st_mode)) {
+    expect_load_error("/dev/zero", NULL, TORC_ERR_PERMISSION);
+    opts.search_path = NULL;
+    opts.allow_insecure = 1;
+    expect_not_loadable("/dev/zero", &opts, TORC_ERR_PLUGIN,
+                        "a character device");
+  }
 }
 
 /* A plugin whose shared-library dependency is absent. */
@@ -738,6 +1007,10 @@ int main(void) {
       T(test_not_found_lists_folders),
       T(test_not_found_path),
       T(test_not_a_shared_object),
+      T(test_truncated_plugin),
+      T(test_corrupt_header_offsets),
+      T(test_foreign_elf),
+      T(test_not_a_file),
       T(test_missing_dependency),
       T(test_no_entry_symbol),
       T(test_abi_mismatch),

@@ -7,8 +7,12 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -260,6 +264,38 @@ static void test_round_trip_empty_file(void **state) {
   torc_safetensors_close(st);
 }
 
+/* A plain state dict — tensors and no "__metadata__", as most files
+ * written by other tools are — has no metadata: lookups say so without
+ * searching an array that does not exist (a NULL array given to bsearch
+ * trips UBSan). */
+static void test_no_metadata_section(void **state) {
+  (void)state;
+  write_st(tpath("plain.st"),
+           "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+           2);
+  torc_safetensors *st = torc_safetensors_open(tpath("plain.st"));
+  assert_torc(st);
+  assert_int_equal(torc_safetensors_count(st), 1);
+  assert_int_equal(torc_safetensors_metadata_count(st), 0);
+  assert_null(torc_safetensors_metadata(st, "format"));
+  assert_null(torc_safetensors_metadata(st, ""));
+  torc_clear_error();
+  assert_null(torc_safetensors_metadata_key(st, 0));
+  assert_error(TORC_ERR_RANGE, "0 metadata entries");
+  torc_safetensors_close(st);
+
+  /* Neither tensors nor metadata: "{}". */
+  write_st(tpath("none.st"), "{}", 0);
+  st = torc_safetensors_open(tpath("none.st"));
+  assert_torc(st);
+  assert_null(torc_safetensors_metadata(st, "format"));
+  torc_clear_error();
+  assert_int_equal(torc_safetensors_info(st, "w", NULL, NULL, NULL),
+                   TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "it has 0: none");
+  torc_safetensors_close(st);
+}
+
 /* ---- the Python library's byte layout ---- */
 
 /* The bytes the format's reference writer produces (its own unit tests in
@@ -455,6 +491,10 @@ static const bad_case bad_cases[] = {
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
      "\"data_offsets\":[0,8]}}",
      8, TORC_ERR_INVALID, "needs more bytes than the file's 8-byte data area"},
+    /* An empty shape whose other dimensions multiply past 2^63. */
+    {"{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],"
+     "\"data_offsets\":[0,0]}}",
+     0, TORC_ERR_INVALID, "has more than 2^63 elements"},
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 8,
      TORC_ERR_INVALID, "run past the end of the data area (8 bytes)"},
     {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
@@ -659,6 +699,57 @@ static void test_save_argument_errors(void **state) {
 
 /* ---- atomic save ---- */
 
+/* A file named `name` in tmpdir, last changed `age` seconds ago. */
+static void write_aged(const char *name, time_t age) {
+  write_file(tpath(name), "partial", 7);
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= age;
+  t[1] = t[0];
+  assert_int_equal(utimensat(AT_FDCWD, tpath(name), t, 0), 0);
+}
+
+static int exists(const char *name) {
+  struct stat sb;
+  return stat(tpath(name), &sb) == 0;
+}
+
+/* A save killed before its rename leaves ".NAME.tmp.PID.N": the next save
+ * of NAME removes it when its process is gone and it is older than this
+ * process, and leaves every other file. */
+static void test_stale_temps_removed(void **state) {
+  (void)state;
+  long dead = 4000000; /* a PID no process has */
+  while (dead > 2 && !(kill((pid_t)dead, 0) != 0 && errno == ESRCH))
+    dead--;
+  char stale[64], fresh[64], other[64], live[64], mine[64];
+  snprintf(stale, sizeof stale, ".w.st.tmp.%ld.0", dead);
+  snprintf(fresh, sizeof fresh, ".w.st.tmp.%ld.1", dead);
+  snprintf(other, sizeof other, ".v.st.tmp.%ld.0", dead);
+  snprintf(live, sizeof live, ".w.st.tmp.%ld.0", (long)getppid());
+  snprintf(mine, sizeof mine, ".w.st.tmp.%ld.77", (long)getpid());
+  write_aged(stale, 3600);
+  write_aged(fresh, -5); /* changed after this process started */
+  write_aged(other, 3600);
+  write_aged(live, 3600);
+  write_aged(mine, 3600); /* an earlier process with this PID */
+  write_aged("w.st.tmp", 3600);
+  write_aged(".w.st.tmp.x.0", 3600);
+  torc_tensor *a = torc_zeros(TORC_SHAPE(2), TORC_F32, TORC_CPU);
+  const char *names[] = {"a"};
+  assert_ok(torc_safetensors_save(tpath("w.st"), names,
+                                  (const torc_tensor *const *)&a, 1, NULL,
+                                  NULL, 0));
+  assert_false(exists(stale));
+  assert_false(exists(mine));
+  assert_true(exists(fresh));
+  assert_true(exists(other));
+  assert_true(exists(live));
+  assert_true(exists("w.st.tmp"));
+  assert_true(exists(".w.st.tmp.x.0"));
+  assert_true(exists("w.st"));
+}
+
 static void test_atomic_save(void **state) {
   (void)state;
   char p[512];
@@ -731,6 +822,7 @@ int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
       T(test_round_trip_every_dtype),
       T(test_round_trip_empty_file),
+      T(test_no_metadata_section),
       T(test_reference_layout),
       T(test_torch_written_file),
       T(test_bad_headers),
@@ -740,6 +832,7 @@ int main(void) {
       T(test_mutated_files),
       T(test_save_argument_errors),
       T(test_atomic_save),
+      T(test_stale_temps_removed),
 #undef T
   };
   return cmocka_run_group_tests_name("safetensors", tests, NULL,

@@ -333,6 +333,101 @@ expect_rc 2
 expect_has err "usage: torc train FILE.ini"
 pass "no file: usage, status 2"
 
+# ---- hostile checkpoint metadata ----
+
+# setmeta IN OUT KEY=VALUE...: a copy of checkpoint IN with metadata keys
+# rewritten (the header re-encoded; tensor offsets are relative to the
+# data area, so the data bytes are copied as they are).
+setmeta() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, edits = sys.argv[1], sys.argv[2], sys.argv[3:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+for e in edits:
+    k, v = e.split("=", 1)
+    h["__metadata__"][k] = v
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+}
+
+if command -v python3 >/dev/null 2>&1; then
+  # first/ckpt: epoch 3 (36 steps) and epoch 4 (48 steps) of 12 batches.
+  ck=first/ckpt/ckpt-00000036.safetensors
+  setmeta $ck minstep.safetensors global_step=-9223372036854775808
+  run_torc train base.ini --resume minstep.safetensors \
+    --set checkpoint.dir=hostile/ckpt --set train.metrics=hostile/m.csv
+  expect_rc 2
+  expect_has err "minstep.safetensors"
+  expect_has err "metadata 'global_step' is -9223372036854775808, outside 3.."
+  ls hostile/ckpt 2>/dev/null | grep -q -e '--' &&
+    fail "a checkpoint named with a negative step was written"
+  pass "a checkpoint with global_step INT64_MIN: status 2, the key and range"
+
+  setmeta $ck maxepoch.safetensors epoch=9223372036854775807
+  run_torc train base.ini --resume maxepoch.safetensors \
+    --set checkpoint.dir=hostile/ckpt --set train.metrics=hostile/m.csv
+  expect_rc 2
+  expect_has err "maxepoch.safetensors"
+  expect_has err "metadata 'epoch' is 9223372036854775807, past [train] epochs = 4"
+  expect_has err "(valid: 0..4)"
+  pass "a checkpoint with epoch INT64_MAX: status 2, not a silent no-op"
+
+  for bad in epoch=-1 batch=13 batch=-2 global_step=2 epoch=3x \
+      train.wn=-4 train.seconds=nan train.classify=2; do
+    setmeta $ck bad.safetensors "$bad"
+    run_torc train base.ini --resume bad.safetensors \
+      --set checkpoint.dir=hostile/ckpt --set train.metrics=hostile/m.csv
+    expect_rc 2
+    expect_has err "bad.safetensors: metadata '${bad%%=*}' is"
+  done
+  pass "epoch, batch, global_step and the window sums out of range: status 2"
+
+  setmeta $ck fine.safetensors epoch=3 batch=0 global_step=36
+  run_torc train base.ini --resume fine.safetensors \
+    --set checkpoint.dir=hostile/ckpt --set train.metrics=hostile/m.csv
+  expect_rc 0
+  pass "the same rewrite with the saved values resumes"
+  rm -rf hostile
+else
+  echo "PASS: (no python3: hostile checkpoint metadata not checked)"
+fi
+
+# ---- temporary files left by a killed save ----
+
+# A process id that is not alive.
+dead=$(($(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 32768) - 1))
+while kill -0 "$dead" 2>/dev/null; do dead=$((dead - 1)); done
+mkdir -p stale/ckpt
+for f in ckpt/.ckpt-00000012.safetensors.tmp.$dead.0 \
+    ckpt/.ckpt-00000012.safetensors.tmp.$$.3 ckpt/.notes.txt.tmp.$dead.0 \
+    ckpt/ckpt-00000012.safetensors.tmp ckpt/.ckpt-7.safetensors.tmp.x.0 \
+    .curves.svg.tmp.$dead.0 .metrics.csv.tmp.$dead.0; do
+  echo partial >"stale/$f"
+done
+echo partial >stale/curves.svg.tmp
+# Older than the run: a file changed since it started may be another
+# machine's, being written.
+find stale -type f -exec touch -d '1 hour ago' {} +
+run_torc train base.ini --set train.epochs=1 --set checkpoint.dir=stale/ckpt \
+  --set train.metrics=stale/metrics.csv
+expect_rc 0
+for f in ckpt/.ckpt-00000012.safetensors.tmp.$dead.0 .curves.svg.tmp.$dead.0 \
+    curves.svg.tmp; do
+  [ -e "stale/$f" ] && fail "stale/$f (its process is gone) is still there"
+done
+for f in ckpt/.ckpt-00000012.safetensors.tmp.$$.3 ckpt/.notes.txt.tmp.$dead.0 \
+    ckpt/ckpt-00000012.safetensors.tmp ckpt/.ckpt-7.safetensors.tmp.x.0 \
+    .metrics.csv.tmp.$dead.0; do
+  [ -e "stale/$f" ] || fail "stale/$f (a live process's, or not torc's) was removed"
+done
+[ -e stale/ckpt/ckpt-00000012.safetensors ] || fail "no checkpoint"
+pass "a save removes the temporary files of killed saves, and nothing else"
+rm -rf stale
+
 # ---- torc bench: step time and the profile ----
 
 run_torc bench base.ini --steps 6

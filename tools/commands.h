@@ -3,11 +3,27 @@
 #ifndef TORC_TOOLS_COMMANDS_H
 #define TORC_TOOLS_COMMANDS_H
 
+#include "torc/error.h"
+
+/* The exit statuses (docs/exit-status.md): 0 success; 1 a failure while
+ * running (out of memory, an I/O error while writing, a NaN abort); 2 bad
+ * input (usage, configuration, a bad or hostile file, a missing plugin, a
+ * device mix-up in the configuration); 130 interrupted (SIGINT). */
 enum {
   TORC_TOOL_EXIT_OK = 0,
   TORC_TOOL_EXIT_RUNTIME = 1,
-  TORC_TOOL_EXIT_USAGE = 2
+  TORC_TOOL_EXIT_USAGE = 2,
+  TORC_TOOL_EXIT_INTERRUPTED = 130
 };
+
+/* The exit status for a command that failed with `st`, the one place the
+ * statuses are split into the two classes: TORC_ERR_OOM, _NULL (an
+ * earlier failure), _AUTOGRAD and _INTERNAL are failures while running
+ * (1); TORC_ERR_INTERRUPTED is 130; every other error — a bad argument,
+ * file, setting, shape, dtype, device, plugin or permission — is bad input
+ * (2). TORC_OK gives 0. A command that has started its work (a training
+ * step taken) reports any failure after that as 1 itself. */
+int torc_tool__exit_status(torc_status st);
 
 /* `torc train` / `torc eval` / `torc bench`: argv[0] is the command
  * name. */

@@ -5,8 +5,9 @@
  * on every device type a plugin registers.
  * `torc train`, `torc eval` and `torc bench` (train_cmd.c) run the INI
  * trainer; export is reserved for a later release.
- * Exit status (as /work/shared/CONFIG.md): 0 ok, 1 runtime error, 2 usage
- * or configuration error.
+ * Exit status (docs/exit-status.md, one table for every command, applied
+ * by torc_tool__exit_status): 0 ok, 1 a failure while running, 2 bad
+ * input, 130 interrupted.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -55,8 +56,10 @@ static const char usage_main[] =
     "                           command's)\n"
     "  --version                same as `torc version`\n"
     "\n"
-    "Exit status: 0 success, 1 runtime error, 2 usage or configuration "
-    "error.\n";
+    "Exit status (every command): 0 success; 1 a failure while running\n"
+    "(out of memory, an I/O error while writing, a NaN loss); 2 bad input\n"
+    "(usage, the configuration, a bad or hostile file, a missing plugin, a\n"
+    "device mix-up); 130 interrupted (Ctrl-C).\n";
 
 static const char usage_plugins[] =
     "usage: torc plugins [--config FILE]\n"
@@ -91,8 +94,9 @@ static const char usage_test_backend[] =
     "                 failures and the summary only\n"
     "  -h, --help     print this help\n"
     "\n"
-    "Exit status: 0 no failure, 1 a case failed or a runtime error, 2 usage\n"
-    "error or a plugin that cannot be loaded.\n";
+    "Exit status: 0 no failure, 1 a case failed or a failure while running,\n"
+    "2 bad input: usage, the configuration, or a plugin that cannot be\n"
+    "loaded.\n";
 
 static const char usage_describe[] =
     "usage: torc describe FILE.ini\n"
@@ -102,7 +106,8 @@ static const char usage_describe[] =
     "prints the module tree and a summary table: each layer's output shape\n"
     "and parameter count, the totals and the memory they take.\n"
     "\n"
-    "Exit status: 0 success, 1 runtime error, 2 a bad file or setting\n";
+    "Exit status: 0 success, 1 a failure while running (out of memory), 2\n"
+    "bad input: usage, a bad file or setting, a missing plugin.\n";
 
 static const char usage_layers[] =
     "usage: torc layers [--config FILE]\n"
@@ -552,7 +557,7 @@ static int report(void) {
     if (torc_kernel_get(i, &ks.k[i]) != TORC_OK) {
       fprintf(stderr, "torc plugins: %s\n", torc_last_error());
       free(ks.k);
-      return EXIT_RUNTIME;
+      return torc_tool__exit_status(torc_last_status());
     }
 
   devlist types = {0};
@@ -615,13 +620,11 @@ static int cmd_plugins(int argc, char **argv) {
     torc_config_free(cfg);
     if (st != TORC_OK) {
       fprintf(stderr, "torc plugins: %s\n", torc_last_error());
-      /* A file or setting the configuration names is the user's to fix. */
-      return st == TORC_ERR_CONFIG || st == TORC_ERR_IO ? EXIT_USAGE
-                                                        : EXIT_RUNTIME;
+      return torc_tool__exit_status(st);
     }
   } else if (torc_plugin_load_all() < 0) {
     fprintf(stderr, "torc plugins: %s\n", torc_last_error());
-    return EXIT_RUNTIME;
+    return torc_tool__exit_status(torc_last_status());
   }
   return report();
 }
@@ -691,8 +694,7 @@ static int cmd_test_backend(int argc, char **argv) {
     torc_config_free(cfg);
     if (st != TORC_OK) {
       fprintf(stderr, "torc test-backend: %s\n", torc_last_error());
-      return st == TORC_ERR_CONFIG || st == TORC_ERR_IO ? EXIT_USAGE
-                                                        : EXIT_RUNTIME;
+      return torc_tool__exit_status(st);
     }
   }
   if (!plugin_loaded("ref") && torc_plugin_load("ref", NULL) != TORC_OK) {
@@ -700,7 +702,7 @@ static int cmd_test_backend(int argc, char **argv) {
             "torc test-backend: the reference backend is needed as the "
             "oracle: %s\n",
             torc_last_error());
-    return EXIT_RUNTIME;
+    return torc_tool__exit_status(torc_last_status());
   }
   /* The device types before and after PLUGIN: the new ones are its own. */
   devlist before = {0}, types = {0};
@@ -713,7 +715,7 @@ static int cmd_test_backend(int argc, char **argv) {
       fprintf(stderr, "torc test-backend: cannot load plugin '%s': %s\n",
               plugin, torc_last_error());
       free(before.names);
-      return EXIT_USAGE;
+      return torc_tool__exit_status(torc_last_status());
     }
     torc_plugin_summary p;
     if (torc_plugin_get(torc_plugin_count() - 1, &p) == TORC_OK)
@@ -782,8 +784,7 @@ static torc_config *load_config(const char *cmd, const char *path, int *rc) {
   if (st != TORC_OK) {
     fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
     torc_config_free(cfg);
-    *rc = st == TORC_ERR_CONFIG || st == TORC_ERR_IO ? EXIT_USAGE
-                                                      : EXIT_RUNTIME;
+    *rc = torc_tool__exit_status(st);
     return NULL;
   }
   *rc = EXIT_OK;
@@ -820,7 +821,7 @@ static int cmd_describe(int argc, char **argv) {
   torc_config_free(cfg);
   if (m == NULL) {
     fprintf(stderr, "torc describe: %s\n", torc_last_error());
-    return torc_last_status() == TORC_ERR_CONFIG ? EXIT_USAGE : EXIT_RUNTIME;
+    return torc_tool__exit_status(torc_last_status());
   }
   shape[0] = 1;
   torc_tensor *x = torc_zeros(shape, nd + 1, TORC_F32, TORC_CPU);
@@ -830,7 +831,7 @@ static int cmd_describe(int argc, char **argv) {
     printf("%s\n\n%s", r, s);
   else
     fprintf(stderr, "torc describe: %s\n", torc_last_error());
-  rc = r && s ? EXIT_OK : EXIT_RUNTIME;
+  rc = r && s ? EXIT_OK : torc_tool__exit_status(torc_last_status());
   free(r);
   free(s);
   torc_release(x);
@@ -923,7 +924,7 @@ static int cmd_help(int argc, char **argv) {
     char *h = torc_config_help();
     if (h == NULL) {
       fprintf(stderr, "torc help: %s\n", torc_last_error());
-      return EXIT_RUNTIME;
+      return torc_tool__exit_status(torc_last_status());
     }
     printf("Sections and keys of a torc INI file (values are validated; an\n"
            "unknown section or key is an error with its line):\n\n%s", h);

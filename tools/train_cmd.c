@@ -1,6 +1,7 @@
-/* tools/train_cmd.c — `torc train` and `torc eval`: argument parsing, the
- * configuration (with --set overrides), exit statuses, and the last line
- * of output CONFIG.md fixes. The work is torc_train / torc_evaluate.
+/* tools/train_cmd.c — `torc train`, `torc eval` and `torc bench`: argument
+ * parsing, the configuration (with --set overrides), the last line of
+ * output CONFIG.md fixes, and the status-to-exit-status table every command
+ * shares. The work is torc_train / torc_evaluate / torc_bench.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,11 @@ const char torc_tool__usage_train[] =
     "  --progress bar|lines  force the progress style\n"
     "\n"
     "Ctrl-C writes a checkpoint at the end of the current step and exits\n"
-    "130. Exit status: 0 done, 1 training error, 2 usage or configuration\n"
-    "error (nothing trained).\n";
+    "130. Exit status: 0 done; 1 a failure once training has started (out\n"
+    "of memory, a NaN loss, a checkpoint that cannot be written); 2 bad\n"
+    "input found before the first step (usage, the configuration, a bad or\n"
+    "hostile file or checkpoint, a missing plugin, a device mix-up); 130\n"
+    "interrupted.\n";
 
 const char torc_tool__usage_eval[] =
     "usage: torc eval FILE.ini --checkpoint PATH [--set S.K=V ...] "
@@ -37,10 +41,42 @@ const char torc_tool__usage_eval[] =
     "PATH (a torc checkpoint or a plain safetensors state dict, loaded\n"
     "strictly): the loss, the accuracy and the confusion matrix for\n"
     "classification. --predict N prints the outputs of the first N test\n"
-    "samples. The last line: eval: loss=L accuracy=A samples=N.\n";
+    "samples. The last line: eval: loss=L accuracy=A samples=N.\n"
+    "\n"
+    "Exit status: 0 success, 1 a failure while running (out of memory),\n"
+    "2 bad input (usage, the configuration, a bad checkpoint or data\n"
+    "file, a missing plugin).\n";
+
+int torc_tool__exit_status(torc_status st) {
+  switch (st) {
+  case TORC_OK:
+    return TORC_TOOL_EXIT_OK;
+  case TORC_ERR_INTERRUPTED:
+    return TORC_TOOL_EXIT_INTERRUPTED;
+  case TORC_ERR_OOM:
+  case TORC_ERR_NULL:
+  case TORC_ERR_AUTOGRAD:
+  case TORC_ERR_INTERNAL:
+    return TORC_TOOL_EXIT_RUNTIME;
+  case TORC_ERR_INVALID:
+  case TORC_ERR_SHAPE:
+  case TORC_ERR_DTYPE:
+  case TORC_ERR_DEVICE:
+  case TORC_ERR_NO_KERNEL:
+  case TORC_ERR_RANGE:
+  case TORC_ERR_IO:
+  case TORC_ERR_CONFIG:
+  case TORC_ERR_PLUGIN:
+  case TORC_ERR_ABI:
+  case TORC_ERR_PERMISSION:
+  case TORC_ERR_UNSUPPORTED:
+    return TORC_TOOL_EXIT_USAGE;
+  }
+  return TORC_TOOL_EXIT_RUNTIME; /* a status this build does not know */
+}
 
 /* Loads FILE with the --set overrides and applies it; NULL and *rc set on
- * error (2: the file or a key). */
+ * error (2 for the file or a key; applying it maps its status). */
 static torc_config *config_with_sets(const char *cmd, const char *file,
                                      char **sets, int n_sets, int *rc) {
   torc_config *cfg = torc_config_load(file);
@@ -56,10 +92,11 @@ static torc_config *config_with_sets(const char *cmd, const char *file,
       *rc = TORC_TOOL_EXIT_USAGE;
       return NULL;
     }
-  if (torc_config_apply(cfg) != TORC_OK) {
+  torc_status st = torc_config_apply(cfg);
+  if (st != TORC_OK) {
     fprintf(stderr, "torc %s: %s\n", cmd, torc_last_error());
     torc_config_free(cfg);
-    *rc = TORC_TOOL_EXIT_USAGE;
+    *rc = torc_tool__exit_status(st);
     return NULL;
   }
   return cfg;
@@ -124,12 +161,14 @@ int torc_tool__cmd_train(int argc, char **argv) {
   torc_status st = torc_train(cfg, &o, &res);
   torc_config_free(cfg);
   if (st == TORC_ERR_INTERRUPTED)
-    return 130;
+    return TORC_TOOL_EXIT_INTERRUPTED;
   if (st != TORC_OK) {
     fprintf(stderr, "torc train: %s\n", torc_last_error());
-    /* Nothing trained yet: the file, its data, plugins or a checkpoint. */
-    return res.steps == 0 && st != TORC_ERR_INVALID ? TORC_TOOL_EXIT_USAGE
-                                                    : TORC_TOOL_EXIT_RUNTIME;
+    /* Before the first step: the file, its data, plugins or a checkpoint,
+     * as for every command. After it, a failure while running (a NaN
+     * loss, a checkpoint that cannot be written). */
+    return res.steps > 0 ? TORC_TOOL_EXIT_RUNTIME
+                         : torc_tool__exit_status(st);
   }
   /* CONFIG.md's last line; no accuracy for regression, no test figures
    * without [data.test]. */
@@ -186,7 +225,7 @@ int torc_tool__cmd_eval(int argc, char **argv) {
   torc_config_free(cfg);
   if (st != TORC_OK) {
     fprintf(stderr, "torc eval: %s\n", torc_last_error());
-    return TORC_TOOL_EXIT_USAGE;
+    return torc_tool__exit_status(st);
   }
   if (res.confusion) {
     printf("confusion matrix (rows: true class, columns: predicted):\n");
@@ -213,7 +252,9 @@ const char torc_tool__usage_bench[] =
     "Times N training steps (default 50, after 5 of warm-up) of the model\n"
     "of FILE.ini on batches of [data.train] and prints the step time,\n"
     "samples/s and a profile: kernels by op with their share of the time,\n"
-    "the time outside kernels, and forward/backward time per layer.\n";
+    "the time outside kernels, and forward/backward time per layer.\n"
+    "\n"
+    "Exit status: 0 success, 1 a failure while running, 2 bad input.\n";
 
 int torc_tool__cmd_bench(int argc, char **argv) {
   const char *file = NULL;
@@ -255,7 +296,7 @@ int torc_tool__cmd_bench(int argc, char **argv) {
   torc_config_free(cfg);
   if (st != TORC_OK) {
     fprintf(stderr, "torc bench: %s\n", torc_last_error());
-    return TORC_TOOL_EXIT_USAGE;
+    return torc_tool__exit_status(st);
   }
   return TORC_TOOL_EXIT_OK;
 }
