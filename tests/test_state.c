@@ -1078,10 +1078,10 @@ static void test_crash_before_rename(void **state) {
   /* What a crash leaves: one temporary file next to the checkpoint,
    * ".crash.safetensors.tmp.<child pid>.<n>", holding the complete new
    * checkpoint (it was fsync'ed; only the rename was missing). Nothing
-   * reads it; it is not removed automatically (its name holds the pid of
-   * the process that wrote it, which a later process cannot tell apart
-   * from a live writer on another machine sharing the folder), so delete
-   * such files by hand. */
+   * reads it. A later save removes it only once its writer's pid is dead
+   * *and* it is older than the saving process (a newer one may belong to a
+   * live writer on another machine sharing the folder); this process
+   * started before the child wrote it, so here it stays. */
   assert_int_equal(count_temps(), 1);
   const char *tmp = find_temp();
   assert_non_null(tmp);
@@ -1095,7 +1095,7 @@ static void test_crash_before_rename(void **state) {
   assert_int_equal(epoch, 2);
   torc_state_dict_free(left);
 
-  /* The next successful save works (and leaves the stale file alone). */
+  /* The next successful save works (and leaves that newer file alone). */
   assert_ok(save_ck(new_net, 3, path));
   ck = torc_checkpoint_load(path, TORC_CPU);
   assert_torc(ck);
