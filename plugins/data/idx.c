@@ -455,16 +455,6 @@ static int idx_load(const char *key, const char *path, uint32_t magic,
                     key, path, shape);
     goto done;
   }
-  if (total > max_bytes) {
-    st = dsrc_error(TORC_ERR_IO,
-                    "idx: %s file '%s' declares %" PRIu64 " bytes of data "
-                    "(shape %s), over the limit of %" PRIu64 " bytes (key "
-                    "'max_bytes'); if the data is meant to be this large, "
-                    "raise max_bytes (e.g. max_bytes = %" PRIu64 "M), else "
-                    "the header is corrupt",
-                    key, path, total, shape, max_bytes, (total >> 20) + 1);
-    goto done;
-  }
   if (!in->gzip) {
     /* A raw file's length is known: it must be header plus data. */
     if (fsize != head_len + total) {
@@ -486,6 +476,18 @@ static int idx_load(const char *key, const char *path, uint32_t magic,
     char *buf;
     st = dsrc_read_fd("idx", key, path, fd, total, &buf);
     *data = (uint8_t *)buf;
+    goto done;
+  }
+  /* gzip: the declared size against the limit (a raw file's was held
+   * against its real length, itself within the limit). */
+  if (total > max_bytes) {
+    st = dsrc_error(TORC_ERR_IO,
+                    "idx: %s file '%s' declares %" PRIu64 " bytes of data "
+                    "(shape %s), over the limit of %" PRIu64 " bytes (key "
+                    "'max_bytes'); if the data is meant to be this large, "
+                    "raise max_bytes (e.g. max_bytes = %" PRIu64 "M), else "
+                    "the header is corrupt",
+                    key, path, total, shape, max_bytes, (total >> 20) + 1);
     goto done;
   }
   /* gzip input: use the decoded copy of an earlier open if there is one. */
