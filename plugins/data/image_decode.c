@@ -374,15 +374,17 @@ static int jpeg_run(img_ctx *c, int channels, uint32_t *w, uint32_t *h) {
     return -1;
   }
   jpeg_create_decompress(&cinfo);
-  /* The memory cap: libjpeg refuses (no backing store) a whole-image
-   * buffer that would exceed it; jpeg_header_ok says so first. */
+  /* The memory cap: jpeg_header_ok refuses a whole-image coefficient
+   * buffer over `mem`; libjpeg itself refuses (it has no backing store)
+   * one over max_memory_to_use, set a little higher so that its own small
+   * allocations never make a buffer that passed the check fail. */
   uint64_t mem;
   if (torc_checked_mul(c->lim->max_pixels, IMG_JPEG_MEM_PER_PIXEL, &mem) ||
-      mem > (uint64_t)LONG_MAX)
-    mem = (uint64_t)LONG_MAX;
+      mem > (uint64_t)LONG_MAX / 2)
+    mem = (uint64_t)LONG_MAX / 2;
   if (mem < IMG_JPEG_MEM_MIN)
     mem = IMG_JPEG_MEM_MIN;
-  cinfo.mem->max_memory_to_use = (long)mem;
+  cinfo.mem->max_memory_to_use = (long)(mem + IMG_JPEG_MEM_MIN);
   cinfo.progress = &prog.pub;
   if (c->data)
     jpeg_mem_src(&cinfo, (const unsigned char *)c->data,
