@@ -1,6 +1,7 @@
 /* plugins/data/data.c — the "data" plugin: registers the built-in data
  * sources (idx, csv, npy, image_folder, synthetic), and the helpers they
- * share (errors, key parsing, opening files, making sample tensors).
+ * share (errors, key and size-limit parsing, opening and reading files —
+ * regular files only, within a size limit — and making sample tensors).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -136,7 +137,7 @@ static const char *file_kind(mode_t mode) {
     return "a FIFO (named pipe)";
   if (S_ISSOCK(mode))
     return "a socket";
-  return "not a plain file";
+  return "a special file";
 }
 
 int dsrc_open_file(const char *path, uint64_t max_bytes, int *fd,

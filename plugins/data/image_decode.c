@@ -86,7 +86,7 @@ static int img_open(img_ctx *c, const char *path, int whole, int *format) {
     return -1;
   default:
     snprintf(c->msg, sizeof c->msg, "it is %s, not a regular file",
-             kind ? kind : "not a plain file");
+             kind ? kind : "a special file");
     return -1;
   }
   unsigned char head[8];

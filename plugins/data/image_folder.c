@@ -207,9 +207,11 @@ static int scan_class(imgf_ds *ds, const char *root, int64_t c, int skip,
       const char *kind = rc == DSRC_IMG_TOO_LARGE ? "too large" : "corrupt";
       if (!skip) {
         st = dsrc_error(TORC_ERR_IO,
-                        "image_folder: %s image '%s': %s; fix or remove it, "
-                        "or set on_error = skip",
-                        kind, path, why);
+                        "image_folder: %s image '%s': %s; %s, or set "
+                        "on_error = skip",
+                        kind, path, why,
+                        rc == DSRC_IMG_TOO_LARGE ? "else remove it"
+                                                 : "fix or remove it");
       } else {
         dsrc_log(TORC_LOG_WARN, "image_folder: skipping %s image '%s': %s",
                  kind, path, why);
@@ -448,7 +450,8 @@ static const torc_data_key imgf_keys[] = {
                  "(ITU-R 601 luma)",
      "3", 0},
     {"on_error", "error: a corrupt image stops the open | skip: images "
-                 "failing the header check are left out with a warning",
+                 "failing the header check (corrupt, or over max_pixels or "
+                 "max_bytes) are left out with a warning",
      "error", 0},
     {"max_pixels", "the most pixels (width * height) an image may have, "
                    "checked from its header before decoding (K, M, G "
