@@ -226,14 +226,13 @@ int dsrc_open_regular(const char *source, const char *key, const char *path,
                     key, path, strerror(e));
 }
 
-int dsrc_read_fd(const char *source, const char *key, const char *path,
-                 int fd, uint64_t size, char **data) {
+int dsrc_read_all(int fd, uint64_t size, char **data) {
   *data = NULL;
   if (size > SIZE_MAX - 1)
-    return dsrc_oom(source, SIZE_MAX);
+    return ENOMEM;
   char *buf = malloc((size_t)size + 1);
   if (buf == NULL)
-    return dsrc_oom(source, (size_t)size + 1);
+    return ENOMEM;
   size_t n = 0;
   while (n < size) {
     ssize_t got = read(fd, buf + n, (size_t)size - n);
@@ -242,8 +241,7 @@ int dsrc_read_fd(const char *source, const char *key, const char *path,
     if (got < 0) {
       int e = errno;
       free(buf);
-      return dsrc_error(TORC_ERR_IO, "%s: reading %s file '%s' failed: %s",
-                        source, key, path, strerror(e));
+      return e;
     }
     if (got == 0)
       break;
@@ -253,14 +251,27 @@ int dsrc_read_fd(const char *source, const char *key, const char *path,
   ssize_t more = n == size ? read(fd, &extra, 1) : 0;
   if (n != size || more > 0) {
     free(buf);
+    return ESTALE;
+  }
+  buf[n] = '\0';
+  *data = buf;
+  return 0;
+}
+
+int dsrc_read_fd(const char *source, const char *key, const char *path,
+                 int fd, uint64_t size, char **data) {
+  int e = dsrc_read_all(fd, size, data);
+  if (e == ENOMEM)
+    return dsrc_oom(source, (size_t)(size + 1));
+  if (e == ESTALE)
     return dsrc_error(TORC_ERR_IO,
                       "%s: %s file '%s' changed size while it was read (%" PRIu64
                       " bytes when opened); read it again once nothing "
                       "writes to it",
                       source, key, path, size);
-  }
-  buf[n] = '\0';
-  *data = buf;
+  if (e != 0)
+    return dsrc_error(TORC_ERR_IO, "%s: reading %s file '%s' failed: %s",
+                      source, key, path, strerror(e));
   return TORC_OK;
 }
 

@@ -98,6 +98,12 @@ int dsrc_open_regular(const char *source, const char *key, const char *path,
                       uint64_t max_bytes, const char *limit_key, int *fd,
                       uint64_t *size);
 
+/* Reads exactly `size` bytes of fd into a new malloc'd buffer with one NUL
+ * byte after them; sets no error: returns 0, ENOMEM, ESTALE (the file is
+ * shorter or longer than `size`: it changed since it was opened) or the
+ * errno of a failed read. */
+int dsrc_read_all(int fd, uint64_t size, char **data);
+
 /* Reads exactly `size` bytes of fd (from dsrc_open_regular) into a new
  * malloc'd buffer with one NUL byte after them; TORC_ERR_IO when the file
  * is shorter or longer than that (it changed since it was opened). */

@@ -10,7 +10,7 @@
  * uncompressed in a cache folder (TORC_DATA_CACHE, else
  * $XDG_CACHE_HOME/torc, else ~/.cache/torc; TORC_DATA_CACHE=off turns it
  * off), named by a hash of the file's path, size and modification time,
- * and later opens map that copy instead. The copy carries a CRC-32 of its
+ * and later opens read that copy instead. The copy carries a CRC-32 of its
  * contents; one that is not a regular file, or has the wrong size, header
  * or checksum, is ignored and rewritten; a cache that cannot be written
  * only costs the speed-up.
@@ -20,7 +20,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,8 +36,8 @@ typedef struct idx_ds {
   int64_t classes;
   uint8_t *images; /* n * h * w */
   uint8_t *labels; /* n */
-  void *map[2];    /* the cached copies mapped (images, labels), or NULL */
-  size_t map_len[2];
+  uint8_t *cached[2]; /* the cache files read (images, labels), or NULL:
+                         the data then lies inside, after the header */
 } idx_ds;
 
 /* ---- the decoded-data cache ---- */
@@ -102,33 +101,32 @@ static void idx_put_be32(uint8_t *p, uint32_t v) {
   p[3] = (uint8_t)v;
 }
 
-/* Maps the cached copy of an IDX file whose header is head (head_len
- * bytes) with `total` data bytes; NULL when there is none that fits: not
- * a regular file, the wrong size, header or checksum. */
-static void *cache_map(const char *cpath, const uint8_t *head,
-                       uint64_t head_len, uint64_t total, size_t *len) {
-  /* O_NONBLOCK: a FIFO planted at the cache path must not hang the open;
-   * fstat then refuses anything but a regular file. */
-  int fd = open(cpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0)
-    return NULL;
-  struct stat sb;
-  void *p = NULL;
-  uint64_t want = head_len + total + IDX_CACHE_TRAILER;
-  const char *why = NULL;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+/* Reads the cached copy of an IDX file whose header is head (head_len
+ * bytes) with `total` data bytes into a malloc'd buffer (header, data,
+ * trailer); NULL when there is none that fits: not a regular file, the
+ * wrong size, header or checksum. (Read, not mapped: a mapped file that
+ * someone truncates later would kill the process with SIGBUS.) */
+static uint8_t *cache_load(const char *cpath, const uint8_t *head,
+                           uint64_t head_len, uint64_t total) {
+  uint64_t want = head_len + total + IDX_CACHE_TRAILER, size;
+  int fd, err;
+  const char *kind, *why = NULL;
+  char *buf = NULL;
+  int rc = dsrc_open_file(cpath, want, &fd, &size, &err, &kind);
+  if (rc == DSRC_OPEN_ERRNO && err == ENOENT)
+    return NULL; /* not cached yet */
+  if (rc == DSRC_OPEN_NOT_REGULAR || rc == DSRC_OPEN_FOLDER)
     why = "not a regular file";
-  else if ((uint64_t)sb.st_size != want)
+  else if (rc != DSRC_OPEN_OK)
+    why = rc == DSRC_OPEN_TOO_LARGE ? "the wrong size" : strerror(err);
+  else if (size != want)
     why = "the wrong size";
-  if (why == NULL) {
-    p = mmap(NULL, (size_t)want, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      p = NULL;
-      why = "cannot be mapped";
-    }
-  }
-  if (p != NULL) {
-    const uint8_t *b = p;
+  else if (dsrc_read_all(fd, size, &buf) != 0)
+    why = "cannot be read whole";
+  if (rc == DSRC_OPEN_OK)
+    close(fd);
+  if (buf != NULL) {
+    const uint8_t *b = (const uint8_t *)buf;
     uint8_t trailer[IDX_CACHE_TRAILER];
     memcpy(trailer, IDX_CACHE_TAG, 4);
     idx_put_be32(trailer + 4,
@@ -137,19 +135,15 @@ static void *cache_map(const char *cpath, const uint8_t *head,
       why = "a different header";
     else if (memcmp(b + head_len + total, trailer, IDX_CACHE_TRAILER) != 0)
       why = "a bad checksum (it is damaged)";
-    if (why != NULL) {
-      munmap(p, (size_t)want);
-      p = NULL;
-    } else {
-      *len = (size_t)want;
-    }
   }
-  if (why != NULL)
+  if (why != NULL) {
     dsrc_log(TORC_LOG_DEBUG,
              "idx: ignoring the cache file %s (%s); decoding again", cpath,
              why);
-  close(fd);
-  return p;
+    free(buf);
+    return NULL;
+  }
+  return (uint8_t *)buf;
 }
 
 /* Writes the decoded file (header, data, trailer) to the cache,
@@ -363,14 +357,14 @@ static int idx_in_gzip_data(idx_in *in, uint64_t total, const char *what,
 
 /* Loads one IDX file whose magic must be `magic` (ndim dims of u8) into
  * dims and *data: malloc'd, or (a gzip file cached before) inside the
- * mapping *map of *map_len bytes. Nothing larger than max_bytes is read
+ * cache file read whole into *cached. Nothing larger than max_bytes is read
  * or allocated, and nothing is allocated before the header's size was
  * checked against the file (raw) or against max_bytes (gzip). */
 static int idx_load(const char *key, const char *path, uint32_t magic,
                     uint64_t max_bytes, int64_t *dims, uint8_t **data,
-                    void **map, size_t *map_len) {
+                    uint8_t **cached) {
   *data = NULL;
-  *map = NULL;
+  *cached = NULL;
   int fd;
   uint64_t fsize;
   int st = dsrc_open_regular("idx", key, path, max_bytes, "max_bytes", &fd,
@@ -494,8 +488,8 @@ static int idx_load(const char *key, const char *path, uint32_t magic,
   char cpath[4200];
   int cacheable = cache_path(path, cpath, sizeof cpath);
   if (cacheable &&
-      (*map = cache_map(cpath, head, head_len, total, map_len)) != NULL) {
-    *data = (uint8_t *)*map + head_len;
+      (*cached = cache_load(cpath, head, head_len, total)) != NULL) {
+    *data = *cached + head_len;
     st = TORC_OK;
     goto done;
   }
@@ -533,7 +527,7 @@ done:
   free(in);
   close(fd);
   if (st != TORC_OK) {
-    if (*map == NULL)
+    if (*cached == NULL)
       free(*data);
     *data = NULL;
   }
@@ -546,8 +540,8 @@ static void idx_close(void *handle) {
     return;
   uint8_t *data[2] = {ds->images, ds->labels};
   for (int i = 0; i < 2; i++) {
-    if (ds->map[i])
-      munmap(ds->map[i], ds->map_len[i]);
+    if (ds->cached[i])
+      free(ds->cached[i]);
     else
       free(data[i]);
   }
@@ -569,10 +563,10 @@ static int idx_open(const char *const *keys, const char *const *values, int n,
                       &max_bytes);
   if (st == TORC_OK)
     st = idx_load("images", images, IDX_MAGIC_IMAGES, max_bytes, idims,
-                  &ds->images, &ds->map[0], &ds->map_len[0]);
+                  &ds->images, &ds->cached[0]);
   if (st == TORC_OK)
     st = idx_load("labels", labels, IDX_MAGIC_LABELS, max_bytes, ldims,
-                  &ds->labels, &ds->map[1], &ds->map_len[1]);
+                  &ds->labels, &ds->cached[1]);
   if (st == TORC_OK && idims[0] != ldims[0])
     st = dsrc_error(TORC_ERR_SHAPE,
                     "idx: images file '%s' has %" PRId64 " samples but "
