@@ -390,6 +390,8 @@ static void test_idx_gzip_trailing(void **state) {
   unsigned char *b = read_bytes(P("g-images.gz"), &n);
   memcpy(b + n, "GARBAGE!", 8);
   write_bytes(P("g-garbage.gz"), b, n + 8);
+  b[n - 6] ^= 0x40; /* the CRC-32 in the trailer */
+  write_bytes(P("g-crc.gz"), b, n);
   /* Two gzip members, as `cat a.gz b.gz` makes: accepted, as gzip does. */
   const uint32_t idims[3] = {3, 2, 4};
   uint8_t head[16];
@@ -409,6 +411,11 @@ static void test_idx_gzip_trailing(void **state) {
                             P("g-labels.gz")),
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "8 bytes of garbage after its gzip");
+  assert_open_fails(open_ds("idx", 2, "images", P("g-crc.gz"), "labels",
+                            P("g-labels.gz")),
+                    TORC_ERR_IO);
+  assert_contains(torc_last_error(), "is corrupt gzip data (incorrect data "
+                                     "check");
   torc_dataset *ds = open_ds("idx", 2, "images", P("g-two.gz"), "labels",
                              P("g-labels.gz"));
   assert_torc(ds);

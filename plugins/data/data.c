@@ -265,9 +265,9 @@ int dsrc_read_fd(const char *source, const char *key, const char *path,
     return dsrc_oom(source, (size_t)(size + 1));
   if (e == ESTALE)
     return dsrc_error(TORC_ERR_IO,
-                      "%s: %s file '%s' changed size while it was read (%" PRIu64
-                      " bytes when opened); read it again once nothing "
-                      "writes to it",
+                      "%s: %s file '%s' changed size while it was read "
+                      "(%" PRIu64 " bytes when opened); read it again once "
+                      "nothing writes to it",
                       source, key, path, size);
   if (e != 0)
     return dsrc_error(TORC_ERR_IO, "%s: reading %s file '%s' failed: %s",

@@ -266,12 +266,15 @@ static int idx_in_read(idx_in *in, uint8_t *dst, uint64_t n, uint64_t *got) {
     uint64_t room = n - *got > (1u << 30) ? (1u << 30) : n - *got;
     in->z.next_out = dst + *got;
     in->z.avail_out = (uInt)room;
+    uInt had_in = in->z.avail_in;
     int ret = inflate(&in->z, Z_NO_FLUSH);
-    *got += room - in->z.avail_out;
+    uint64_t made = room - in->z.avail_out;
+    *got += made;
     if (ret == Z_STREAM_END)
       in->member_done = 1;
-    else if (ret != Z_OK && ret != Z_BUF_ERROR)
-      return IDX_IN_CORRUPT;
+    else if ((ret != Z_OK && ret != Z_BUF_ERROR) ||
+             (made == 0 && in->z.avail_in == had_in))
+      return IDX_IN_CORRUPT; /* an error, or no progress with input left */
   }
   return IDX_IN_OK;
 }
