@@ -1,11 +1,14 @@
 # tests/data.mk — tests of datasets, transforms, the loader and the data
-# source plugin.
+# source plugin (test_data_hostile: its defences against hostile files).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_loader tests/test_sources
-TESTS += tests/test_loader tests/test_sources
+check_PROGRAMS += tests/test_loader tests/test_sources tests/test_data_hostile
+TESTS += tests/test_loader tests/test_sources tests/test_data_hostile
 endif
 tests_test_loader_SOURCES = tests/test_loader.c tests/testutil.h
 tests_test_loader_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_sources_SOURCES = tests/test_sources.c tests/testutil.h
 tests_test_sources_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_sources_LDADD = $(LDADD) $(ZLIB_LIBS) $(PNG_LIBS) $(JPEG_LIBS)
+tests_test_data_hostile_SOURCES = tests/test_data_hostile.c tests/testutil.h
+tests_test_data_hostile_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_data_hostile_LDADD = $(LDADD) $(ZLIB_LIBS) $(PNG_LIBS) $(JPEG_LIBS)

@@ -682,9 +682,15 @@ static int csv_open(const char *const *keys, const char *const *values, int n,
                       "csv: key 'target_columns' = '%s' is for task = "
                       "regression; for classification give label_column",
                       targets);
+  uint64_t max_bytes;
+  st = dsrc_limit("csv", "max_bytes", keys, values, n, DSRC_CSV_MAX_BYTES,
+                  &max_bytes);
+  if (st != TORC_OK)
+    return st;
   char *text;
   size_t size;
-  st = dsrc_read_file("csv", "path", path, &text, &size);
+  st = dsrc_read_file("csv", "path", path, max_bytes, "max_bytes", &text,
+                      &size);
   if (st != TORC_OK)
     return st;
   csv_ds *ds = calloc(1, sizeof *ds);
@@ -767,6 +773,9 @@ static const torc_data_key csv_keys[] = {
     {"feature_columns", "the feature columns (names or 0-based indices, "
                         "comma-separated); empty = every other column",
      "", 0},
+    {"max_bytes", "the largest CSV file read (K, M, G suffixes); a larger "
+                  "one, or a device or pipe, is refused before reading",
+     DSRC_CSV_MAX_BYTES, 0},
     {NULL, NULL, NULL, 0},
 };
 

@@ -1,6 +1,7 @@
 /* plugins/data/data.c — the "data" plugin: registers the built-in data
  * sources (idx, csv, npy, image_folder, synthetic), and the helpers they
- * share (errors, key parsing, opening files, making sample tensors).
+ * share (errors, key and size-limit parsing, opening and reading files —
+ * regular files only, within a size limit — and making sample tensors).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -8,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "torc/checked.h"
 
 #include "data_internal.h"
 
@@ -84,86 +89,208 @@ int dsrc_parse_bool(const char *source, const char *key, const char *text,
                     source, key, text ? text : "");
 }
 
-int dsrc_fopen(const char *source, const char *key, const char *path,
-               FILE **out) {
-  *out = NULL;
+int dsrc_parse_size(const char *source, const char *key, const char *text,
+                    uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v =
+      text && text[0] != '-' ? strtoull(text, &end, 10) : 0;
+  uint64_t mult = 1;
+  int ok = text != NULL && end != text && errno == 0;
+  if (ok) {
+    switch (*end) {
+    case 'k': case 'K': mult = (uint64_t)1 << 10; end++; break;
+    case 'm': case 'M': mult = (uint64_t)1 << 20; end++; break;
+    case 'g': case 'G': mult = (uint64_t)1 << 30; end++; break;
+    case 't': case 'T': mult = (uint64_t)1 << 40; end++; break;
+    default: break;
+    }
+    while (*end == ' ' || *end == '\t')
+      end++;
+    ok = *end == '\0' && v > 0 && !torc_checked_mul(v, mult, out);
+  }
+  if (!ok)
+    return dsrc_error(TORC_ERR_INVALID,
+                      "%s: key '%s' = '%s' is not a positive size; give a "
+                      "number, optionally with a K, M, G or T suffix (powers "
+                      "of 1024), e.g. 512M",
+                      source, key, text ? text : "");
+  return TORC_OK;
+}
+
+int dsrc_limit(const char *source, const char *key, const char *const *keys,
+               const char *const *values, int n, const char *fallback,
+               uint64_t *out) {
+  const char *v = dsrc_value(keys, values, n, key);
+  return dsrc_parse_size(source, key, v ? v : fallback, out);
+}
+
+/* What a file that is not a regular file is, for the error. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a folder";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "a special file";
+}
+
+int dsrc_open_file(const char *path, uint64_t max_bytes, int *fd,
+                   uint64_t *size, int *err, const char **kind) {
+  *fd = -1;
+  *size = 0;
+  *err = 0;
+  *kind = NULL;
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer; the check
+   * below refuses it before anything is read. */
+  int d = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (d < 0) {
+    *err = errno;
+    return DSRC_OPEN_ERRNO;
+  }
+  struct stat sb;
+  if (fstat(d, &sb) != 0) {
+    *err = errno;
+    close(d);
+    return DSRC_OPEN_ERRNO;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(d);
+    *kind = file_kind(sb.st_mode);
+    return S_ISDIR(sb.st_mode) ? DSRC_OPEN_FOLDER : DSRC_OPEN_NOT_REGULAR;
+  }
+  *size = sb.st_size < 0 ? 0 : (uint64_t)sb.st_size;
+  if (*size > max_bytes) {
+    close(d);
+    return DSRC_OPEN_TOO_LARGE;
+  }
+  /* Reads block again from here on (a regular file never waits). */
+  int fl = fcntl(d, F_GETFL);
+  if (fl >= 0)
+    fcntl(d, F_SETFL, fl & ~O_NONBLOCK);
+  *fd = d;
+  return DSRC_OPEN_OK;
+}
+
+int dsrc_open_regular(const char *source, const char *key, const char *path,
+                      uint64_t max_bytes, const char *limit_key, int *fd,
+                      uint64_t *size) {
+  *fd = -1;
+  *size = 0;
   if (path == NULL || path[0] == '\0')
     return dsrc_error(TORC_ERR_INVALID,
                       "%s: key '%s' is empty; give the path of a file",
                       source, key);
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    int e = errno;
-    if (e == ENOENT || e == ENOTDIR)
-      return dsrc_error(TORC_ERR_IO,
-                        "%s: %s file '%s' does not exist; check the path "
-                        "(key '%s')",
-                        source, key, path, key);
-    return dsrc_error(TORC_ERR_IO, "%s: cannot read %s file '%s': %s",
-                      source, key, path, strerror(e));
-  }
-  if (S_ISDIR(sb.st_mode))
+  int e;
+  const char *kind;
+  switch (dsrc_open_file(path, max_bytes, fd, size, &e, &kind)) {
+  case DSRC_OPEN_OK:
+    return TORC_OK;
+  case DSRC_OPEN_FOLDER:
     return dsrc_error(TORC_ERR_IO,
                       "%s: %s '%s' is a folder; key '%s' takes a file",
                       source, key, path, key);
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    int e = errno;
-    if (e == EACCES || e == EPERM)
-      return dsrc_error(TORC_ERR_IO,
-                        "%s: %s file '%s' is not readable (permission "
-                        "denied); make it readable (chmod u+r) or run as its "
-                        "owner",
-                        source, key, path);
-    return dsrc_error(TORC_ERR_IO, "%s: cannot open %s file '%s': %s",
-                      source, key, path, strerror(e));
+  case DSRC_OPEN_NOT_REGULAR:
+    return dsrc_error(TORC_ERR_IO,
+                      "%s: %s file '%s' is %s, not a regular file; key '%s' "
+                      "takes a regular file (a device or pipe has no size "
+                      "and could be read without end)",
+                      source, key, path, kind, key);
+  case DSRC_OPEN_TOO_LARGE:
+    return dsrc_error(TORC_ERR_IO,
+                      "%s: %s file '%s' is %" PRIu64 " bytes, over the limit "
+                      "of %" PRIu64 " bytes (key '%s'); if the file is meant "
+                      "to be this large, raise %s (e.g. %s = %" PRIu64 "M)",
+                      source, key, path, *size, max_bytes, limit_key,
+                      limit_key, limit_key, (*size >> 20) + 1);
+  default:
+    break;
   }
-  *out = f;
+  if (e == ENOENT || e == ENOTDIR)
+    return dsrc_error(TORC_ERR_IO,
+                      "%s: %s file '%s' does not exist; check the path "
+                      "(key '%s')",
+                      source, key, path, key);
+  if (e == EACCES || e == EPERM)
+    return dsrc_error(TORC_ERR_IO,
+                      "%s: %s file '%s' is not readable (permission "
+                      "denied); make it readable (chmod u+r) or run as its "
+                      "owner",
+                      source, key, path);
+  return dsrc_error(TORC_ERR_IO, "%s: cannot open %s file '%s': %s", source,
+                    key, path, strerror(e));
+}
+
+int dsrc_read_all(int fd, uint64_t size, char **data) {
+  *data = NULL;
+  if (size > SIZE_MAX - 1)
+    return ENOMEM;
+  char *buf = malloc((size_t)size + 1);
+  if (buf == NULL)
+    return ENOMEM;
+  size_t n = 0;
+  while (n < size) {
+    ssize_t got = read(fd, buf + n, (size_t)size - n);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      int e = errno;
+      free(buf);
+      return e;
+    }
+    if (got == 0)
+      break;
+    n += (size_t)got;
+  }
+  char extra;
+  ssize_t more = n == size ? read(fd, &extra, 1) : 0;
+  if (n != size || more > 0) {
+    free(buf);
+    return ESTALE;
+  }
+  buf[n] = '\0';
+  *data = buf;
+  return 0;
+}
+
+int dsrc_read_fd(const char *source, const char *key, const char *path,
+                 int fd, uint64_t size, char **data) {
+  int e = dsrc_read_all(fd, size, data);
+  if (e == ENOMEM)
+    return dsrc_oom(source, (size_t)(size + 1));
+  if (e == ESTALE)
+    return dsrc_error(TORC_ERR_IO,
+                      "%s: %s file '%s' changed size while it was read "
+                      "(%" PRIu64 " bytes when opened); read it again once "
+                      "nothing writes to it",
+                      source, key, path, size);
+  if (e != 0)
+    return dsrc_error(TORC_ERR_IO, "%s: reading %s file '%s' failed: %s",
+                      source, key, path, strerror(e));
   return TORC_OK;
 }
 
 int dsrc_read_file(const char *source, const char *key, const char *path,
-                   char **data, size_t *size) {
+                   uint64_t max_bytes, const char *limit_key, char **data,
+                   size_t *size) {
   *data = NULL;
   *size = 0;
-  FILE *f;
-  int st = dsrc_fopen(source, key, path, &f);
+  int fd;
+  uint64_t sz;
+  int st = dsrc_open_regular(source, key, path, max_bytes, limit_key, &fd,
+                             &sz);
   if (st != TORC_OK)
     return st;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  if (buf == NULL) {
-    fclose(f);
-    return dsrc_oom(source, cap);
-  }
-  for (;;) {
-    if (cap - n < 2) {
-      size_t ncap = cap * 2;
-      char *nb = realloc(buf, ncap);
-      if (nb == NULL) {
-        free(buf);
-        fclose(f);
-        return dsrc_oom(source, ncap);
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0)
-      break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (err) {
-    free(buf);
-    return dsrc_error(TORC_ERR_IO, "%s: reading %s file '%s' failed: %s",
-                      source, key, path, strerror(errno));
-  }
-  buf[n] = '\0';
-  *data = buf;
-  *size = n;
-  return TORC_OK;
+  st = dsrc_read_fd(source, key, path, fd, sz, data);
+  close(fd);
+  if (st == TORC_OK)
+    *size = (size_t)sz;
+  return st;
 }
 
 void dsrc_appendf(char *buf, size_t size, size_t *len, const char *fmt, ...) {

@@ -23,6 +23,7 @@ typedef struct imgf_ds {
   char **classes;
   int64_t n_classes;
   int channels;
+  dsrc_img_limits lim;
   uint32_t min_w, max_w, min_h, max_h;
   int64_t skipped;
   char *describe;
@@ -200,15 +201,20 @@ static int scan_class(imgf_ds *ds, const char *root, int64_t c, int skip,
     int format;
     uint32_t w = 0, h = 0;
     char why[256];
-    if (dsrc_image_probe(path, &format, &w, &h, why, sizeof why) != 0) {
+    int rc = dsrc_image_probe(path, &ds->lim, &format, &w, &h, why,
+                              sizeof why);
+    if (rc != 0) {
+      const char *kind = rc == DSRC_IMG_TOO_LARGE ? "too large" : "corrupt";
       if (!skip) {
         st = dsrc_error(TORC_ERR_IO,
-                        "image_folder: corrupt image '%s': %s; fix or "
-                        "remove it, or set on_error = skip",
-                        path, why);
+                        "image_folder: %s image '%s': %s; %s, or set "
+                        "on_error = skip",
+                        kind, path, why,
+                        rc == DSRC_IMG_TOO_LARGE ? "else remove it"
+                                                 : "fix or remove it");
       } else {
-        dsrc_log(TORC_LOG_WARN,
-                 "image_folder: skipping corrupt image '%s': %s", path, why);
+        dsrc_log(TORC_LOG_WARN, "image_folder: skipping %s image '%s': %s",
+                 kind, path, why);
         ds->skipped++;
       }
       free(path);
@@ -275,10 +281,19 @@ static int imgf_open(const char *const *keys, const char *const *values,
   if (ds == NULL)
     return dsrc_oom("image_folder", sizeof *ds);
   ds->channels = (int)channels;
+  int st = dsrc_limit("image_folder", "max_bytes", keys, values, n,
+                      DSRC_IMG_MAX_BYTES, &ds->lim.max_bytes);
+  if (st == TORC_OK)
+    st = dsrc_limit("image_folder", "max_pixels", keys, values, n,
+                    DSRC_IMG_MAX_PIXELS, &ds->lim.max_pixels);
+  if (st != TORC_OK) {
+    imgf_close(ds);
+    return st;
+  }
   name_list dirs = {0}, files = {0};
   int64_t ignored = 0;
   char ignored_name[512] = "";
-  int st = list_folder(root, &dirs, &files, &ignored, ignored_name,
+  st = list_folder(root, &dirs, &files, &ignored, ignored_name,
                        sizeof ignored_name);
   if (st != TORC_OK)
     goto done;
@@ -375,7 +390,7 @@ static int imgf_get(void *handle, int64_t index, torc_tensor **input,
   uint8_t *hwc;
   uint32_t w, h;
   char why[256];
-  if (dsrc_image_decode(it->path, ds->channels, &hwc, &w, &h, why,
+  if (dsrc_image_decode(it->path, ds->channels, &ds->lim, &hwc, &w, &h, why,
                         sizeof why) != 0)
     return dsrc_error(TORC_ERR_IO,
                       "image_folder: cannot decode image '%s' (sample %" PRId64
@@ -435,8 +450,17 @@ static const torc_data_key imgf_keys[] = {
                  "(ITU-R 601 luma)",
      "3", 0},
     {"on_error", "error: a corrupt image stops the open | skip: images "
-                 "failing the header check are left out with a warning",
+                 "failing the header check (corrupt, or over max_pixels or "
+                 "max_bytes) are left out with a warning",
      "error", 0},
+    {"max_pixels", "the most pixels (width * height) an image may have, "
+                   "checked from its header before decoding (K, M, G "
+                   "suffixes; 64M = 8192x8192); caps the decoder's memory "
+                   "too",
+     DSRC_IMG_MAX_PIXELS, 0},
+    {"max_bytes", "the largest image file read (K, M, G suffixes); a larger "
+                  "one, or a device or pipe, is refused",
+     DSRC_IMG_MAX_BYTES, 0},
     {NULL, NULL, NULL, 0},
 };
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data_internal.h"
+#include "torc/checked.h"
 
 /* One loaded array. */
 typedef struct npy_array {
@@ -223,10 +224,12 @@ static int npy_parse_dict(const char *key, const char *path, const char *p,
 }
 
 /* Loads and checks one .npy file. */
-static int npy_load(const char *key, const char *path, npy_array *a) {
+static int npy_load(const char *key, const char *path, uint64_t max_bytes,
+                    npy_array *a) {
   char *buf;
   size_t size;
-  int st = dsrc_read_file("npy", key, path, &buf, &size);
+  int st = dsrc_read_file("npy", key, path, max_bytes, "max_bytes", &buf,
+                          &size);
   if (st != TORC_OK)
     return st;
   a->file = buf;
@@ -260,24 +263,26 @@ static int npy_load(const char *key, const char *path, npy_array *a) {
   st = npy_parse_dict(key, path, buf + hstart, buf + hstart + hlen, a);
   if (st != TORC_OK)
     return st;
-  int64_t numel = 1;
-  for (int i = 0; i < a->ndim; i++) {
-    numel *= a->shape[i];
-    if (numel > ((int64_t)1 << 50))
-      return npy_bad_header(key, path, "its shape is implausibly large");
-  }
-  size_t want = (size_t)numel * a->itemsize;
-  size_t have = size - hstart - hlen;
-  if (have != want) {
-    char shape[160];
-    dsrc_shape_str(shape, sizeof shape, a->shape, a->ndim);
+  /* The sizes are checked before they are compared with the data: a shape
+   * whose product wraps (e.g. (2^32, 2^32, 0)) must not pass as empty. */
+  uint64_t numel, want64;
+  char shape[160];
+  dsrc_shape_str(shape, sizeof shape, a->shape, a->ndim);
+  if (torc_checked_numel(a->shape, a->ndim, UINT64_MAX, &numel) ||
+      torc_checked_bytes(numel, a->itemsize, UINT64_MAX, &want64))
     return dsrc_error(TORC_ERR_IO,
-                      "npy: %s file '%s' holds %zu bytes of data but its "
-                      "header's shape %s of %s needs %zu; the file is %s: "
-                      "save it again",
-                      key, path, have, shape, dsrc_dtype_str(a->dtype), want,
-                      have < want ? "truncated" : "damaged");
-  }
+                      "npy: %s file '%s' has a bad header: its shape %s of "
+                      "%s has more bytes than can be counted (the file holds "
+                      "%zu); the file is corrupt: save it again",
+                      key, path, shape, dsrc_dtype_str(a->dtype), size);
+  uint64_t have = size - hstart - hlen;
+  if (have != want64)
+    return dsrc_error(TORC_ERR_IO,
+                      "npy: %s file '%s' holds %" PRIu64 " bytes of data but "
+                      "its header's shape %s of %s needs %" PRIu64 "; the "
+                      "file is %s: save it again",
+                      key, path, have, shape, dsrc_dtype_str(a->dtype),
+                      want64, have < want64 ? "truncated" : "damaged");
   a->data = buf + hstart + hlen;
   return TORC_OK;
 }
@@ -298,12 +303,17 @@ static int npy_open(const char *const *keys, const char *const *values, int n,
   *handle = NULL;
   const char *inputs = dsrc_value(keys, values, n, "inputs");
   const char *targets = dsrc_value(keys, values, n, "targets");
+  uint64_t max_bytes;
+  int st = dsrc_limit("npy", "max_bytes", keys, values, n, DSRC_NPY_MAX_BYTES,
+                      &max_bytes);
+  if (st != TORC_OK)
+    return st;
   npy_ds *ds = calloc(1, sizeof *ds);
   if (ds == NULL)
     return dsrc_oom("npy", sizeof *ds);
-  int st = npy_load("inputs", inputs, &ds->in);
+  st = npy_load("inputs", inputs, max_bytes, &ds->in);
   if (st == TORC_OK)
-    st = npy_load("targets", targets, &ds->tg);
+    st = npy_load("targets", targets, max_bytes, &ds->tg);
   if (st != TORC_OK)
     goto fail;
   if (ds->in.shape[0] != ds->tg.shape[0]) {
@@ -322,9 +332,20 @@ static int npy_open(const char *const *keys, const char *const *values, int n,
                     inputs);
     goto fail;
   }
+  /* Bounded by the data's size, which npy_load matched to the shape. */
   ds->row_in = 1;
   for (int i = 1; i < ds->in.ndim; i++)
     ds->row_in *= ds->in.shape[i];
+  if (ds->row_in == 0) {
+    char shape[160];
+    dsrc_shape_str(shape, sizeof shape, ds->in.shape, ds->in.ndim);
+    st = dsrc_error(TORC_ERR_SHAPE,
+                    "npy: inputs file '%s' has shape %s: every sample has 0 "
+                    "elements; give inputs with at least one element per "
+                    "row",
+                    inputs, shape);
+    goto fail;
+  }
   torc_dtype tdt = ds->tg.dtype;
   if (tdt == TORC_I64 || tdt == TORC_I32 || tdt == TORC_U8) {
     if (ds->tg.ndim != 1) {
@@ -361,6 +382,13 @@ static int npy_open(const char *const *keys, const char *const *values, int n,
       goto fail;
     }
     ds->k = ds->tg.ndim == 2 ? ds->tg.shape[1] : 1;
+    if (ds->k == 0) {
+      st = dsrc_error(TORC_ERR_SHAPE,
+                      "npy: targets file '%s' has shape [%" PRId64 ", 0]: "
+                      "0 targets per row; give at least one",
+                      targets, ds->n);
+      goto fail;
+    }
     size_t bytes = sizeof(float) * (size_t)(ds->n * ds->k);
     ds->targets_f = malloc(bytes ? bytes : 1);
     if (ds->targets_f == NULL) {
@@ -434,6 +462,10 @@ static const torc_data_key npy_keys[] = {
     {"targets", ".npy file of targets: integers [N] (class indices) or "
                 "floats [N] / [N, k] (regression, read as f32)",
      NULL, 1},
+    {"max_bytes", "the largest .npy file read, each of inputs and targets "
+                  "(K, M, G suffixes); a larger one, or a device or pipe, "
+                  "is refused before reading",
+     DSRC_NPY_MAX_BYTES, 0},
     {NULL, NULL, NULL, 0},
 };
 
