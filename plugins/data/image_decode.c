@@ -286,9 +286,16 @@ static void jpeg_fail(j_common_ptr cinfo) {
 /* Warnings (level -1) are corrupt-data notices (premature end of the
  * file, a scan cut short by a marker, extraneous bytes, bad Huffman
  * codes): libjpeg would go on and fill the damage with gray, so each is
- * an error here. Trace messages (level >= 0) are dropped. */
+ * an error here — except the three that concern metadata only (a JFIF
+ * version above 1.x, an unknown Adobe transform code, a malformed ICC
+ * profile chunk), which leave the pixels intact and which common writers
+ * produce. Trace messages (level >= 0) are dropped. */
 static void jpeg_notice(j_common_ptr cinfo, int level) {
   if (level >= 0)
+    return;
+  int code = cinfo->err->msg_code;
+  if (code == JWRN_JFIF_MAJOR || code == JWRN_ADOBE_XFORM ||
+      code == JWRN_BOGUS_ICC)
     return;
   jpeg_err *e = (jpeg_err *)cinfo->err;
   char buf[JMSG_LENGTH_MAX];
