@@ -204,7 +204,9 @@ if [ "${TORC_VALGRIND:-0}" != 1 ]; then
   "$TORC" train long.ini --set train.epochs=1 >out.int 2>err.int &
   pid=$!
   for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-    [ -s run/metrics.csv ] && break
+    # A step line: the loop runs, so the SIGINT handler is installed (a
+    # background job of a non-interactive shell ignores SIGINT until then).
+    grep -q '^epoch 1/1 step' out.int 2>/dev/null && break
     sleep 0.2
   done
   kill -INT "$pid"
