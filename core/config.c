@@ -155,7 +155,7 @@ static int eq_nocase(const char *a, const char *b) {
 }
 
 static char *dup_range(const char *s, size_t n) {
-  char *p = malloc(n + 1);
+  char *p = torc__malloc(n + 1);
   if (p) {
     memcpy(p, s, n);
     p[n] = '\0';
@@ -531,7 +531,7 @@ static char *resolve_path(const char *value, size_t n, const char *dir) {
     return dup_range(value, n);
   size_t ld = strlen(dir);
   int slash = ld > 0 && dir[ld - 1] == '/';
-  char *p = malloc(ld + 1 + n + 1);
+  char *p = torc__malloc(ld + 1 + n + 1);
   if (p == NULL)
     return NULL;
   memcpy(p, dir, ld);
@@ -649,7 +649,7 @@ static torc_status check_value(const torc__config_row *r, const char *value,
     for (const char *p = value; *p; p++)
       entries += *p == ':';
     size_t cap = strlen(value) + entries * (strlen(dir) + 1) + 1;
-    char *out = malloc(cap);
+    char *out = torc__malloc(cap);
     if (out == NULL)
       return TORC_ERR_OOM;
     size_t o = 0;
@@ -659,7 +659,7 @@ static torc_status check_value(const torc__config_row *r, const char *value,
       if (l > 0) {
         char *one = resolve_path(p, l, dir);
         if (one == NULL) {
-          free(out);
+          torc__free(out);
           return TORC_ERR_OOM;
         }
         if (o > 0)
@@ -667,7 +667,7 @@ static torc_status check_value(const torc__config_row *r, const char *value,
         size_t lo = strlen(one);
         memcpy(out + o, one, lo);
         o += lo;
-        free(one);
+        torc__free(one);
       }
       if (colon == NULL)
         break;
@@ -745,7 +745,7 @@ static int row_bad(const torc__config_row *r, char *why, size_t n) {
     char *res = NULL;
     char reason[MSG_MAX];
     torc_status st = check_value(r, r->def, NULL, &res, reason, sizeof reason);
-    free(res);
+    torc__free(res);
     if (st != TORC_OK) {
       size_t len = 0;
       append(why, n, &len, "default: %s", reason);
@@ -883,12 +883,12 @@ static void known_keys(const char *section, const char *key, char *buf,
 
 static void section_free(cfg_section *s) {
   for (int j = 0; j < s->n; j++) {
-    free(s->e[j].key);
-    free(s->e[j].value);
-    free(s->e[j].resolved);
+    torc__free(s->e[j].key);
+    torc__free(s->e[j].value);
+    torc__free(s->e[j].resolved);
   }
-  free(s->e);
-  free(s->name);
+  torc__free(s->e);
+  torc__free(s->name);
 }
 
 void torc_config_free(torc_config *cfg) {
@@ -896,10 +896,10 @@ void torc_config_free(torc_config *cfg) {
     return;
   for (int i = 0; i < cfg->n; i++)
     section_free(&cfg->s[i]);
-  free(cfg->s);
-  free(cfg->path);
-  free(cfg->dir);
-  free(cfg);
+  torc__free(cfg->s);
+  torc__free(cfg->path);
+  torc__free(cfg->dir);
+  torc__free(cfg);
 }
 
 /* Adds a section occurrence; its index, or -1 when memory ran out. */
@@ -907,7 +907,7 @@ static int add_section(torc_config *cfg, const char *name, size_t len,
                        int line) {
   if (cfg->n == cfg->cap) {
     int cap = cfg->cap ? cfg->cap * 2 : 8;
-    cfg_section *s = realloc(cfg->s, sizeof *s * (size_t)cap);
+    cfg_section *s = torc__realloc(cfg->s, sizeof *s * (size_t)cap);
     if (s == NULL)
       return -1;
     cfg->s = s;
@@ -935,9 +935,9 @@ static cfg_entry *add_entry(cfg_section *s, const char *key, char *value,
                             int line) {
   if (s->n == s->cap) {
     int cap = s->cap ? s->cap * 2 : 8;
-    cfg_entry *e = realloc(s->e, sizeof *e * (size_t)cap);
+    cfg_entry *e = torc__realloc(s->e, sizeof *e * (size_t)cap);
     if (e == NULL) {
-      free(value);
+      torc__free(value);
       return NULL;
     }
     s->e = e;
@@ -946,7 +946,7 @@ static cfg_entry *add_entry(cfg_section *s, const char *key, char *value,
   cfg_entry *e = &s->e[s->n];
   e->key = dup_str(key);
   if (e->key == NULL) {
-    free(value);
+    torc__free(value);
     return NULL;
   }
   e->value = value;
@@ -1222,7 +1222,7 @@ static char *folder_of(const char *path) {
 static torc_config *parse_text(const char *text, size_t len, const char *name,
                                int from_file) {
   torc__ensure_init();
-  torc_config *cfg = calloc(1, sizeof *cfg);
+  torc_config *cfg = torc__calloc(1, sizeof *cfg);
   parse_ctx c;
   memset(&c, 0, sizeof c);
   if (cfg == NULL)
@@ -1283,15 +1283,15 @@ torc_config *torc_config_load(const char *path) {
     return NULL;
   }
   size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
+  char *buf = torc__malloc(cap);
   int err = 0;
   while (buf) {
     if (len == cap) {
       if (cap >= CFG_MAX_FILE)
         break;
-      char *nb = realloc(buf, cap * 2);
+      char *nb = torc__realloc(buf, cap * 2);
       if (nb == NULL) {
-        free(buf);
+        torc__free(buf);
         buf = NULL;
         break;
       }
@@ -1312,13 +1312,13 @@ torc_config *torc_config_load(const char *path) {
     return NULL;
   }
   if (err) {
-    free(buf);
+    torc__free(buf);
     torc_set_error(TORC_ERR_IO, "cannot read configuration file '%s': %s", path,
                    strerror(err));
     return NULL;
   }
   if (len == cap) {
-    free(buf);
+    torc__free(buf);
     torc_set_error(TORC_ERR_CONFIG,
                    "configuration file '%s' is larger than "
                    "%u MiB; is it really an INI file?",
@@ -1326,7 +1326,7 @@ torc_config *torc_config_load(const char *path) {
     return NULL;
   }
   torc_config *cfg = parse_text(buf, len, path, 1);
-  free(buf);
+  torc__free(buf);
   return cfg;
 }
 
@@ -1563,7 +1563,7 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
     char hint[160] = "";
     if (nr.word[0])
       snprintf(hint, sizeof hint, "did you mean %s? ", nr.word);
-    free(value);
+    torc__free(value);
     return torc_set_error(TORC_ERR_CONFIG,
                           "%s: unknown section [%s]; %sknown "
                           "sections: %s",
@@ -1575,7 +1575,7 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
     char hint[160] = "";
     if (nr.word[0])
       snprintf(hint, sizeof hint, "did you mean '%s'? ", nr.word);
-    free(value);
+    torc__free(value);
     return torc_set_error(TORC_ERR_CONFIG,
                           "%s: key '%s' in [%s]: unknown "
                           "key; %s[%s] accepts: %s",
@@ -1585,8 +1585,8 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
   char *resolved = NULL;
   torc_status st = check_value(r, value, NULL, &resolved, why, sizeof why);
   if (st != TORC_OK) {
-    free(value);
-    free(resolved);
+    torc__free(value);
+    torc__free(resolved);
     if (st == TORC_ERR_OOM)
       return torc_set_error(st, "out of memory in torc_config_set");
     return torc_set_error(st, "%s: key '%s' in [%s]: %s", prefix, key, section,
@@ -1594,20 +1594,20 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
   }
   int i = torc__config_find(cfg, section);
   if (i < 0 && (i = add_section(cfg, section, strlen(section), 0)) < 0) {
-    free(value);
-    free(resolved);
+    torc__free(value);
+    torc__free(resolved);
     return torc_set_error(TORC_ERR_OOM, "out of memory in torc_config_set");
   }
   cfg_entry *e = find_entry(&cfg->s[i], key);
   if (e == NULL) {
     e = add_entry(&cfg->s[i], key, value, 0);
     if (e == NULL) {
-      free(resolved);
+      torc__free(resolved);
       return torc_set_error(TORC_ERR_OOM, "out of memory in torc_config_set");
     }
   } else {
-    free(e->value);
-    free(e->resolved);
+    torc__free(e->value);
+    torc__free(e->resolved);
     e->value = value;
     e->line = 0;
   }
@@ -1651,13 +1651,13 @@ static torc_status apply_plugin(const torc_config *cfg, int i,
   if (st != TORC_OK)
     return st;
 
-  const char **keys = malloc(sizeof *keys * (size_t)(s->n + 1));
-  const char **values = malloc(sizeof *values * (size_t)(s->n + 1));
-  int *lines = malloc(sizeof *lines * (size_t)(s->n + 1));
+  const char **keys = torc__malloc(sizeof *keys * (size_t)(s->n + 1));
+  const char **values = torc__malloc(sizeof *values * (size_t)(s->n + 1));
+  int *lines = torc__malloc(sizeof *lines * (size_t)(s->n + 1));
   if (keys == NULL || values == NULL || lines == NULL) {
-    free(keys);
-    free(values);
-    free(lines);
+    torc__free(keys);
+    torc__free(values);
+    torc__free(lines);
     return torc_set_error(TORC_ERR_OOM, "out of memory loading [%s]", s->name);
   }
   int n = 0;
@@ -1685,9 +1685,9 @@ static torc_status apply_plugin(const torc_config *cfg, int i,
   opts.line = s->line;
   opts.key_lines = lines;
   st = torc_plugin_load(module, &opts);
-  free(keys);
-  free(values);
-  free(lines);
+  torc__free(keys);
+  torc__free(values);
+  torc__free(lines);
   if (st == TORC_OK)
     return TORC_OK;
   if (!required) {
@@ -1774,7 +1774,7 @@ torc_status torc_config_device(const torc_config *cfg, torc_device *out) {
 
 char *torc_config_help(void) {
   size_t cap = 8192, len = 0;
-  char *out = malloc(cap);
+  char *out = torc__malloc(cap);
   if (out == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory for the configuration help");
     return NULL;
@@ -1806,9 +1806,9 @@ char *torc_config_help(void) {
     if (len + n + 1 > cap) {
       while (len + n + 1 > cap)
         cap *= 2;
-      char *p = realloc(out, cap);
+      char *p = torc__realloc(out, cap);
       if (p == NULL) {
-        free(out);
+        torc__free(out);
         torc_set_error(TORC_ERR_OOM, "out of memory for the configuration "
                                      "help");
         return NULL;

@@ -103,7 +103,7 @@ torc_module *torc_module_from_config(const torc_config *cfg,
   for (int i = 0; i < torc_config_section_count(cfg); i++) {
     if (strcmp(torc_config_section_name(cfg, i), "layer") != 0)
       continue;
-    int *w = realloc(where, (size_t)(n_layers + 1) * sizeof *w);
+    int *w = torc__realloc(where, (size_t)(n_layers + 1) * sizeof *w);
     if (w == NULL) {
       torc_set_error(TORC_ERR_OOM, "out of memory building the model");
       goto fail;
@@ -112,8 +112,8 @@ torc_module *torc_module_from_config(const torc_config *cfg,
     where[n_layers] = i;
     const char *type = torc_config_section_get(cfg, i, "type");
     int nk = torc_config_section_key_count(cfg, i);
-    const char **k = calloc((size_t)nk + 1, sizeof *k);
-    const char **v = calloc((size_t)nk + 1, sizeof *v);
+    const char **k = torc__calloc((size_t)nk + 1, sizeof *k);
+    const char **v = torc__calloc((size_t)nk + 1, sizeof *v);
     int n = 0;
     for (int j = 0; k && v && j < nk; j++) {
       const char *key = torc_config_section_key(cfg, i, j);
@@ -124,8 +124,8 @@ torc_module *torc_module_from_config(const torc_config *cfg,
       n++;
     }
     torc_module *m = k && v ? torc_module_create(type, k, v, n) : NULL;
-    free(k);
-    free(v);
+    torc__free(k);
+    torc__free(v);
     if (m == NULL || torc_sequential_append(seq, m) != TORC_OK) {
       char msg[1024];
       snprintf(msg, sizeof msg, "%s", torc_last_error());
@@ -182,7 +182,7 @@ torc_module *torc_module_from_config(const torc_config *cfg,
                          in, msg);
     goto fail;
   }
-  free(sum);
+  torc__free(sum);
   const char *scheme = torc__config_value(cfg, mi, "init");
   if (scheme && strcmp(scheme, "default") != 0 &&
       torc_module_init(seq, scheme, NULL) != TORC_OK) {
@@ -190,14 +190,14 @@ torc_module *torc_module_from_config(const torc_config *cfg,
                        torc_last_error());
     goto fail;
   }
-  free(where);
+  torc__free(where);
   if (sample_shape)
     memcpy(sample_shape, shape, (size_t)nd * sizeof *shape);
   if (sample_ndim)
     *sample_ndim = nd;
   return seq;
 fail:
-  free(where);
+  torc__free(where);
   torc_module_free(seq);
   return NULL;
 }

@@ -101,13 +101,13 @@ static int register_locked(torc__plugin *owner, const torc_device_ops *ops,
   d->owner = owner;
   int count = ops->count(ops->user);
   d->count = count < 0 ? 0 : count;
-  d->allocated = calloc((size_t)(d->count > 0 ? d->count : 1), sizeof(size_t));
+  d->allocated = torc__calloc((size_t)(d->count > 0 ? d->count : 1), sizeof(size_t));
   if (d->allocated == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory registering device %s",
                           ops->type);
   /* The built-in cpu device caches freed blocks (alloc.c). */
   if (owner == NULL && torc__cache_create(d) != TORC_OK) {
-    free((void *)d->allocated);
+    torc__free((void *)d->allocated);
     return -1;
   }
   __atomic_store_n(&d->used, 1, __ATOMIC_RELEASE);
@@ -192,7 +192,7 @@ static void devtype_drop(torc__devtype *d) {
   torc__cache_destroy(d);
   if (d->ops.shutdown)
     d->ops.shutdown(d->ops.user);
-  free((void *)d->allocated);
+  torc__free((void *)d->allocated);
   memset(d, 0, sizeof *d);
 }
 
@@ -371,6 +371,13 @@ void *torc_host_alloc(torc_device dev, size_t nbytes) {
     return NULL;
   torc__devtype *d = torc__devtype_get(dev.type);
   void *p = NULL;
+  if (torc__alloc_fault()) { /* torc/testing.h's injected failure */
+    torc_set_error(TORC_ERR_OOM,
+                   "out of host memory allocating %zu bytes for %s "
+                   "(an injected failure)",
+                   nbytes, torc__devname(dev));
+    return NULL;
+  }
   if (d->ops.host_alloc) {
     if (d->ops.host_alloc(d->ops.user, nbytes, &p) != TORC_OK)
       return NULL;

@@ -10,12 +10,35 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "torc/plugin.h"
 #include "torc/torc.h"
 
 #define TORC__MAX_DEVICE_TYPES TORC_MAX_DEVICE_TYPES
+
+/* ---- heap memory (mem.c) ----
+ * Every heap allocation of the core goes through these (never malloc and
+ * friends directly), so torc/testing.h can count them and make the Nth
+ * fail. They return the C library's memory as it is. Memory from
+ * elsewhere (open_memstream, a device's alloc, a plugin) is freed with the
+ * matching foreign call, not torc__free. */
+void *torc__malloc(size_t n);
+void *torc__calloc(size_t count, size_t size);
+/* On failure p stays valid and owned by the caller. */
+void *torc__realloc(void *p, size_t n);
+char *torc__strdup(const char *s);
+void torc__free(void *p);
+/* Frees a string from json_dumps (jansson's allocator, whichever it is). */
+void torc__json_free(void *p);
+/* One allocation attempt that does not go through the wrappers above (a
+ * pooled object, a device block): counts it and returns 1 when the
+ * injector says it must fail. */
+int torc__alloc_fault(void);
+/* Adjusts the live-block count (+1 taken, -1 given back) for memory that
+ * bypasses the wrappers but should count (pooled objects). */
+void torc__alloc_track(int delta);
 
 /* ---- errors (error.c) ---- */
 

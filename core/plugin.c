@@ -279,16 +279,16 @@ static void plugin_free(torc__plugin *p) {
   if (p == NULL)
     return;
   for (int i = 0; i < p->n_keys; i++) {
-    free(p->keys[i]);
-    free(p->values[i]);
+    torc__free(p->keys[i]);
+    torc__free(p->values[i]);
   }
-  free(p->keys);
-  free(p->values);
-  free(p->name);
-  free(p->version);
-  free(p->description);
-  free(p->path);
-  free(p);
+  torc__free(p->keys);
+  torc__free(p->values);
+  torc__free(p->name);
+  torc__free(p->version);
+  torc__free(p->description);
+  torc__free(p->path);
+  torc__free(p);
 }
 
 static torc__plugin *find_loaded(const char *name) {
@@ -616,15 +616,15 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
       return err;
     }
   }
-  torc__plugin *p = calloc(1, sizeof *p);
+  torc__plugin *p = torc__calloc(1, sizeof *p);
   if (p == NULL) {
     dlclose(h);
     return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
   }
-  p->name = strdup(name);
-  p->version = strdup(info->version ? info->version : "?");
-  p->description = strdup(info->description ? info->description : "");
-  p->path = strdup(real);
+  p->name = torc__strdup(name);
+  p->version = torc__strdup(info->version ? info->version : "?");
+  p->description = torc__strdup(info->description ? info->description : "");
+  p->path = torc__strdup(real);
   p->handle = h;
   p->info = info;
   p->provides = info->provides;
@@ -633,12 +633,12 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   p->abi_minor = info->abi_minor;
   p->priority = o ? o->priority : 0;
   if (o && o->n_keys > 0) {
-    p->keys = calloc((size_t)o->n_keys, sizeof *p->keys);
-    p->values = calloc((size_t)o->n_keys, sizeof *p->values);
+    p->keys = torc__calloc((size_t)o->n_keys, sizeof *p->keys);
+    p->values = torc__calloc((size_t)o->n_keys, sizeof *p->values);
     if (p->keys && p->values)
       for (int i = 0; i < o->n_keys; i++) {
-        p->keys[i] = strdup(o->keys[i]);
-        p->values[i] = strdup(o->values[i] ? o->values[i] : "");
+        p->keys[i] = torc__strdup(o->keys[i]);
+        p->values[i] = torc__strdup(o->values[i] ? o->values[i] : "");
         p->n_keys = i + 1;
       }
   }
@@ -650,7 +650,7 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   }
   if (n_plugins == cap_plugins) {
     int cap = cap_plugins ? cap_plugins * 2 : 8;
-    torc__plugin **np = realloc(plugins, (size_t)cap * sizeof *np);
+    torc__plugin **np = torc__realloc(plugins, (size_t)cap * sizeof *np);
     if (np == NULL) {
       plugin_free(p);
       dlclose(h);
@@ -705,7 +705,7 @@ static void load_dir(const char *dir, int *n_loaded, int *n_failed) {
   while ((e = readdir(d)) != NULL && n < 256) {
     size_t len = strlen(e->d_name);
     if (len > 3 && strcmp(e->d_name + len - 3, ".so") == 0)
-      if ((names[n] = strdup(e->d_name)) != NULL)
+      if ((names[n] = torc__strdup(e->d_name)) != NULL)
         n++;
   }
   closedir(d);
@@ -723,7 +723,7 @@ static void load_dir(const char *dir, int *n_loaded, int *n_failed) {
         (*n_loaded)++;
       }
     }
-    free(names[i]);
+    torc__free(names[i]);
   }
 }
 
@@ -789,7 +789,7 @@ void torc__plugins_unload_all(void) {
       dlclose(p->handle);
     plugin_free(p);
   }
-  free(plugins);
+  torc__free(plugins);
   plugins = NULL;
   n_plugins = cap_plugins = 0;
   pthread_mutex_unlock(&load_lock);

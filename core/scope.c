@@ -22,7 +22,7 @@ torc_tensor *torc__ret(torc_tensor *t) {
     return t;
   if (n_owned == cap_owned) {
     size_t cap = cap_owned ? cap_owned * 2 : 256;
-    torc_tensor **p = realloc(owned, cap * sizeof *p);
+    torc_tensor **p = torc__realloc(owned, cap * sizeof *p);
     if (p == NULL) {
       /* Cannot record it: the caller gets an owned reference instead of a
        * leak-prone one; warn once so the leak is explained. */
@@ -58,7 +58,7 @@ void torc_scope_end(int token) {
   n_owned = start;
   depth = token;
   if (depth == 0) {
-    free(owned);
+    torc__free(owned);
     owned = NULL;
     n_owned = cap_owned = 0;
   }
