@@ -287,8 +287,14 @@ void torc__obj_free(int kind, void *p) {
   if (p == NULL)
     return;
   torc__alloc_track(-1);
+  /* Off where the cache is (TORC_NO_CACHE, sanitizers): a pooled header
+   * would hide a use-after-free or double free of a tensor from them. */
+  static _Atomic int pooling = -1;
+  int on = atomic_load_explicit(&pooling, memory_order_relaxed);
+  if (on < 0)
+    atomic_store(&pooling, on = caching_enabled());
   pool_list *l = &tl_pool[kind];
-  if (l->n >= POOL_MAX) {
+  if (!on || l->n >= POOL_MAX) {
     free(p);
     return;
   }

@@ -892,8 +892,8 @@ torc_status torc_grad(torc_tensor *const *outputs,
       }
   });
   torc__free(caps);
-  for (int i = 0; i < n_inputs; i++)
-    torc__ret(grads_out[i]);
+  if (st == TORC_OK)
+    st = torc__ret_all(grads_out, n_inputs);
   return st;
 }
 

@@ -124,6 +124,8 @@ torc_module *torc_module_from_config(const torc_config *cfg,
       n++;
     }
     torc_module *m = k && v ? torc_module_create(type, k, v, n) : NULL;
+    if (k == NULL || v == NULL)
+      torc_set_error(TORC_ERR_OOM, "out of memory building the model");
     torc__free(k);
     torc__free(v);
     if (m == NULL || torc_sequential_append(seq, m) != TORC_OK) {
@@ -132,8 +134,11 @@ torc_module *torc_module_from_config(const torc_config *cfg,
       const char *key = key_named(cfg, i, msg);
       if (key == NULL && strstr(msg, "unknown module type"))
         key = "type";
-      torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "layer %d (%s): %s",
-                         n_layers, type, msg);
+      /* Out of memory stays that status: the file is not at fault. */
+      torc__config_error(cfg, i, key,
+                         torc_last_status() == TORC_ERR_OOM ? TORC_ERR_OOM
+                                                            : TORC_ERR_CONFIG,
+                         "layer %d (%s): %s", n_layers, type, msg);
       goto fail;
     }
     n_layers++;
@@ -168,14 +173,15 @@ torc_module *torc_module_from_config(const torc_config *cfg,
     const char *p = strstr(msg, "(in ");
     if (p && (p = strchr(p, '\'')) != NULL)
       layer = atoi(p + 1);
+    torc_status code = why == TORC_ERR_OOM ? TORC_ERR_OOM : TORC_ERR_CONFIG;
     if (layer >= 0 && layer < n_layers)
-      torc__config_error(cfg, where[layer], NULL, TORC_ERR_CONFIG,
+      torc__config_error(cfg, where[layer], NULL, code,
                          "layer %d (%s) %s a sample of shape [%s]: %s",
                          layer,
                          torc_config_section_get(cfg, where[layer], "type"),
                          what, in, msg);
     else
-      torc__config_error(cfg, mi, "input", TORC_ERR_CONFIG,
+      torc__config_error(cfg, mi, "input", code,
                          "the model %s a sample of shape [%s]: %s",
                          strcmp(what, "does not fit") == 0 ? "does not run on"
                                                             : what,

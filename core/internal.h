@@ -32,6 +32,9 @@ char *torc__strdup(const char *s);
 void torc__free(void *p);
 /* Frees a string from json_dumps (jansson's allocator, whichever it is). */
 void torc__json_free(void *p);
+/* 1 if one of jansson's allocations failed on this thread since the last
+ * call (which clears it): a failed parse was then out of memory. */
+int torc__json_oom(void);
 /* One allocation attempt that does not go through the wrappers above (a
  * pooled object, a device block): counts it and returns 1 when the
  * injector says it must fail. */
@@ -194,8 +197,14 @@ void torc__bump_version(torc_tensor *t);
 
 /* Hands a freshly created tensor to the innermost open scope of this
  * thread, if any. Every public function returning a tensor ends with
- * `return torc__ret(t);`; internal code uses untracked tensors. */
+ * `return torc__ret(t);`; internal code uses untracked tensors. When the
+ * scope cannot record it (out of memory), t is released and NULL returned
+ * with the error set. */
 torc_tensor *torc__ret(torc_tensor *t);
+/* torc__ret for the n results of one call (NULL entries skipped): all are
+ * recorded, or (out of memory) all released and set to NULL and
+ * TORC_ERR_OOM returned. */
+torc_status torc__ret_all(torc_tensor **ts, int n);
 
 /* Frees this thread's scope bookkeeping (at shutdown of the thread). */
 void torc__scope_thread_cleanup(void);

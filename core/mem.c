@@ -7,7 +7,8 @@
  * block from torc__malloc may be released with free() and vice versa; only
  * the live count would drift. Device blocks (alloc.c) and pooled objects
  * count as allocation attempts too, so one sweep over N reaches them.
- * Counters are atomic: loader workers allocate concurrently.
+ * Jansson allocates through them too. Counters are atomic: loader workers
+ * allocate concurrently.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -26,15 +27,32 @@ static _Atomic int armed;         /* fail_at != 0: the fast path reads this */
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
-/* Jansson's allocations (the safetensors header) go through the wrappers
- * once a test arms the injector, so they are counted and can fail too.
- * Not done in ordinary runs: the setting is global to the process and an
- * application may use jansson itself. */
-static void *json_malloc_hook(size_t n) { return torc__malloc(n); }
+/* Jansson's allocations (the safetensors header) go through the wrappers,
+ * so they are counted and can fail on purpose, and so a parse that failed
+ * for want of memory can be told from a malformed header (jansson reports
+ * both as a syntax error). Installed when libtorc loads, and only over
+ * jansson's defaults: an application's own functions are left alone (the
+ * parse then tells the two apart less well). */
+static _Thread_local int json_failed;
+static void *json_malloc_hook(size_t n) {
+  void *p = torc__malloc(n);
+  if (p == NULL)
+    json_failed = 1;
+  return p;
+}
 static void json_free_hook(void *p) { torc__free(p); }
-static pthread_once_t json_once = PTHREAD_ONCE_INIT;
-static void json_hooks_install(void) {
-  json_set_alloc_funcs(json_malloc_hook, json_free_hook);
+__attribute__((constructor)) static void json_hooks_install(void) {
+  json_malloc_t m = NULL;
+  json_free_t f = NULL;
+  json_get_alloc_funcs(&m, &f);
+  if (m == malloc && f == free)
+    json_set_alloc_funcs(json_malloc_hook, json_free_hook);
+}
+
+int torc__json_oom(void) {
+  int had = json_failed;
+  json_failed = 0;
+  return had;
 }
 
 static void arm(int64_t n, int persistent) {
@@ -43,7 +61,6 @@ static void arm(int64_t n, int persistent) {
     atomic_store(&fail_at, 0);
     return;
   }
-  pthread_once(&json_once, json_hooks_install);
   atomic_store(&fail_persist, persistent != 0);
   atomic_store(&fail_at, atomic_load(&n_calls) + n);
   atomic_store(&armed, 1);

@@ -678,8 +678,8 @@ static int split_views(const char *fn, const torc_tensor *x, int64_t size,
     }
     out[i] = v;
   }
-  for (int64_t i = 0; i < count; i++)
-    out[i] = torc__ret(out[i]);
+  if (torc__ret_all(out, (int)count) != TORC_OK)
+    return -1;
   return (int)count;
 }
 
@@ -938,13 +938,15 @@ torc_status torc_topk(const torc_tensor *x, int64_t k, int dim, int largest,
     torc_release(out[0]), torc_release(out[1]);
     return st;
   }
+  if (values == NULL)
+    torc_release(out[0]), out[0] = NULL;
+  if (indices == NULL)
+    torc_release(out[1]), out[1] = NULL;
+  if ((st = torc__ret_all(out, 2)) != TORC_OK)
+    return st;
   if (values)
-    *values = torc__ret(out[0]);
-  else
-    torc_release(out[0]);
+    *values = out[0];
   if (indices)
-    *indices = torc__ret(out[1]);
-  else
-    torc_release(out[1]);
+    *indices = out[1];
   return TORC_OK;
 }

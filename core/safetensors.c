@@ -271,7 +271,15 @@ static torc_status parse_metadata(torc_safetensors *st, json_t *meta) {
 static torc_status parse_header(torc_safetensors *st, const char *hdr,
                                 size_t len) {
   json_error_t jerr;
+  torc__json_oom();
   json_t *root = json_loadb(hdr, len, JSON_REJECT_DUPLICATES, &jerr);
+  /* jansson reports running out of memory as a syntax error: ask. */
+  if (root == NULL && (torc__json_oom() ||
+                       json_error_code(&jerr) == json_error_out_of_memory))
+    return torc_set_error(TORC_ERR_OOM,
+                          "safetensors %s: out of memory parsing the "
+                          "%zu-byte JSON header",
+                          st->path, len);
   if (root == NULL)
     return torc_set_error(TORC_ERR_INVALID,
                           "safetensors %s: the JSON header is malformed at "
@@ -585,9 +593,10 @@ static char *build_header(const save_item *items, int n,
     /* Sorted keys, so equal inputs give equal bytes. */
     const char **ks = torc__malloc((size_t)n_meta * sizeof *ks);
     json_t *meta = json_object();
-    ok = ks && meta && json_object_set_new(root, "__metadata__", meta) == 0;
-    if (!ok && meta && ks)
-      json_decref(meta);
+    ok = ks && meta;
+    if (!ok)
+      json_decref(meta); /* json_object_set_new takes it, even failing */
+    ok = ok && json_object_set_new(root, "__metadata__", meta) == 0;
     for (int i = 0; ok && i < n_meta; i++)
       ks[i] = meta_keys[i];
     if (ok)
@@ -625,7 +634,14 @@ static char *build_header(const save_item *items, int n,
     json_decref(e);
     off += nb;
   }
+  torc__json_oom();
   char *txt = ok ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  if (txt && torc__json_oom()) {
+    /* jansson ignores a failure writing an object key and goes on: the
+     * text may lack one, so it must not be written. */
+    torc__json_free(txt);
+    txt = NULL;
+  }
   json_decref(root);
   if (txt == NULL)
     return NULL;

@@ -1,0 +1,747 @@
+/* tests/test_oom.c — allocation-failure sweeps (SQLite's habit): each
+ * scenario runs once counting its allocation attempts K, then once per N in
+ * 1..K with the Nth attempt failing (torc/testing.h), once only and from N
+ * on. Every run must end cleanly: an error whose message mentions memory
+ * (or, where the failure hit something with a fallback, a correct result),
+ * no leaked block, tensor or device byte, and the objects involved as they
+ * were (a failed load leaves the model's values, a failed save the old
+ * file and no temporary). Scenarios: tensor ops, autograd on a small MLP,
+ * module building, state-dict save and strict load, a checkpoint save and
+ * the loader with 0 and 1 workers. Under TORC_VALGRIND=1 the large
+ * scenarios take every Nth value with a coarser stride.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+#include "torc/config.h"
+#include "torc/data.h"
+#include "torc/testing.h"
+
+static char tmpdir[256];
+
+/* ---- the sweep ---- */
+
+#define MAX_OUT 256
+
+typedef struct scenario {
+  const char *name;
+  /* One run: 0 on success (results into out), -1 on failure. */
+  int (*run)(struct scenario *sc);
+  /* Called with the injector disarmed after each run: asserts what the
+   * failed (ok = 0) or successful run left behind, and restores it. */
+  void (*after)(struct scenario *sc, int ok);
+  void *ctx;
+  double out[MAX_OUT];
+  int n_out;
+  /* Runs with more than one thread allocate in no fixed order: the
+   * counting run's K is then only a guide, and the sweep goes past it. */
+  int threaded;
+  int64_t n;      /* the run's N (0: none), for messages */
+  int persistent; /* ... and whether every attempt from N on fails */
+} scenario;
+
+static int valgrind_mode(void) {
+  const char *v = getenv("TORC_VALGRIND");
+  return v && strcmp(v, "1") == 0;
+}
+
+static void out_push(scenario *sc, double v) {
+  if (sc->n_out < MAX_OUT)
+    sc->out[sc->n_out++] = v;
+}
+
+/* Appends t's values (read through a f64 copy) to sc->out: -1 on error. */
+static int out_tensor(scenario *sc, const torc_tensor *t) {
+  int64_t n = torc_numel(t);
+  if (n < 0 || sc->n_out + n > MAX_OUT)
+    return -1;
+  torc_tensor *d = torc_to_dtype(t, TORC_F64);
+  if (d == NULL)
+    return -1;
+  torc_status st =
+      torc_to_host(d, sc->out + sc->n_out, sizeof(double) * (size_t)n);
+  torc_release(d);
+  if (st != TORC_OK)
+    return -1;
+  sc->n_out += (int)n;
+  return 0;
+}
+
+static int mentions_memory(const char *msg) {
+  return msg && strcasestr(msg, "memory") != NULL;
+}
+
+typedef struct snapshot {
+  int64_t blocks, tensors;
+  size_t dev_bytes;
+} snapshot;
+
+static snapshot snap(void) {
+  snapshot s = {torc_test_alloc_live(), torc_tensor_live_count(),
+                torc_device_memory_allocated(TORC_CPU)};
+  return s;
+}
+
+/* Runs sc unarmed: must succeed. Returns the run's allocation attempts. */
+static int64_t run_clean(scenario *sc) {
+  torc_clear_error();
+  sc->n_out = 0;
+  sc->n = 0;
+  int64_t c0 = torc_test_alloc_count();
+  int rc = sc->run(sc);
+  int64_t k = torc_test_alloc_count() - c0;
+  if (rc != 0) {
+    print_error("%s: the run without failures failed: %s\n", sc->name,
+                torc_last_error());
+    fail();
+  }
+  if (sc->after)
+    sc->after(sc, 1);
+  return k;
+}
+
+static void sweep(scenario *sc) {
+  /* Two warm-up runs: plugins' lazy state, the pools and the cache settle
+   * so a clean run leaves the live count where it found it. */
+  run_clean(sc);
+  run_clean(sc);
+  double ref[MAX_OUT];
+  int n_ref = sc->n_out;
+  memcpy(ref, sc->out, sizeof ref);
+  snapshot s0 = snap();
+  int64_t k = run_clean(sc);
+  snapshot s1 = snap();
+  assert_int_equal(s1.blocks, s0.blocks);
+  assert_int_equal(s1.tensors, s0.tensors);
+  assert_int_equal(s1.dev_bytes, s0.dev_bytes);
+  int64_t last = sc->threaded ? k + k / 4 + 8 : k;
+  int64_t stride = 1;
+  if (valgrind_mode() && last > 60)
+    stride = last / 60;
+  int64_t hits = 0, recovered = 0, errors = 0;
+  for (int persistent = 0; persistent <= 1; persistent++) {
+    for (int64_t n = 1; n <= last; n += stride) {
+      torc_clear_error();
+      sc->n_out = 0;
+      int64_t f0 = torc_test_alloc_failed();
+      sc->n = n, sc->persistent = persistent;
+      torc_test_fail_alloc(n, persistent);
+      int rc = sc->run(sc);
+      torc_test_fail_alloc(0, 0);
+      int hit = torc_test_alloc_failed() > f0;
+      hits += hit;
+      if (rc != 0) {
+        errors++;
+        if (!hit) {
+          print_error("%s: N=%lld%s: failed with no injected failure: %s\n",
+                      sc->name, (long long)n, persistent ? " (from N on)" : "",
+                      torc_last_error());
+          fail();
+        }
+        if (torc_last_status() != TORC_ERR_OOM ||
+            !mentions_memory(torc_last_error())) {
+          print_error("%s: N=%lld%s: not an out-of-memory error: %s (%s)\n",
+                      sc->name, (long long)n, persistent ? " (from N on)" : "",
+                      torc_last_error(),
+                      torc_status_name(torc_last_status()));
+          fail();
+        }
+      } else {
+        recovered += hit;
+        /* Success despite a failure (a fallback) or without one: the
+         * result must be the clean run's. */
+        if (sc->n_out != n_ref || memcmp(sc->out, ref, sizeof(double) *
+                                                           (size_t)n_ref)) {
+          print_error("%s: N=%lld%s: succeeded with a different result\n",
+                      sc->name, (long long)n,
+                      persistent ? " (from N on)" : "");
+          fail();
+        }
+      }
+      if (sc->after)
+        sc->after(sc, rc == 0);
+      snapshot s = snap();
+      if (s.blocks != s0.blocks || s.tensors != s0.tensors ||
+          s.dev_bytes != s0.dev_bytes) {
+        print_error("%s: N=%lld%s: leaked %lld block(s), %lld tensor(s), "
+                    "%lld device byte(s) (%s)\n",
+                    sc->name, (long long)n, persistent ? " (from N on)" : "",
+                    (long long)(s.blocks - s0.blocks),
+                    (long long)(s.tensors - s0.tensors),
+                    (long long)s.dev_bytes - (long long)s0.dev_bytes,
+                    rc ? torc_last_error() : "it succeeded");
+        fail();
+      }
+    }
+  }
+  printf("%-22s K=%-5lld stride %lld: %lld injected, %lld errors, %lld "
+         "recovered\n",
+         sc->name, (long long)k, (long long)stride, (long long)hits,
+         (long long)errors, (long long)recovered);
+  /* The injector reached the scenario at all. */
+  assert_true(k > 0);
+  assert_true(errors > 0);
+}
+
+/* ---- tensor ops ---- */
+
+static int run_ops(scenario *sc) {
+  const float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {0.5f, -1, 2, 3, -4, 0.25f};
+  torc_tensor *a = torc_from_host(av, TORC_SHAPE(2, 3), TORC_F32, TORC_CPU);
+  torc_tensor *b = torc_from_host(bv, TORC_SHAPE(2, 3), TORC_F32, TORC_CPU);
+  torc_tensor *sum = torc_add(a, b);
+  torc_tensor *bt = torc_transpose(b, 0, 1);
+  torc_tensor *mm = torc_matmul(a, bt);
+  torc_tensor *red = torc_sum(mm, (const int[]){1}, 1, 0);
+  torc_tensor *view = torc_view(sum, TORC_SHAPE(3, 2));
+  torc_tensor *cat = torc_cat((const torc_tensor *const[]){a, b}, 2, 0);
+  int rc = cat && view && red ? 0 : -1;
+  if (rc == 0)
+    rc = out_tensor(sc, view) || out_tensor(sc, red) || out_tensor(sc, cat);
+  torc_release(a);
+  torc_release(b);
+  torc_release(sum);
+  torc_release(bt);
+  torc_release(mm);
+  torc_release(red);
+  torc_release(view);
+  torc_release(cat);
+  return rc;
+}
+
+static void test_ops(void **state) {
+  (void)state;
+  scenario sc = {.name = "tensor ops", .run = run_ops};
+  sweep(&sc);
+}
+
+/* ---- autograd: forward and backward of a small MLP ---- */
+
+/* A two-layer MLP 4 -> 8 -> 1 with fixed weights. */
+static torc_module *mlp_new(float base) {
+  torc_module *seq = torc_sequential_new();
+  torc_module *l1 = torc_linear_new(4, 8, 1);
+  torc_module *act = torc_module_build("relu", NULL);
+  torc_module *l2 = torc_linear_new(8, 1, 1);
+  if (!seq || !l1 || !act || !l2 || torc_sequential_append(seq, l1) ||
+      torc_sequential_append(seq, act) || torc_sequential_append(seq, l2))
+    return NULL;
+  torc_named_tensor *ps = NULL;
+  int n = torc_module_named_parameters(seq, &ps);
+  for (int i = 0; i < n; i++) {
+    torc_tensor *p = ps[i].tensor;
+    int64_t cnt = torc_numel(p);
+    float v[64];
+    for (int64_t j = 0; j < cnt && j < 64; j++)
+      v[j] = base * (float)((j * 7 + i * 3) % 11 - 5) / 10.0f;
+    torc_tensor *src = torc_from_host(v, torc_shape(p), torc_ndim(p),
+                                      TORC_F32, TORC_CPU);
+    torc_grad_mode saved = torc_set_grad_mode(TORC_NO_GRAD);
+    torc_copy_(p, src);
+    torc_set_grad_mode(saved);
+    torc_release(src);
+  }
+  torc_named_tensors_free(ps, n);
+  /* Each module caches its dotted path when a message first names it: made
+   * now, so an error's message does not count as a new block. */
+  torc_module_path(seq);
+  for (int i = 0; i < torc_module_child_count(seq); i++)
+    torc_module_path(torc_module_child_at(seq, i));
+  return seq;
+}
+
+typedef struct mlp_ctx {
+  torc_module *m;
+  torc_named_tensor *params;
+  int n_params;
+} mlp_ctx;
+
+static int run_autograd(scenario *sc) {
+  mlp_ctx *c = sc->ctx;
+  const float xv[12] = {1, -2, 3, 0.5f, 0, 1, -1, 2, 4, -3, 2, 1};
+  torc_tensor *x = torc_from_host(xv, TORC_SHAPE(3, 4), TORC_F32, TORC_CPU);
+  torc_tensor *y = torc_module_forward(c->m, x);
+  torc_tensor *sq = torc_mul(y, y);
+  torc_tensor *loss = torc_mean(sq, NULL, 0, 0);
+  int rc = loss ? 0 : -1;
+  if (rc == 0 && torc_backward(loss, NULL, 0) != TORC_OK)
+    rc = -1;
+  if (rc == 0)
+    rc = out_tensor(sc, loss);
+  for (int i = 0; rc == 0 && i < c->n_params; i++) {
+    torc_tensor *g = torc_grad_of(c->params[i].tensor); /* borrowed */
+    rc = g ? out_tensor(sc, g) : -1;
+  }
+  torc_release(x);
+  torc_release(y);
+  torc_release(sq);
+  torc_release(loss);
+  return rc;
+}
+
+/* Drops the gradients (a failed backward may have filled some). */
+static void after_autograd(scenario *sc, int ok) {
+  (void)ok;
+  mlp_ctx *c = sc->ctx;
+  for (int i = 0; i < c->n_params; i++)
+    assert_ok(torc_zero_grad(c->params[i].tensor, 1));
+}
+
+static void test_autograd(void **state) {
+  (void)state;
+  mlp_ctx c = {mlp_new(1.0f), NULL, 0};
+  assert_torc(c.m);
+  c.n_params = torc_module_named_parameters(c.m, &c.params);
+  assert_int_equal(c.n_params, 4);
+  scenario sc = {.name = "autograd (mlp)", .run = run_autograd,
+                 .after = after_autograd, .ctx = &c};
+  sweep(&sc);
+  torc_named_tensors_free(c.params, c.n_params);
+  torc_module_free(c.m);
+}
+
+/* ---- module building: a spec string and an INI model ---- */
+
+static int run_build(scenario *sc) {
+  torc_module *m = torc_module_build("linear", "in_features=4, out_features=3");
+  if (m == NULL)
+    return -1;
+  out_push(sc, (double)torc_module_parameter_count(m, 0));
+  torc_module_free(m);
+  return 0;
+}
+
+static void test_module_build(void **state) {
+  (void)state;
+  scenario sc = {.name = "torc_module_build", .run = run_build};
+  sweep(&sc);
+}
+
+static const char model_ini[] = "[model]\n"
+                                "input = 6\n"
+                                "[layer]\n"
+                                "type = linear\n"
+                                "out_features = 5\n"
+                                "[layer]\n"
+                                "type = relu\n"
+                                "[layer]\n"
+                                "type = linear\n"
+                                "out_features = 2\n";
+
+static int run_ini_model(scenario *sc) {
+  torc_config *cfg = torc_config_parse(model_ini, "net.ini");
+  if (cfg == NULL)
+    return -1;
+  int64_t shape[TORC_MAX_DIMS];
+  int nd = 0;
+  torc_module *m = torc_module_from_config(cfg, shape, &nd);
+  torc_config_free(cfg);
+  if (m == NULL)
+    return -1;
+  out_push(sc, (double)torc_module_parameter_count(m, 0));
+  out_push(sc, (double)nd);
+  torc_module_free(m);
+  return 0;
+}
+
+static void test_ini_model(void **state) {
+  (void)state;
+  scenario sc = {.name = "sequential from INI", .run = run_ini_model};
+  sweep(&sc);
+}
+
+/* ---- state dicts and checkpoints ---- */
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+static void write_file(const char *path, const char *buf, size_t len) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(buf, 1, len, f), len);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* Asserts dir holds exactly one entry, `name`. */
+static void assert_only_file(const char *dir, const char *name) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (strcmp(e->d_name, name) != 0) {
+      print_error("%s: unexpected file %s left behind\n", dir, e->d_name);
+      closedir(d);
+      fail();
+    }
+    n++;
+  }
+  closedir(d);
+  assert_int_equal(n, 1);
+}
+
+typedef struct file_ctx {
+  torc_module *m;  /* the model saved or loaded into */
+  torc_module *m2; /* loading: the model whose values the file holds */
+  char dir[512], path[600];
+  char *old;      /* saving: the file's bytes before */
+  size_t old_len;
+  double before[MAX_OUT]; /* loading: m's values before */
+  double loaded[MAX_OUT]; /* ... and after a clean load */
+  int n_before;
+} file_ctx;
+
+/* All of m's parameters' values, in order, into v: the count. */
+static int module_values(torc_module *m, double *v, int max) {
+  scenario tmp = {0};
+  torc_named_tensor *ps = NULL;
+  int n = torc_module_named_parameters(m, &ps);
+  assert_true(n > 0);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(out_tensor(&tmp, ps[i].tensor), 0);
+  torc_named_tensors_free(ps, n);
+  assert_true(tmp.n_out <= max);
+  memcpy(v, tmp.out, sizeof(double) * (size_t)tmp.n_out);
+  return tmp.n_out;
+}
+
+static void make_dir(file_ctx *c, const char *name) {
+  snprintf(c->dir, sizeof c->dir, "%s/%s", tmpdir, name);
+  assert_int_equal(mkdir(c->dir, 0700), 0);
+  snprintf(c->path, sizeof c->path, "%s/model.safetensors", c->dir);
+}
+
+static void rm_dir(file_ctx *c) {
+  unlink(c->path);
+  rmdir(c->dir);
+}
+
+static int run_save(scenario *sc) {
+  file_ctx *c = sc->ctx;
+  return torc_module_save(c->m, c->path) == TORC_OK ? 0 : -1;
+}
+
+static int run_checkpoint(scenario *sc) {
+  file_ctx *c = sc->ctx;
+  torc_state_dict *ck = torc_checkpoint_new();
+  if (ck == NULL)
+    return -1;
+  torc_status st = torc_checkpoint_add_module(ck, c->m);
+  if (st == TORC_OK)
+    st = torc_checkpoint_add_rng(ck, "default", NULL);
+  if (st == TORC_OK)
+    st = torc_state_dict_set_i64(ck, "step", 7);
+  if (st == TORC_OK)
+    st = torc_state_dict_save(ck, c->path);
+  torc_state_dict_free(ck);
+  return st == TORC_OK ? 0 : -1;
+}
+
+/* A failed save leaves the old file as it was and nothing else; a good
+ * one a file that loads. Either way the old bytes go back for the next
+ * run. */
+static void after_save(scenario *sc, int ok) {
+  file_ctx *c = sc->ctx;
+  assert_only_file(c->dir, "model.safetensors");
+  size_t len = 0;
+  char *now = read_file(c->path, &len);
+  assert_non_null(now);
+  if (!ok) {
+    if (len != c->old_len || memcmp(now, c->old, len) != 0) {
+      print_error("%s: a failed save changed the old file\n", sc->name);
+      free(now);
+      fail();
+    }
+  } else {
+    torc_state_dict *sd = torc_state_dict_load(c->path, TORC_CPU);
+    if (sd == NULL) {
+      print_error("%s: N=%lld%s: the file saved does not load: %s\n",
+                  sc->name, (long long)sc->n,
+                  sc->persistent ? " (from N on)" : "", torc_last_error());
+      fail();
+    }
+    assert_true(torc_state_dict_count(sd) >= 4);
+    torc_state_dict_free(sd);
+    write_file(c->path, c->old, c->old_len);
+  }
+  free(now);
+}
+
+static void save_sweep(const char *name, int (*run)(scenario *)) {
+  file_ctx c = {0};
+  c.m = mlp_new(1.0f);
+  assert_torc(c.m);
+  make_dir(&c, name);
+  /* The old file: another model's state. */
+  torc_module *other = mlp_new(-0.5f);
+  assert_torc(other);
+  assert_ok(torc_module_save(other, c.path));
+  torc_module_free(other);
+  c.old = read_file(c.path, &c.old_len);
+  assert_non_null(c.old);
+  scenario sc = {.name = name, .run = run, .after = after_save, .ctx = &c};
+  sweep(&sc);
+  free(c.old);
+  rm_dir(&c);
+  torc_module_free(c.m);
+}
+
+static void test_state_save(void **state) {
+  (void)state;
+  save_sweep("torc_module_save", run_save);
+}
+
+static void test_checkpoint_save(void **state) {
+  (void)state;
+  save_sweep("checkpoint save", run_checkpoint);
+}
+
+static int run_load(scenario *sc) {
+  file_ctx *c = sc->ctx;
+  torc_load_opts opts = {0}; /* strict */
+  return torc_module_load(c->m, c->path, &opts, NULL) == TORC_OK ? 0 : -1;
+}
+
+/* A failed load leaves the model's values; a good one is undone. */
+static void after_load(scenario *sc, int ok) {
+  file_ctx *c = sc->ctx;
+  double v[MAX_OUT];
+  int n = module_values(c->m, v, MAX_OUT);
+  assert_int_equal(n, c->n_before);
+  if (ok && sc->n > 0) { /* the file's values, as a clean run loads them */
+    if (memcmp(v, c->loaded, sizeof(double) * (size_t)n) != 0) {
+      print_error("%s: N=%lld%s: a good load gave other values\n", sc->name,
+                  (long long)sc->n, sc->persistent ? " (from N on)" : "");
+      fail();
+    }
+  } else if (ok) {
+    memcpy(c->loaded, v, sizeof(double) * (size_t)n);
+  }
+  if (!ok) {
+    if (memcmp(v, c->before, sizeof(double) * (size_t)n) != 0) {
+      print_error("%s: a failed load changed the model\n", sc->name);
+      fail();
+    }
+    return;
+  }
+  torc_module *orig = mlp_new(1.0f);
+  assert_torc(orig);
+  torc_state_dict *sd = torc_state_dict_new();
+  assert_torc(sd);
+  assert_ok(torc_module_state_dict(orig, NULL, sd));
+  assert_ok(torc_module_load_state_dict(c->m, sd, NULL, NULL));
+  torc_state_dict_free(sd);
+  torc_module_free(orig);
+}
+
+static void test_state_load(void **state) {
+  (void)state;
+  file_ctx c = {0};
+  c.m = mlp_new(1.0f);
+  assert_torc(c.m);
+  make_dir(&c, "load");
+  torc_module *other = mlp_new(-0.5f);
+  assert_torc(other);
+  assert_ok(torc_module_save(other, c.path));
+  torc_module_free(other);
+  c.n_before = module_values(c.m, c.before, MAX_OUT);
+  scenario sc = {.name = "strict load", .run = run_load, .after = after_load,
+                 .ctx = &c};
+  sweep(&sc);
+  rm_dir(&c);
+  torc_module_free(c.m);
+}
+
+/* ---- the loader, over a source defined here ---- */
+
+/* Sample i: input [2, 3] holding i * 10 + k, target i. Its own memory is
+ * the C library's: only the tensors it makes go through torc. */
+static int ms_open(const char *const *keys, const char *const *values, int n,
+                   void *user, void **handle) {
+  (void)keys, (void)values, (void)n, (void)user;
+  *handle = (void *)1;
+  return TORC_OK;
+}
+static int64_t ms_length(void *h) {
+  (void)h;
+  return 6;
+}
+static int ms_get(void *h, int64_t i, torc_tensor **input,
+                  torc_tensor **target) {
+  (void)h;
+  float v[6];
+  for (int k = 0; k < 6; k++)
+    v[k] = (float)(i * 10 + k);
+  *input = torc_from_host(v, TORC_SHAPE(2, 3), TORC_F32, TORC_CPU);
+  int64_t t = i;
+  *target = torc_from_host(&t, NULL, 0, TORC_I64, TORC_CPU);
+  if (*input == NULL || *target == NULL) {
+    torc_release(*input);
+    torc_release(*target);
+    *input = *target = NULL;
+    return torc_last_status();
+  }
+  return TORC_OK;
+}
+static void ms_close(void *h) { (void)h; }
+static const torc_data_source_type ms_type = {
+    offsetof(torc_data_source_type, describe), "oom_samples",
+    "six small samples", NULL, ms_open, ms_length, ms_get, ms_close,
+    NULL, NULL, NULL, NULL};
+
+static int run_loader(scenario *sc) {
+  int workers = *(int *)sc->ctx;
+  torc_dataset *ds = torc_dataset_open("oom_samples", NULL, NULL, 0);
+  if (ds == NULL)
+    return -1;
+  torc_loader_opts o = {.batch_size = 2, .workers = workers};
+  torc_loader *ld = torc_loader_new(ds, &o);
+  int rc = ld ? 0 : -1;
+  for (int b = 0; rc == 0 && b < 2; b++) {
+    torc_batch batch = {0};
+    int got = torc_loader_next(ld, &batch);
+    if (got != 1) {
+      rc = -1;
+      break;
+    }
+    rc = out_tensor(sc, batch.input) || out_tensor(sc, batch.target);
+    torc_batch_clear(&batch);
+  }
+  /* Keep the error: freeing the loader must not replace it. */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", torc_last_error());
+  torc_status st = torc_last_status();
+  torc_loader_free(ld);
+  torc_dataset_close(ds);
+  if (rc != 0)
+    torc_set_error(st, "%s", msg);
+  return rc;
+}
+
+static void loader_sweep(int workers) {
+  scenario sc = {.name = workers ? "loader, 1 worker" : "loader, 0 workers",
+                 .run = run_loader, .ctx = &workers, .threaded = workers > 0};
+  sweep(&sc);
+}
+
+static void test_loader_0(void **state) {
+  (void)state;
+  loader_sweep(0);
+}
+
+static void test_loader_1(void **state) {
+  (void)state;
+  loader_sweep(1);
+}
+
+/* ---- the injector itself ---- */
+
+/* One-shot arms fail exactly one attempt; persistent ones every attempt
+ * from N on; a cache hit counts and, failing, empties the cache and asks
+ * the device again. */
+static void test_injector(void **state) {
+  (void)state;
+  torc_tensor *t = torc_zeros(TORC_SHAPE(16), TORC_F32, TORC_CPU);
+  assert_torc(t);
+  torc_release(t); /* its block is now cached */
+  torc_memory_stats m0;
+  assert_ok(torc_device_memory_stats(TORC_CPU, &m0));
+  int64_t f0 = torc_test_alloc_failed();
+  torc_test_fail_alloc(1, 0);
+  t = torc_zeros(TORC_SHAPE(16), TORC_F32, TORC_CPU);
+  assert_int_equal(torc_test_alloc_failed(), f0 + 1);
+  if (m0.caching) {
+    /* The header came first: that one failed, nothing to recover. */
+    assert_null(t);
+    assert_error(TORC_ERR_OOM, "memory");
+  }
+  torc_release(t);
+  /* Fail the storage block itself (the second attempt): the cache is
+   * flushed and the device asked again, so the call succeeds. */
+  t = torc_zeros(TORC_SHAPE(16), TORC_F32, TORC_CPU);
+  torc_release(t);
+  torc_test_fail_alloc(2, 0);
+  t = torc_zeros(TORC_SHAPE(16), TORC_F32, TORC_CPU);
+  torc_test_fail_alloc(0, 0);
+  assert_int_equal(torc_test_alloc_failed(), f0 + 2);
+  if (m0.caching) {
+    assert_torc(t);
+    torc_memory_stats m1;
+    assert_ok(torc_device_memory_stats(TORC_CPU, &m1));
+    assert_true(m1.os_frees > m0.os_frees); /* the flush */
+    assert_true(m1.os_allocs > m0.os_allocs); /* the retry */
+  } else {
+    assert_null(t);
+  }
+  torc_release(t);
+  /* Persistent: every attempt fails until disarmed. */
+  torc_test_fail_alloc(1, 1);
+  for (int i = 0; i < 3; i++)
+    assert_null(torc_zeros(TORC_SHAPE(4), TORC_F32, TORC_CPU));
+  torc_test_fail_alloc(0, 0);
+  assert_true(torc_test_alloc_failed() >= f0 + 5);
+  t = torc_zeros(TORC_SHAPE(4), TORC_F32, TORC_CPU);
+  assert_torc(t);
+  torc_release(t);
+}
+
+static int group_setup(void **state) {
+  if (test_setup_ref_sim(state))
+    return -1;
+  if (torc_data_source_register(&ms_type) != TORC_OK) {
+    fprintf(stderr, "setup: %s\n", torc_last_error());
+    return -1;
+  }
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/torc-oom-XXXXXX",
+           base && *base ? base : "/tmp");
+  if (mkdtemp(tmpdir) == NULL) {
+    perror("mkdtemp");
+    return -1;
+  }
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  rmdir(tmpdir);
+  return test_teardown_all(state);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_injector),
+      cmocka_unit_test(test_ops),
+      cmocka_unit_test(test_autograd),
+      cmocka_unit_test(test_module_build),
+      cmocka_unit_test(test_ini_model),
+      cmocka_unit_test(test_state_save),
+      cmocka_unit_test(test_state_load),
+      cmocka_unit_test(test_checkpoint_save),
+      cmocka_unit_test(test_loader_0),
+      cmocka_unit_test(test_loader_1),
+  };
+  /* TORC_OOM_ONLY=test_ops runs one sweep (for debugging a failure). */
+  const char *only = getenv("TORC_OOM_ONLY");
+  if (only && *only)
+    cmocka_set_test_filter(only);
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
