@@ -642,8 +642,10 @@ torc_status torc__config_error(const torc_config *cfg, int i, const char *key,
 
 /* ---- runtime (runtime.c) ---- */
 
-/* Creates the cpu device and reads TORC_LOG once; idempotent. */
-void torc__ensure_init(void);
+/* Creates the cpu device and reads TORC_LOG once; idempotent. Returns
+ * TORC_OK, or the error (out of memory) that kept the cpu device from
+ * registering: the next call tries again. */
+torc_status torc__ensure_init(void);
 
 /* Log with the plugin's name as prefix, used by the host table. */
 void torc__log_v(int level, const char *fmt, va_list ap);

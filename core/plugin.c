@@ -618,8 +618,11 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   }
   torc__plugin *p = torc__calloc(1, sizeof *p);
   if (p == NULL) {
+    /* Format before dlclose: name may live in the plugin. */
+    torc_status err =
+        torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
     dlclose(h);
-    return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
+    return err;
   }
   p->name = torc__strdup(name);
   p->version = torc__strdup(info->version ? info->version : "?");
@@ -635,27 +638,33 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   if (o && o->n_keys > 0) {
     p->keys = torc__calloc((size_t)o->n_keys, sizeof *p->keys);
     p->values = torc__calloc((size_t)o->n_keys, sizeof *p->values);
-    if (p->keys && p->values)
-      for (int i = 0; i < o->n_keys; i++) {
-        p->keys[i] = torc__strdup(o->keys[i]);
-        p->values[i] = torc__strdup(o->values[i] ? o->values[i] : "");
-        p->n_keys = i + 1;
-      }
+    for (int i = 0; p->keys && p->values && i < o->n_keys; i++) {
+      p->keys[i] = torc__strdup(o->keys[i]);
+      p->values[i] = torc__strdup(o->values[i] ? o->values[i] : "");
+      p->n_keys = i + 1; /* plugin_free frees these */
+      if (!p->keys[i] || !p->values[i])
+        break;
+    }
   }
-  if (!p->name || !p->version || !p->description || !p->path ||
-      (o && o->n_keys > 0 && p->n_keys != o->n_keys)) {
+  int keys_ok = !(o && o->n_keys > 0) ||
+                (p->n_keys == o->n_keys && p->keys[p->n_keys - 1] &&
+                 p->values[p->n_keys - 1]);
+  if (!p->name || !p->version || !p->description || !p->path || !keys_ok) {
+    torc_status err =
+        torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
     plugin_free(p);
     dlclose(h);
-    return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
+    return err;
   }
   if (n_plugins == cap_plugins) {
     int cap = cap_plugins ? cap_plugins * 2 : 8;
     torc__plugin **np = torc__realloc(plugins, (size_t)cap * sizeof *np);
     if (np == NULL) {
+      torc_status err =
+          torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
       plugin_free(p);
       dlclose(h);
-      return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s",
-                            name);
+      return err;
     }
     plugins = np;
     cap_plugins = cap;
@@ -670,7 +679,8 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
       dlclose(h);
     const char *pname = p->name;
     torc_status out = torc_set_error(
-        TORC_ERR_PLUGIN, "%splugin '%s' (%s) failed to initialise: %s", pre,
+        rc == TORC_ERR_OOM ? TORC_ERR_OOM : TORC_ERR_PLUGIN,
+        "%splugin '%s' (%s) failed to initialise: %s", pre,
         pname, path, msg[0] ? msg : torc_status_str((torc_status)rc));
     plugin_free(p);
     return out;
@@ -683,7 +693,9 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
 }
 
 torc_status torc_plugin_load(const char *module, const torc_plugin_opts *opts) {
-  torc__ensure_init();
+  torc_status st0 = torc__ensure_init();
+  if (st0 != TORC_OK)
+    return st0;
   pthread_mutex_lock(&load_lock);
   torc_status st = load_locked(module, opts);
   pthread_mutex_unlock(&load_lock);

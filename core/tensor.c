@@ -139,7 +139,8 @@ static torc_tensor *tensor_alloc(torc_storage *s, torc_dtype dtype,
 
 torc_tensor *torc__empty(const int64_t *shape, int ndim, torc_dtype dtype,
                          torc_device dev) {
-  torc__ensure_init();
+  if (torc__ensure_init() != TORC_OK)
+    return NULL;
   if (torc__check_shape(shape, ndim, "torc_empty"))
     return NULL;
   if (!torc_dtype_valid(dtype)) {

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "testutil.h"
 #include "torc/config.h"
@@ -80,8 +81,12 @@ typedef struct snapshot {
 } snapshot;
 
 static snapshot snap(void) {
+  torc_device sim;
+  size_t on_sim = torc_device_parse("sim:0", &sim) == TORC_OK
+                      ? torc_device_memory_allocated(sim)
+                      : 0;
   snapshot s = {torc_test_alloc_live(), torc_tensor_live_count(),
-                torc_device_memory_allocated(TORC_CPU)};
+                torc_device_memory_allocated(TORC_CPU) + on_sim};
   return s;
 }
 
@@ -215,6 +220,33 @@ static int run_ops(scenario *sc) {
 static void test_ops(void **state) {
   (void)state;
   scenario sc = {.name = "tensor ops", .run = run_ops};
+  sweep(&sc);
+}
+
+/* The same on the sim plugin's device, which has no cache: its alloc op
+ * itself is what fails, and the copies to and from it. */
+static int run_ops_sim(scenario *sc) {
+  torc_device sim;
+  if (torc_device_parse("sim:0", &sim) != TORC_OK)
+    return -1;
+  const float av[6] = {1, 2, 3, 4, 5, 6};
+  torc_tensor *a = torc_from_host(av, TORC_SHAPE(2, 3), TORC_F32, sim);
+  torc_tensor *b = torc_add(a, a);
+  torc_tensor *at = torc_transpose(a, 0, 1);
+  torc_tensor *mm = torc_matmul(b, at);
+  torc_tensor *host = torc_to(mm, TORC_CPU);
+  int rc = host ? out_tensor(sc, host) : -1;
+  torc_release(a);
+  torc_release(b);
+  torc_release(at);
+  torc_release(mm);
+  torc_release(host);
+  return rc;
+}
+
+static void test_ops_sim(void **state) {
+  (void)state;
+  scenario sc = {.name = "tensor ops on sim", .run = run_ops_sim};
   sweep(&sc);
 }
 
@@ -704,6 +736,95 @@ static void test_injector(void **state) {
   torc_release(t);
 }
 
+/* ---- TORC_FAIL_ALLOC: the injector armed from the environment ---- */
+
+static const char *self_path;
+
+/* The child: loads ref and runs the ops scenario with whatever
+ * TORC_FAIL_ALLOC says, from the process's first allocation on (torc's
+ * start-up and the plugin's loading included). Exits 0 ("ok K": K
+ * attempts) or 3 ("error: MESSAGE"). */
+static int env_child(void) {
+  scenario sc = {.name = "child", .run = run_ops};
+  if (torc_plugin_load("ref", NULL) != TORC_OK || run_ops(&sc) != 0) {
+    printf("error: %s (%s)\n", torc_last_error(),
+           torc_status_name(torc_last_status()));
+    return 3;
+  }
+  printf("ok %lld\n", (long long)torc_test_alloc_count());
+  torc_shutdown();
+  return 0;
+}
+
+/* Runs the child with TORC_FAIL_ALLOC=spec (NULL: unset): its wait status,
+ * its output into out. */
+static int spawn_child(const char *spec, char *out, size_t size) {
+  int fd[2];
+  assert_int_equal(pipe(fd), 0);
+  fflush(stdout);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    if (spec)
+      setenv("TORC_FAIL_ALLOC", spec, 1);
+    else
+      unsetenv("TORC_FAIL_ALLOC");
+    execl(self_path, self_path, "--env-child", (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  size_t len = 0;
+  ssize_t r;
+  while ((r = read(fd[0], out + len, size - 1 - len)) > 0)
+    len += (size_t)r;
+  out[len] = '\0';
+  close(fd[0]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+/* Every N from the first allocation of a process (start-up and plugin
+ * loading under failure too): a clean exit, with an out-of-memory message
+ * when it failed. */
+static void test_env_var(void **state) {
+  (void)state;
+  char out[2048];
+  int status = spawn_child(NULL, out, sizeof out);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  long long k = 0;
+  assert_int_equal(sscanf(out, "ok %lld", &k), 1);
+  assert_true(k > 0);
+  long long stride = valgrind_mode() ? k / 10 + 1 : k / 60 + 1;
+  int errors = 0;
+  for (int persistent = 0; persistent <= 1; persistent++)
+    for (long long n = 1; n <= k; n += stride) {
+      char spec[64];
+      snprintf(spec, sizeof spec, "%lld%s", n, persistent ? ",persistent" : "");
+      status = spawn_child(spec, out, sizeof out);
+      if (!WIFEXITED(status) ||
+          (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 3)) {
+        print_error("TORC_FAIL_ALLOC=%s: the child ended with status %#x: "
+                    "%s\n", spec, status, out);
+        fail();
+      }
+      if (WEXITSTATUS(status) == 3) {
+        errors++;
+        if (!mentions_memory(out) || !strstr(out, "TORC_ERR_OOM")) {
+          print_error("TORC_FAIL_ALLOC=%s: %s", spec, out);
+          fail();
+        }
+      }
+    }
+  printf("%-22s K=%-5lld stride %lld: %d errors\n", "TORC_FAIL_ALLOC", k,
+         stride, errors);
+  assert_true(errors > 0);
+}
+
 static int group_setup(void **state) {
   if (test_setup_ref_sim(state))
     return -1;
@@ -726,10 +847,14 @@ static int group_teardown(void **state) {
   return test_teardown_all(state);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  self_path = argv[0];
+  if (argc > 1 && strcmp(argv[1], "--env-child") == 0)
+    return env_child();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_injector),
       cmocka_unit_test(test_ops),
+      cmocka_unit_test(test_ops_sim),
       cmocka_unit_test(test_autograd),
       cmocka_unit_test(test_module_build),
       cmocka_unit_test(test_ini_model),
@@ -738,6 +863,7 @@ int main(void) {
       cmocka_unit_test(test_checkpoint_save),
       cmocka_unit_test(test_loader_0),
       cmocka_unit_test(test_loader_1),
+      cmocka_unit_test(test_env_var),
   };
   /* TORC_OOM_ONLY=test_ops runs one sweep (for debugging a failure). */
   const char *only = getenv("TORC_OOM_ONLY");
