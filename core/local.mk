@@ -1,5 +1,6 @@
 # core/local.mk — libtorc: the backend-agnostic core.
 lib_LTLIBRARIES += libtorc.la
+# include/torc/testing.h: core/mem.c's test-only controls, not installed.
 libtorc_la_SOURCES = \
 	core/internal.h include/torc/testing.h core/ops.def core/ops_fused.def core/ops_nn.def \
 	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \

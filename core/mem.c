@@ -28,11 +28,12 @@ static _Atomic int armed;         /* fail_at != 0: the fast path reads this */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 /* Jansson's allocations (the safetensors header) go through the wrappers,
- * so they are counted and can fail on purpose, and so a parse that failed
- * for want of memory can be told from a malformed header (jansson reports
- * both as a syntax error). Installed when libtorc loads, and only over
- * jansson's defaults: an application's own functions are left alone (the
- * parse then tells the two apart less well). */
+ * so they are counted and can fail on purpose, and so the core learns of
+ * a failure jansson hides: it reports a parse that ran out of memory as a
+ * syntax error, and json_dumps may return a text missing an object key it
+ * could not write. Installed when libtorc loads, and only over jansson's
+ * defaults: an application's own functions are left alone (those two
+ * failures then go unseen). */
 static _Thread_local int json_failed;
 static void *json_malloc_hook(size_t n) {
   void *p = torc__malloc(n);

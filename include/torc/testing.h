@@ -3,21 +3,24 @@
  * injector are the model). For the test suite; not installed, and no part
  * of the API or ABI promise.
  *
- * Every heap allocation of the core (and of jansson, once armed), every
- * object taken from the core's per-thread pools and every block asked of a
- * device by the caching allocator is one "allocation attempt", counted in
- * order across all threads. An armed injector makes a chosen attempt fail
- * as a real out-of-memory would: the call that needed it returns
- * TORC_ERR_OOM (or NULL) with a message about memory, or, where the
- * failure hit something with a fallback (the caching allocator empties its
- * cache and asks the device again), succeeds with a correct result.
+ * Every heap allocation of the core (jansson's for the safetensors header
+ * included), every object taken from the core's per-thread pools and every
+ * request for device memory (a cache hit too) is one "allocation attempt",
+ * counted in the order they happen across all threads. An armed injector
+ * makes a chosen attempt fail as a real out-of-memory would: the call that
+ * needed it returns TORC_ERR_OOM (or NULL) with a message about memory,
+ * or, where the failure hit something with a fallback (the caching
+ * allocator empties its cache and asks the device again), succeeds with a
+ * correct result.
  *
  * The environment variable TORC_FAIL_ALLOC=N makes the Nth attempt of the
  * process fail, TORC_FAIL_ALLOC=N,persistent every attempt from the Nth
  * on; it is read once, at the first allocation.
  *
- * Memory the API hands its caller to free() (torc_sprint's string and the
- * like) stays counted as live when the caller frees it so.
+ * Not counted: plugins' own allocations, inih's while parsing an INI file,
+ * the C library's (open_memstream). Memory the API hands its caller to
+ * free() (torc_sprint's string and the like) stays counted as live when
+ * the caller frees it so.
  */
 #ifndef TORC_TESTING_H
 #define TORC_TESTING_H
