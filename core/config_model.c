@@ -134,10 +134,7 @@ torc_module *torc_module_from_config(const torc_config *cfg,
       const char *key = key_named(cfg, i, msg);
       if (key == NULL && strstr(msg, "unknown module type"))
         key = "type";
-      /* Out of memory stays that status: the file is not at fault. */
-      torc__config_error(cfg, i, key,
-                         torc_last_status() == TORC_ERR_OOM ? TORC_ERR_OOM
-                                                            : TORC_ERR_CONFIG,
+      torc__config_error(cfg, i, key, torc__config_rewrap_status(),
                          "layer %d (%s): %s", n_layers, type, msg);
       goto fail;
     }
@@ -173,7 +170,7 @@ torc_module *torc_module_from_config(const torc_config *cfg,
     const char *p = strstr(msg, "(in ");
     if (p && (p = strchr(p, '\'')) != NULL)
       layer = atoi(p + 1);
-    torc_status code = why == TORC_ERR_OOM ? TORC_ERR_OOM : TORC_ERR_CONFIG;
+    torc_status code = torc__config_rewrap_status();
     if (layer >= 0 && layer < n_layers)
       torc__config_error(cfg, where[layer], NULL, code,
                          "layer %d (%s) %s a sample of shape [%s]: %s",
@@ -192,7 +189,7 @@ torc_module *torc_module_from_config(const torc_config *cfg,
   const char *scheme = torc__config_value(cfg, mi, "init");
   if (scheme && strcmp(scheme, "default") != 0 &&
       torc_module_init(seq, scheme, NULL) != TORC_OK) {
-    torc__config_error(cfg, mi, "init", TORC_ERR_CONFIG, "%s",
+    torc__config_error(cfg, mi, "init", torc__config_rewrap_status(), "%s",
                        torc_last_error());
     goto fail;
   }

@@ -122,7 +122,8 @@ static torc_dataset *open_dataset(const torc_config *cfg, int i) {
     const char *key = key_named(cfg, i, msg, values, keys, n);
     if (key == NULL && type == NULL)
       key = "source";
-    torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "%s", msg);
+    torc__config_error(cfg, i, key, torc__config_rewrap_status(), "%s",
+                       msg);
   }
 done:
   for (int j = 0; j < n; j++)
@@ -176,8 +177,8 @@ torc_loader *torc_loader_from_config(const torc_config *cfg, const char *name,
   if (spec) {
     tf = torc_transform_parse(spec);
     if (tf == NULL) {
-      torc__config_error(cfg, i, "transform", TORC_ERR_CONFIG, "%s",
-                         torc_last_error());
+      torc__config_error(cfg, i, "transform", torc__config_rewrap_status(),
+                         "%s", torc_last_error());
       return NULL;
     }
   }
@@ -199,7 +200,8 @@ torc_loader *torc_loader_from_config(const torc_config *cfg, const char *name,
         key = opts[k];
         break;
       }
-    torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "%s", msg);
+    torc__config_error(cfg, i, key, torc__config_rewrap_status(), "%s",
+                       msg);
     torc_dataset_close(ds);
     torc_transform_free(tf);
     return NULL;

@@ -640,6 +640,13 @@ torc_status torc__config_error(const torc_config *cfg, int i, const char *key,
                                torc_status status, const char *fmt, ...)
     TORC_PRINTF(5, 6);
 
+/* The status for torc__config_error when it re-records the last error (a
+ * builder's) with the file's line: TORC_ERR_OOM stays so, as the file is
+ * not at fault; anything else is TORC_ERR_CONFIG. */
+static inline torc_status torc__config_rewrap_status(void) {
+  return torc_last_status() == TORC_ERR_OOM ? TORC_ERR_OOM : TORC_ERR_CONFIG;
+}
+
 /* ---- runtime (runtime.c) ---- */
 
 /* Creates the cpu device and reads TORC_LOG once; idempotent. Returns

@@ -113,8 +113,8 @@ static const char *key_named(const torc_config *cfg, int i, const char *msg) {
 static void located(const torc_config *cfg, int i) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", torc_last_error());
-  torc__config_error(cfg, i, key_named(cfg, i, msg), TORC_ERR_CONFIG, "%s",
-                     msg);
+  torc__config_error(cfg, i, key_named(cfg, i, msg),
+                     torc__config_rewrap_status(), "%s", msg);
 }
 
 /* Index of [name], or -1 after an error saying to add it (required). */

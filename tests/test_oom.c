@@ -20,6 +20,7 @@
 #include "torc/config.h"
 #include "torc/data.h"
 #include "torc/testing.h"
+#include "torc/train.h"
 
 static char tmpdir[256];
 
@@ -736,6 +737,96 @@ static void test_injector(void **state) {
   torc_release(t);
 }
 
+/* ---- torc_train: a short run of an INI file, with a checkpoint ---- */
+
+typedef struct train_ctx {
+  char ini[4096];
+  char dir[512]; /* the checkpoint folder */
+} train_ctx;
+
+static int run_train(scenario *sc) {
+  train_ctx *c = sc->ctx;
+  torc_config *cfg = torc_config_parse(c->ini, "train.ini");
+  if (cfg == NULL)
+    return -1;
+  FILE *devnull = fopen("/dev/null", "w");
+  torc_train_opts o = {.out = devnull};
+  torc_train_result res;
+  memset(&res, 0, sizeof res);
+  torc_status st = torc_train(cfg, &o, &res);
+  fclose(devnull);
+  torc_config_free(cfg);
+  if (st != TORC_OK)
+    return -1;
+  out_push(sc, (double)res.epochs);
+  out_push(sc, (double)res.steps);
+  return 0;
+}
+
+/* No temporary file stays behind; a good run's checkpoint loads. The
+ * folder is emptied for the next run. */
+static void after_train(scenario *sc, int ok) {
+  train_ctx *c = sc->ctx;
+  DIR *d = opendir(c->dir);
+  int ckpts = 0;
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (e->d_name[0] == '.' &&
+          (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0))
+        continue;
+      char p[1024];
+      snprintf(p, sizeof p, "%s/%s", c->dir, e->d_name);
+      if (strstr(e->d_name, ".tmp")) {
+        print_error("%s: N=%lld%s: temporary file %s left behind\n",
+                    sc->name, (long long)sc->n,
+                    sc->persistent ? " (from N on)" : "", e->d_name);
+        closedir(d);
+        fail();
+      }
+      if (ok && strstr(e->d_name, ".safetensors")) {
+        torc_state_dict *ck = torc_checkpoint_load(p, TORC_CPU);
+        if (ck == NULL) {
+          print_error("%s: N=%lld: checkpoint %s does not load: %s\n",
+                      sc->name, (long long)sc->n, e->d_name,
+                      torc_last_error());
+          closedir(d);
+          fail();
+        }
+        torc_state_dict_free(ck);
+        ckpts++;
+      }
+      unlink(p);
+    }
+    closedir(d);
+  }
+  if (ok)
+    assert_true(ckpts > 0);
+}
+
+static void test_train(void **state) {
+  (void)state;
+  train_ctx c;
+  snprintf(c.dir, sizeof c.dir, "%s/ckpt", tmpdir);
+  snprintf(c.ini, sizeof c.ini,
+           "[torc]\nseed = 3\n"
+           "[model]\ninput = 6\n"
+           "[layer]\ntype = linear\nout_features = 5\n"
+           "[layer]\ntype = relu\n"
+           "[layer]\ntype = linear\nout_features = 3\n"
+           "[data.train]\nsource = synthetic\nshape = 6\nclasses = 3\n"
+           "samples = 8\nbatch_size = 4\n"
+           "[loss]\ntype = cross_entropy\n"
+           "[optimizer]\ntype = sgd\nlr = 0.1\nmomentum = 0.9\n"
+           "[train]\nepochs = 1\n"
+           "[checkpoint]\ndir = %s\n",
+           c.dir);
+  scenario sc = {.name = "torc_train", .run = run_train,
+                 .after = after_train, .ctx = &c};
+  sweep(&sc);
+  rmdir(c.dir);
+}
+
 /* ---- TORC_FAIL_ALLOC: the injector armed from the environment ---- */
 
 static const char *self_path;
@@ -826,7 +917,11 @@ static void test_env_var(void **state) {
 }
 
 static int group_setup(void **state) {
-  if (test_setup_ref_sim(state))
+  if (test_setup_ref_sim(state) ||
+      test_apply_ini("[plugin.data]\nmodule = data\n"
+                     "[plugin.losses]\nmodule = losses\n"
+                     "[plugin.optim]\nmodule = optim\n",
+                     "plugins.ini"))
     return -1;
   if (torc_data_source_register(&ms_type) != TORC_OK) {
     fprintf(stderr, "setup: %s\n", torc_last_error());
@@ -863,6 +958,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_checkpoint_save),
       cmocka_unit_test(test_loader_0),
       cmocka_unit_test(test_loader_1),
+      cmocka_unit_test(test_train),
       cmocka_unit_test(test_env_var),
   };
   /* TORC_OOM_ONLY=test_ops runs one sweep (for debugging a failure). */
