@@ -1,14 +1,16 @@
 /* tests/test_oom.c — allocation-failure sweeps (SQLite's habit): each
  * scenario runs once counting its allocation attempts K, then once per N in
  * 1..K with the Nth attempt failing (torc/testing.h), once only and from N
- * on. Every run must end cleanly: an error whose message mentions memory
+ * on. Every run must end cleanly: TORC_ERR_OOM, its message about memory
  * (or, where the failure hit something with a fallback, a correct result),
  * no leaked block, tensor or device byte, and the objects involved as they
  * were (a failed load leaves the model's values, a failed save the old
  * file and no temporary). Scenarios: tensor ops, autograd on a small MLP,
  * module building, state-dict save and strict load, a checkpoint save and
- * the loader with 0 and 1 workers. Under TORC_VALGRIND=1 the large
- * scenarios take every Nth value with a coarser stride.
+ * the loader with 0 and 1 workers, two short torc_train runs, and whole
+ * processes under TORC_FAIL_ALLOC. Scenarios of more than 1500 attempts
+ * take about 300 values of N; under TORC_VALGRIND=1 every scenario takes
+ * about 60.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -124,9 +126,13 @@ static void sweep(scenario *sc) {
   assert_int_equal(s1.tensors, s0.tensors);
   assert_int_equal(s1.dev_bytes, s0.dev_bytes);
   int64_t last = sc->threaded ? k + k / 4 + 8 : k;
+  /* Every N up to 1500 attempts; past that about 300 of them (each run of
+   * the trainer syncs its checkpoints to disk), and 60 under valgrind. */
   int64_t stride = 1;
   if (valgrind_mode() && last > 60)
     stride = last / 60;
+  else if (last > 1500)
+    stride = last / 300;
   int64_t hits = 0, recovered = 0, errors = 0;
   for (int persistent = 0; persistent <= 1; persistent++) {
     for (int64_t n = 1; n <= last; n += stride) {
@@ -827,6 +833,39 @@ static void test_train(void **state) {
   rmdir(c.dir);
 }
 
+/* More of the trainer: a loader worker, a test set evaluated, adam with a
+ * scheduler and warm-up, clipping, the metrics CSV and its curves. */
+static void test_train_full(void **state) {
+  (void)state;
+  train_ctx c;
+  snprintf(c.dir, sizeof c.dir, "%s/ckpt", tmpdir);
+  snprintf(c.ini, sizeof c.ini,
+           "[torc]\nseed = 5\n"
+           "[model]\ninput = 1,4,4\n"
+           "[layer]\ntype = conv2d\nout_channels = 2\nkernel = 3\n"
+           "padding = 1\n"
+           "[layer]\ntype = batchnorm2d\n"
+           "[layer]\ntype = relu\n"
+           "[layer]\ntype = flatten\n"
+           "[layer]\ntype = linear\nout_features = 3\n"
+           "[data.train]\nsource = synthetic\nshape = 1,4,4\nclasses = 3\n"
+           "samples = 8\nbatch_size = 4\nworkers = 1\nshuffle = yes\n"
+           "transform = random_hflip(0.5)\n"
+           "[data.test]\nsource = synthetic\nshape = 1,4,4\nclasses = 3\n"
+           "samples = 4\nbatch_size = 4\n"
+           "[loss]\ntype = cross_entropy\nlabel_smoothing = 0.1\n"
+           "[optimizer]\ntype = adam\nlr = 0.01\n"
+           "[scheduler]\ntype = cosine\nt_max = 2\nwarmup = 1\n"
+           "[train]\nepochs = 2\nclip_grad_norm = 1\nlog_every = 1\n"
+           "metrics = %s/metrics.csv\n"
+           "[checkpoint]\ndir = %s\nkeep = 1\n",
+           c.dir, c.dir);
+  scenario sc = {.name = "torc_train (more)", .run = run_train,
+                 .after = after_train, .ctx = &c, .threaded = 1};
+  sweep(&sc);
+  rmdir(c.dir);
+}
+
 /* ---- TORC_FAIL_ALLOC: the injector armed from the environment ---- */
 
 static const char *self_path;
@@ -959,6 +998,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_loader_0),
       cmocka_unit_test(test_loader_1),
       cmocka_unit_test(test_train),
+      cmocka_unit_test(test_train_full),
       cmocka_unit_test(test_env_var),
   };
   /* TORC_OOM_ONLY=test_ops runs one sweep (for debugging a failure). */
