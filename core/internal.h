@@ -32,9 +32,13 @@ char *torc__strdup(const char *s);
 void torc__free(void *p);
 /* Frees a string from json_dumps (jansson's allocator, whichever it is). */
 void torc__json_free(void *p);
-/* 1 if one of jansson's allocations failed on this thread since the last
- * call (which clears it): a failed parse was then out of memory. */
-int torc__json_oom(void);
+/* Brackets the core's use of jansson on this thread. Inside, the first
+ * failed allocation makes every later one fail too (jansson goes on after
+ * some failures and then overruns a buffer that came up short); end
+ * returns 1 if one failed: a failed parse was then out of memory, and a
+ * text json_dumps returned may lack a key. */
+void torc__json_begin(void);
+int torc__json_end(void);
 /* One allocation attempt that does not go through the wrappers above (a
  * pooled object, a device block): counts it and returns 1 when the
  * injector says it must fail. */

@@ -31,13 +31,18 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
  * so they are counted and can fail on purpose, and so the core learns of
  * a failure jansson hides: it reports a parse that ran out of memory as a
  * syntax error, and json_dumps may return a text missing an object key it
- * could not write. Installed when libtorc loads, and only over jansson's
- * defaults: an application's own functions are left alone (those two
- * failures then go unseen). */
-static _Thread_local int json_failed;
+ * could not write; worse, after some failures its lexer reads and writes
+ * past a buffer, so within the core's use (torc__json_begin/end) the first
+ * failure makes every later allocation fail, which ends the parse before
+ * that. Installed when libtorc loads, and only over jansson's defaults: an
+ * application's own functions are left alone (these failures then go
+ * unseen). */
+static _Thread_local int json_session, json_failed;
 static void *json_malloc_hook(size_t n) {
+  if (json_session && json_failed)
+    return NULL;
   void *p = torc__malloc(n);
-  if (p == NULL)
+  if (p == NULL && json_session)
     json_failed = 1;
   return p;
 }
@@ -50,9 +55,14 @@ __attribute__((constructor)) static void json_hooks_install(void) {
     json_set_alloc_funcs(json_malloc_hook, json_free_hook);
 }
 
-int torc__json_oom(void) {
-  int had = json_failed;
+void torc__json_begin(void) {
+  json_session = 1;
   json_failed = 0;
+}
+
+int torc__json_end(void) {
+  int had = json_failed;
+  json_session = json_failed = 0;
   return had;
 }
 

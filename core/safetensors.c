@@ -271,11 +271,12 @@ static torc_status parse_metadata(torc_safetensors *st, json_t *meta) {
 static torc_status parse_header(torc_safetensors *st, const char *hdr,
                                 size_t len) {
   json_error_t jerr;
-  torc__json_oom();
+  torc__json_begin();
   json_t *root = json_loadb(hdr, len, JSON_REJECT_DUPLICATES, &jerr);
+  int oom = torc__json_end();
   /* jansson reports running out of memory as a syntax error: ask. */
-  if (root == NULL && (torc__json_oom() ||
-                       json_error_code(&jerr) == json_error_out_of_memory))
+  if (root == NULL &&
+      (oom || json_error_code(&jerr) == json_error_out_of_memory))
     return torc_set_error(TORC_ERR_OOM,
                           "safetensors %s: out of memory parsing the "
                           "%zu-byte JSON header",
@@ -587,6 +588,7 @@ static char *build_header(const save_item *items, int n,
                           const char *const *meta_keys,
                           const char *const *meta_values, int n_meta,
                           size_t *len_out) {
+  torc__json_begin();
   json_t *root = json_object();
   int ok = root != NULL;
   if (ok && n_meta > 0) {
@@ -634,9 +636,8 @@ static char *build_header(const save_item *items, int n,
     json_decref(e);
     off += nb;
   }
-  torc__json_oom();
   char *txt = ok ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-  if (txt && torc__json_oom()) {
+  if (torc__json_end() && txt) {
     /* jansson ignores a failure writing an object key and goes on: the
      * text may lack one, so it must not be written. */
     torc__json_free(txt);

@@ -866,6 +866,72 @@ static void test_train_full(void **state) {
   rmdir(c.dir);
 }
 
+/* torc_evaluate of a checkpoint a clean run wrote: the predictions it
+ * prints (as a hash of the text) are the result. */
+typedef struct eval_ctx {
+  char ini[4096];
+  char ckpt[1024];
+} eval_ctx;
+
+static int run_eval(scenario *sc) {
+  eval_ctx *c = sc->ctx;
+  torc_config *cfg = torc_config_parse(c->ini, "eval.ini");
+  if (cfg == NULL)
+    return -1;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  assert_non_null(out);
+  torc_status st = torc_evaluate(cfg, c->ckpt, 2, out, NULL);
+  fclose(out);
+  torc_config_free(cfg);
+  uint64_t h = 5381;
+  for (size_t i = 0; i < len; i++)
+    h = h * 33 + (unsigned char)text[i];
+  free(text);
+  if (st != TORC_OK)
+    return -1;
+  out_push(sc, (double)(h % 1000000007u));
+  return 0;
+}
+
+static void test_evaluate(void **state) {
+  (void)state;
+  train_ctx t;
+  snprintf(t.dir, sizeof t.dir, "%s/eval", tmpdir);
+  const char *body =
+      "[torc]\nseed = 3\n"
+      "[model]\ninput = 6\n"
+      "[layer]\ntype = linear\nout_features = 5\n"
+      "[layer]\ntype = relu\n"
+      "[layer]\ntype = linear\nout_features = 3\n"
+      "[data.train]\nsource = synthetic\nshape = 6\nclasses = 3\n"
+      "samples = 8\nbatch_size = 4\n"
+      "[data.test]\nsource = synthetic\nshape = 6\nclasses = 3\n"
+      "samples = 6\nbatch_size = 4\nseed = 9\n"
+      "[loss]\ntype = cross_entropy\n"
+      "[optimizer]\ntype = sgd\nlr = 0.1\n";
+  snprintf(t.ini, sizeof t.ini, "%s[checkpoint]\ndir = %s\nevery = 0\n",
+           body, t.dir);
+  scenario tr = {.name = "setup", .run = run_train, .ctx = &t};
+  run_clean(&tr);
+  eval_ctx c;
+  snprintf(c.ini, sizeof c.ini, "%s", t.ini);
+  DIR *d = opendir(t.dir);
+  assert_non_null(d);
+  struct dirent *e;
+  c.ckpt[0] = '\0';
+  while ((e = readdir(d)) != NULL)
+    if (strstr(e->d_name, ".safetensors"))
+      snprintf(c.ckpt, sizeof c.ckpt, "%s/%s", t.dir, e->d_name);
+  closedir(d);
+  assert_true(c.ckpt[0] != '\0');
+  scenario sc = {.name = "torc_evaluate", .run = run_eval, .ctx = &c};
+  sweep(&sc);
+  unlink(c.ckpt);
+  rmdir(t.dir);
+}
+
 /* ---- TORC_FAIL_ALLOC: the injector armed from the environment ---- */
 
 static const char *self_path;
@@ -999,6 +1065,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_loader_1),
       cmocka_unit_test(test_train),
       cmocka_unit_test(test_train_full),
+      cmocka_unit_test(test_evaluate),
       cmocka_unit_test(test_env_var),
   };
   /* TORC_OOM_ONLY=test_ops runs one sweep (for debugging a failure). */
