@@ -21,6 +21,7 @@
 #include "testutil.h"
 #include "torc/config.h"
 #include "torc/data.h"
+#include "torc/optim.h"
 #include "torc/testing.h"
 #include "torc/train.h"
 
@@ -610,6 +611,181 @@ static void test_state_load(void **state) {
   torc_module_free(c.m);
 }
 
+/* ---- all-or-nothing moves: torc_module_to, torc_module_to_dtype ---- */
+
+typedef struct move_ctx {
+  torc_module *m;
+  torc_named_tensor *params;
+  int n_params;
+  double before[MAX_OUT];
+  int n_before;
+} move_ctx;
+
+static int run_to_sim(scenario *sc) {
+  move_ctx *c = sc->ctx;
+  torc_device sim;
+  if (torc_device_parse("sim:0", &sim) != TORC_OK)
+    return -1;
+  return torc_module_to(c->m, sim) == TORC_OK ? 0 : -1;
+}
+
+static int run_to_f64(scenario *sc) {
+  move_ctx *c = sc->ctx;
+  return torc_module_to_dtype(c->m, TORC_F64) == TORC_OK ? 0 : -1;
+}
+
+/* Every parameter where it was (failed) or where it went (moved: then
+ * moved back); the values the same either way. */
+static void after_move(scenario *sc, int ok, int to_sim) {
+  move_ctx *c = sc->ctx;
+  torc_device sim;
+  assert_ok(torc_device_parse("sim:0", &sim));
+  for (int i = 0; i < c->n_params; i++) {
+    torc_tensor *p = c->params[i].tensor;
+    torc_device d = torc_device_of(p);
+    torc_dtype dt = torc_dtype_of(p);
+    int moved = to_sim ? d.type == sim.type : dt == TORC_F64;
+    if (moved != ok) {
+      print_error("%s: N=%lld%s: %s %s moved after %s\n", sc->name,
+                  (long long)sc->n, sc->persistent ? " (from N on)" : "",
+                  c->params[i].name, moved ? "was" : "was not",
+                  ok ? "a success" : "a failure");
+      fail();
+    }
+  }
+  double v[MAX_OUT];
+  int n = module_values(c->m, v, MAX_OUT);
+  assert_int_equal(n, c->n_before);
+  assert_memory_equal(v, c->before, sizeof(double) * (size_t)n);
+  if (ok)
+    assert_ok(to_sim ? torc_module_to(c->m, TORC_CPU)
+                     : torc_module_to_dtype(c->m, TORC_F32));
+}
+
+static void after_to_sim(scenario *sc, int ok) { after_move(sc, ok, 1); }
+static void after_to_f64(scenario *sc, int ok) { after_move(sc, ok, 0); }
+
+static void move_sweep(const char *name, int (*run)(scenario *),
+                       void (*after)(scenario *, int)) {
+  move_ctx c = {0};
+  c.m = mlp_new(1.0f);
+  assert_torc(c.m);
+  c.n_params = torc_module_named_parameters(c.m, &c.params);
+  c.n_before = module_values(c.m, c.before, MAX_OUT);
+  scenario sc = {.name = name, .run = run, .after = after, .ctx = &c};
+  sweep(&sc);
+  torc_named_tensors_free(c.params, c.n_params);
+  torc_module_free(c.m);
+}
+
+static void test_module_to(void **state) {
+  (void)state;
+  move_sweep("torc_module_to(sim)", run_to_sim, after_to_sim);
+  move_sweep("torc_module_to_dtype", run_to_f64, after_to_f64);
+}
+
+/* ---- torc_optimizer_load_state_dict: all-or-nothing ---- */
+
+typedef struct opt_ctx {
+  torc_module *m;
+  torc_optimizer *opt;
+  torc_state_dict *other;  /* another optimizer's state, to load */
+  torc_state_dict *before; /* opt's own, to compare with and restore */
+} opt_ctx;
+
+/* An optimizer over m with one step of state. */
+static torc_optimizer *stepped_optimizer(torc_module *m, float scale) {
+  torc_optimizer *opt = torc_optimizer_build("adam", "lr=0.1", m);
+  assert_torc(opt);
+  const float xv[4] = {scale, -1, 2, 0.5f};
+  torc_tensor *x = torc_from_host(xv, TORC_SHAPE(1, 4), TORC_F32, TORC_CPU);
+  torc_tensor *y = torc_module_forward(m, x);
+  torc_tensor *loss = torc_mean(y, NULL, 0, 0);
+  assert_ok(torc_backward(loss, NULL, 0));
+  assert_ok(torc_optimizer_step(opt));
+  assert_ok(torc_optimizer_zero_grad(opt, 1));
+  torc_release(x);
+  torc_release(y);
+  torc_release(loss);
+  return opt;
+}
+
+/* The values of every tensor of sd, in order, into sc->out. */
+static void dict_values(torc_state_dict *sd, scenario *sc) {
+  sc->n_out = 0;
+  for (int i = 0; i < torc_state_dict_count(sd); i++)
+    assert_int_equal(out_tensor(sc, torc_state_dict_tensor(sd, i)), 0);
+}
+
+/* opt's state dict with copies of its tensors (a state dict holds
+ * references to the optimizer's own). */
+static torc_state_dict *optimizer_state_copy(const torc_optimizer *opt) {
+  torc_state_dict *sd = torc_state_dict_new(), *out = torc_state_dict_new();
+  assert_torc(sd);
+  assert_torc(out);
+  assert_ok(torc_optimizer_state_dict(opt, NULL, sd));
+  for (int i = 0; i < torc_state_dict_count(sd); i++) {
+    torc_tensor *t = torc_clone(torc_state_dict_tensor(sd, i));
+    assert_torc(t);
+    assert_ok(torc_state_dict_set(out, torc_state_dict_name(sd, i), t));
+    torc_release(t);
+  }
+  for (int i = 0; i < torc_state_dict_meta_count(sd); i++) {
+    const char *k = torc_state_dict_meta_key(sd, i);
+    assert_ok(torc_state_dict_set_meta(out, k, torc_state_dict_meta(sd, k)));
+  }
+  torc_state_dict_free(sd);
+  return out;
+}
+
+static int run_opt_load(scenario *sc) {
+  opt_ctx *c = sc->ctx;
+  return torc_optimizer_load_state_dict(c->opt, c->other, NULL) == TORC_OK
+             ? 0
+             : -1;
+}
+
+static void after_opt_load(scenario *sc, int ok) {
+  opt_ctx *c = sc->ctx;
+  torc_state_dict *now = torc_state_dict_new();
+  assert_torc(now);
+  assert_ok(torc_optimizer_state_dict(c->opt, NULL, now));
+  scenario a = {0}, b = {0};
+  dict_values(now, &a);
+  dict_values(ok ? c->other : c->before, &b);
+  torc_state_dict_free(now);
+  if (a.n_out != b.n_out ||
+      memcmp(a.out, b.out, sizeof(double) * (size_t)a.n_out) != 0) {
+    print_error("%s: N=%lld%s: the state is not %s\n", sc->name,
+                (long long)sc->n, sc->persistent ? " (from N on)" : "",
+                ok ? "the loaded one" : "the old one (half loaded?)");
+    fail();
+  }
+  if (ok)
+    assert_ok(torc_optimizer_load_state_dict(c->opt, c->before, NULL));
+}
+
+static void test_optimizer_load(void **state) {
+  (void)state;
+  opt_ctx c;
+  c.m = mlp_new(1.0f);
+  assert_torc(c.m);
+  c.opt = stepped_optimizer(c.m, 1.0f);
+  torc_module *m2 = mlp_new(0.5f);
+  torc_optimizer *o2 = stepped_optimizer(m2, -3.0f);
+  c.other = optimizer_state_copy(o2);
+  c.before = optimizer_state_copy(c.opt);
+  torc_optimizer_free(o2);
+  torc_module_free(m2);
+  scenario sc = {.name = "optimizer load", .run = run_opt_load,
+                 .after = after_opt_load, .ctx = &c};
+  sweep(&sc);
+  torc_state_dict_free(c.other);
+  torc_state_dict_free(c.before);
+  torc_optimizer_free(c.opt);
+  torc_module_free(c.m);
+}
+
 /* ---- the loader, over a source defined here ---- */
 
 /* Sample i: input [2, 3] holding i * 10 + k, target i. Its own memory is
@@ -1061,6 +1237,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_state_save),
       cmocka_unit_test(test_state_load),
       cmocka_unit_test(test_checkpoint_save),
+      cmocka_unit_test(test_module_to),
+      cmocka_unit_test(test_optimizer_load),
       cmocka_unit_test(test_loader_0),
       cmocka_unit_test(test_loader_1),
       cmocka_unit_test(test_train),
