@@ -923,7 +923,8 @@ static void test_injector(void **state) {
 
 typedef struct train_ctx {
   char ini[4096];
-  char dir[512]; /* the checkpoint folder */
+  char dir[512];     /* the checkpoint folder */
+  const char *resume; /* torc_train_opts.resume */
 } train_ctx;
 
 static int run_train(scenario *sc) {
@@ -932,7 +933,7 @@ static int run_train(scenario *sc) {
   if (cfg == NULL)
     return -1;
   FILE *devnull = fopen("/dev/null", "w");
-  torc_train_opts o = {.out = devnull};
+  torc_train_opts o = {.out = devnull, .resume = c->resume};
   torc_train_result res;
   memset(&res, 0, sizeof res);
   torc_status st = torc_train(cfg, &o, &res);
@@ -988,7 +989,7 @@ static void after_train(scenario *sc, int ok) {
 
 static void test_train(void **state) {
   (void)state;
-  train_ctx c;
+  train_ctx c = {0};
   snprintf(c.dir, sizeof c.dir, "%s/ckpt", tmpdir);
   snprintf(c.ini, sizeof c.ini,
            "[torc]\nseed = 3\n"
@@ -1013,7 +1014,7 @@ static void test_train(void **state) {
  * scheduler and warm-up, clipping, the metrics CSV and its curves. */
 static void test_train_full(void **state) {
   (void)state;
-  train_ctx c;
+  train_ctx c = {0};
   snprintf(c.dir, sizeof c.dir, "%s/ckpt", tmpdir);
   snprintf(c.ini, sizeof c.ini,
            "[torc]\nseed = 5\n"
@@ -1039,6 +1040,46 @@ static void test_train_full(void **state) {
   scenario sc = {.name = "torc_train (more)", .run = run_train,
                  .after = after_train, .ctx = &c, .threaded = 1};
   sweep(&sc);
+  rmdir(c.dir);
+}
+
+/* Resuming: a clean run's first-epoch checkpoint (model, adam, scheduler,
+ * RNG, position) read back, and the second epoch trained. */
+static void test_train_resume(void **state) {
+  (void)state;
+  train_ctx c = {0};
+  char first[512], ckpt[1024] = "";
+  snprintf(first, sizeof first, "%s/first", tmpdir);
+  snprintf(c.dir, sizeof c.dir, "%s/ckpt", tmpdir);
+  const char *body =
+      "[torc]\nseed = 4\n"
+      "[model]\ninput = 6\n"
+      "[layer]\ntype = linear\nout_features = 3\n"
+      "[data.train]\nsource = synthetic\nshape = 6\nclasses = 3\n"
+      "samples = 8\nbatch_size = 4\nshuffle = yes\n"
+      "[loss]\ntype = cross_entropy\n"
+      "[optimizer]\ntype = adam\nlr = 0.01\n"
+      "[scheduler]\ntype = step\nstep_size = 1\n";
+  snprintf(c.ini, sizeof c.ini,
+           "%s[train]\nepochs = 1\n[checkpoint]\ndir = %s\n", body, first);
+  scenario setup = {.name = "setup", .run = run_train, .ctx = &c};
+  run_clean(&setup);
+  DIR *d = opendir(first);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strstr(e->d_name, ".safetensors"))
+      snprintf(ckpt, sizeof ckpt, "%s/%s", first, e->d_name);
+  closedir(d);
+  assert_true(ckpt[0] != '\0');
+  snprintf(c.ini, sizeof c.ini,
+           "%s[train]\nepochs = 2\n[checkpoint]\ndir = %s\n", body, c.dir);
+  c.resume = ckpt;
+  scenario sc = {.name = "torc_train resume", .run = run_train,
+                 .after = after_train, .ctx = &c};
+  sweep(&sc);
+  unlink(ckpt);
+  rmdir(first);
   rmdir(c.dir);
 }
 
@@ -1073,7 +1114,7 @@ static int run_eval(scenario *sc) {
 
 static void test_evaluate(void **state) {
   (void)state;
-  train_ctx t;
+  train_ctx t = {0};
   snprintf(t.dir, sizeof t.dir, "%s/eval", tmpdir);
   const char *body =
       "[torc]\nseed = 3\n"
@@ -1243,6 +1284,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_loader_1),
       cmocka_unit_test(test_train),
       cmocka_unit_test(test_train_full),
+      cmocka_unit_test(test_train_resume),
       cmocka_unit_test(test_evaluate),
       cmocka_unit_test(test_env_var),
   };
