@@ -11,6 +11,10 @@
  * its own lock, so loader threads allocating batches and the training
  * thread freeing them share it safely.
  *
+ * Every request counts as one allocation attempt of the fault injector
+ * (torc/testing.h), a cache hit too: an injected failure acts as the
+ * device's out-of-memory, so tests reach the empty-and-retry path.
+ *
  * Caching is on for the built-in cpu device; TORC_NO_CACHE=1 (or a
  * sanitizer build, where a reused block would hide a use-after-free) turns
  * it off.
@@ -63,7 +67,7 @@ static int caching_enabled(void) {
 torc_status torc__cache_create(torc__devtype *d) {
   if (!caching_enabled() || d->count <= 0)
     return TORC_OK;
-  d->cache = calloc((size_t)d->count, sizeof *d->cache);
+  d->cache = torc__calloc((size_t)d->count, sizeof *d->cache);
   if (d->cache == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory creating the memory "
                                         "cache of device %s",
@@ -93,22 +97,37 @@ void torc__cache_destroy(torc__devtype *d) {
     torc__cache *c = &d->cache[i];
     flush_locked(d, i, c);
     for (int b = 0; b < N_BINS; b++)
-      free(c->bins[b].ptr);
+      torc__free(c->bins[b].ptr);
     pthread_mutex_destroy(&c->lock);
   }
-  free(d->cache);
+  torc__free(d->cache);
   d->cache = NULL;
+}
+
+/* Asks the device for a block, unless the fault injector (torc/testing.h)
+ * says this attempt fails: then the device's out-of-memory is simulated. */
+static torc_status device_alloc(torc__devtype *d, int index, size_t nbytes,
+                                void **out) {
+  if (torc__alloc_fault())
+    return torc_set_error(TORC_ERR_OOM,
+                          "out of memory allocating %zu bytes on %s:%d "
+                          "(an injected failure)",
+                          nbytes, d->name, index);
+  return (torc_status)d->ops.alloc(d->ops.user, index, nbytes, out);
 }
 
 torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
                             void **out) {
   torc__cache *c = d->cache ? &d->cache[index] : NULL;
   if (c == NULL)
-    return (torc_status)d->ops.alloc(d->ops.user, index, nbytes, out);
+    return device_alloc(d, index, nbytes, out);
   int b;
   size_t size = size_class(nbytes, &b);
+  /* One attempt per request, cached or not; an injected failure acts as
+   * the device's out-of-memory, so the retry below runs. */
+  int injected = torc__alloc_fault();
   pthread_mutex_lock(&c->lock);
-  if (b >= 0 && c->bins[b].n > 0) {
+  if (!injected && b >= 0 && c->bins[b].n > 0) {
     *out = c->bins[b].ptr[--c->bins[b].n];
     c->cached -= size;
     c->st.cache_hits++;
@@ -116,7 +135,12 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
     return TORC_OK;
   }
   pthread_mutex_unlock(&c->lock);
-  torc_status st = (torc_status)d->ops.alloc(d->ops.user, index, size, out);
+  torc_status st =
+      injected ? torc_set_error(TORC_ERR_OOM,
+                                "out of memory allocating %zu bytes on %s:%d "
+                                "(an injected failure)",
+                                size, d->name, index)
+               : (torc_status)d->ops.alloc(d->ops.user, index, size, out);
   if (st != TORC_OK) { /* out of memory: give the cache back, try again */
     pthread_mutex_lock(&c->lock);
     size_t had = c->cached;
@@ -125,7 +149,7 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
     if (had == 0)
       return st;
     torc_clear_error();
-    if ((st = (torc_status)d->ops.alloc(d->ops.user, index, size, out)))
+    if ((st = device_alloc(d, index, size, out)))
       return st;
   }
   pthread_mutex_lock(&c->lock); /* a block taken from the device */
@@ -151,7 +175,7 @@ void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes) {
   bin *bn = &c->bins[b];
   if (bn->n == bn->cap) {
     int cap = bn->cap ? bn->cap * 2 : 8;
-    void **p = realloc(bn->ptr, (size_t)cap * sizeof *p);
+    void **p = torc__realloc(bn->ptr, (size_t)cap * sizeof *p);
     if (p == NULL) { /* cannot remember it: free it */
       c->st.os_frees++;
       pthread_mutex_unlock(&c->lock);
@@ -222,6 +246,9 @@ static _Thread_local int tl_pool_registered;
 static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
+/* Pooled objects are malloc'ed directly: an object in a pool is not live
+ * (torc__alloc_track counts it out when pooled and in when taken), so the
+ * live count of torc/testing.h does not depend on what the pools hold. */
 static void pool_drain(pool_list *lists) {
   for (int k = 0; k < POOL_KINDS; k++) {
     while (lists[k].head) {
@@ -241,22 +268,33 @@ static void pool_key_create(void) {
 void torc__pool_drain(void) { pool_drain(tl_pool); }
 
 void *torc__obj_alloc(int kind, size_t size) {
+  if (torc__alloc_fault()) /* a pooled object is an allocation attempt too */
+    return NULL;
   pool_list *l = &tl_pool[kind];
   void *p = l->head;
   if (p) {
     l->head = *(void **)p;
     l->n--;
     memset(p, 0, size);
-    return p;
+  } else if ((p = calloc(1, size)) == NULL) {
+    return NULL;
   }
-  return calloc(1, size);
+  torc__alloc_track(1);
+  return p;
 }
 
 void torc__obj_free(int kind, void *p) {
   if (p == NULL)
     return;
+  torc__alloc_track(-1);
+  /* Off where the cache is (TORC_NO_CACHE, sanitizers): a pooled header
+   * would hide a use-after-free or double free of a tensor from them. */
+  static _Atomic int pooling = -1;
+  int on = atomic_load_explicit(&pooling, memory_order_relaxed);
+  if (on < 0)
+    atomic_store(&pooling, on = caching_enabled());
   pool_list *l = &tl_pool[kind];
-  if (l->n >= POOL_MAX) {
+  if (!on || l->n >= POOL_MAX) {
     free(p);
     return;
   }

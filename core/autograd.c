@@ -60,7 +60,7 @@ static torc__node *node_alloc(int n_in) {
       n_in <= POOLED_INPUTS
           ? torc__obj_alloc(TORC__POOL_NODE,
                             sizeof(torc__node) + POOLED_INPUTS * per)
-          : calloc(1, sizeof(torc__node) + (size_t)n_in * per);
+          : torc__calloc(1, sizeof(torc__node) + (size_t)n_in * per);
   if (n == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory recording an autograd node");
     return NULL;
@@ -114,7 +114,7 @@ torc__node *torc__node_new(const char *name, const char *op,
     char where[256];
     const char *mod = torc__current_module(where, sizeof where);
     if (mod)
-      n->module = strdup(mod); /* NULL on OOM: the message just omits it */
+      n->module = torc__strdup(mod); /* NULL on OOM: the message just omits it */
   }
   for (int i = 0; i < n_in; i++) {
     torc_tensor *t = (torc_tensor *)in[i];
@@ -204,7 +204,7 @@ void torc__node_release(torc__node *n) {
       } else {
         if (sp - 64 >= hcap) {
           hcap = hcap ? hcap * 2 : 256;
-          torc__node **p = realloc(heap, (size_t)hcap * sizeof *p);
+          torc__node **p = torc__realloc(heap, (size_t)hcap * sizeof *p);
           if (p == NULL) { /* cannot defer: recurse instead */
             torc__node_release(nx);
             continue;
@@ -215,13 +215,13 @@ void torc__node_release(torc__node *n) {
         sp++;
       }
     }
-    free(cur->module);
+    torc__free(cur->module);
     if (cur->n_in <= POOLED_INPUTS)
       torc__obj_free(TORC__POOL_NODE, cur);
     else
-      free(cur);
+      torc__free(cur);
   }
-  free(heap);
+  torc__free(heap);
 }
 
 void torc__autograd_release(torc_tensor *t) {
@@ -234,8 +234,8 @@ void torc__autograd_release(torc_tensor *t) {
   torc_release(t->grad);
   t->grad = NULL;
   if (t->hooks) {
-    free(t->hooks->h);
-    free(t->hooks);
+    torc__free(t->hooks->h);
+    torc__free(t->hooks);
     t->hooks = NULL;
   }
 }
@@ -380,14 +380,14 @@ int torc_register_hook(torc_tensor *t, torc_grad_hook hook, void *user) {
                         : "the hook is NULL");
     return -1;
   }
-  if (t->hooks == NULL && (t->hooks = calloc(1, sizeof *t->hooks)) == NULL) {
+  if (t->hooks == NULL && (t->hooks = torc__calloc(1, sizeof *t->hooks)) == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory registering a hook");
     return -1;
   }
   struct torc__hooks *h = t->hooks;
   if (h->n == h->cap) {
     int cap = h->cap ? h->cap * 2 : 4;
-    hook_entry *p = realloc(h->h, (size_t)cap * sizeof *p);
+    hook_entry *p = torc__realloc(h->h, (size_t)cap * sizeof *p);
     if (p == NULL) {
       torc_set_error(TORC_ERR_OOM, "out of memory registering a hook");
       return -1;
@@ -567,8 +567,8 @@ static int walk_index(const walk *w, const torc__node *n) {
 static torc_status walk_add(walk *w, torc__node *n) {
   if (w->n == w->cap) {
     int cap = w->cap ? w->cap * 2 : 64;
-    torc__node **p = realloc(w->nodes, (size_t)cap * sizeof *p);
-    int *d = realloc(w->deps, (size_t)cap * sizeof *d);
+    torc__node **p = torc__realloc(w->nodes, (size_t)cap * sizeof *p);
+    int *d = torc__realloc(w->deps, (size_t)cap * sizeof *d);
     if (p)
       w->nodes = p;
     if (d)
@@ -630,7 +630,7 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
     rnodes[r] = roots[r]->grad_fn ? roots[r]->grad_fn : roots[r]->grad_acc;
   if ((st = collect(&w, rnodes, n_roots)))
     goto out;
-  w.buf = calloc((size_t)w.n * TORC__MAX_OUTPUTS, sizeof *w.buf);
+  w.buf = torc__calloc((size_t)w.n * TORC__MAX_OUTPUTS, sizeof *w.buf);
   if (w.buf == NULL) {
     st = torc_set_error(TORC_ERR_OOM, "out of memory in backward");
     goto out;
@@ -643,7 +643,7 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
       goto out;
   }
   /* Ready stack: nodes no collected node still has to feed. */
-  int *ready = malloc(sizeof(int) * (size_t)w.n);
+  int *ready = torc__malloc(sizeof(int) * (size_t)w.n);
   int n_ready = 0;
   if (ready == NULL) {
     st = torc_set_error(TORC_ERR_OOM, "out of memory in backward");
@@ -756,14 +756,14 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
       n->freed = 1;
     }
   }
-  free(ready);
+  torc__free(ready);
 out:
   if (w.buf)
     for (int i = 0; i < w.n * TORC__MAX_OUTPUTS; i++)
       torc_release(w.buf[i]);
-  free(w.buf);
-  free(w.nodes);
-  free(w.deps);
+  torc__free(w.buf);
+  torc__free(w.nodes);
+  torc__free(w.deps);
   return st;
 }
 
@@ -847,7 +847,7 @@ torc_status torc_grad(torc_tensor *const *outputs,
                           "input, and an array for the gradients");
   for (int i = 0; i < n_inputs; i++)
     grads_out[i] = NULL;
-  capture *caps = calloc((size_t)n_inputs, sizeof *caps);
+  capture *caps = torc__calloc((size_t)n_inputs, sizeof *caps);
   torc_tensor *g0[64] = {0};
   if (caps == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory in torc_grad");
@@ -891,9 +891,9 @@ torc_status torc_grad(torc_tensor *const *outputs,
         grads_out[i] = NULL;
       }
   });
-  free(caps);
-  for (int i = 0; i < n_inputs; i++)
-    torc__ret(grads_out[i]);
+  torc__free(caps);
+  if (st == TORC_OK)
+    st = torc__ret_all(grads_out, n_inputs);
   return st;
 }
 
@@ -926,9 +926,9 @@ torc_status torc_gradcheck(torc_fn fn, void *user, torc_tensor *const *inputs,
       continue;
     int64_t nx = torc__numel(x->shape, x->ndim);
     /* Numeric Jacobian column by column: perturb element j of x. */
-    double *num = calloc((size_t)(nx * n_out + 1), sizeof(double));
-    double *ana = calloc((size_t)(nx * n_out + 1), sizeof(double));
-    double *xv = malloc(sizeof(double) * (size_t)(nx + 1));
+    double *num = torc__calloc((size_t)(nx * n_out + 1), sizeof(double));
+    double *ana = torc__calloc((size_t)(nx * n_out + 1), sizeof(double));
+    double *xv = torc__malloc(sizeof(double) * (size_t)(nx + 1));
     if (!num || !ana || !xv) {
       st = torc_set_error(TORC_ERR_OOM, "torc_gradcheck: out of memory");
     } else if ((st = torc_to_host(x, xv, sizeof(double) * (size_t)nx)) ==
@@ -945,14 +945,14 @@ torc_status torc_gradcheck(torc_fn fn, void *user, torc_tensor *const *inputs,
           st = torc_copy_(elem, val);
           torc_tensor *o = st == TORC_OK ? fn(inputs, n, user) : NULL;
           torc_tensor *od = o ? torc_to_dtype(o, TORC_F64) : NULL;
-          double *ov = malloc(sizeof(double) * (size_t)(n_out + 1));
+          double *ov = torc__malloc(sizeof(double) * (size_t)(n_out + 1));
           if (od == NULL || ov == NULL)
             st = st ? st : torc_last_status();
           else if ((st = torc_to_host(od, ov, sizeof(double) * (size_t)n_out)) ==
                    TORC_OK)
             for (int64_t k = 0; k < n_out; k++)
               num[k * nx + j] += (side ? -ov[k] : ov[k]) / (2 * eps);
-          free(ov);
+          torc__free(ov);
           (void)v;
         }
         torc_tensor *orig = torc_full(NULL, 0, xv[j], TORC_F64,
@@ -979,14 +979,14 @@ torc_status torc_gradcheck(torc_fn fn, void *user, torc_tensor *const *inputs,
           st = torc_grad(&out2, (const torc_tensor *const *)&go, 1, &x, 1, &gx,
                          1, 1);
         if (st == TORC_OK && gx) {
-          double *gv = malloc(sizeof(double) * (size_t)(nx + 1));
+          double *gv = torc__malloc(sizeof(double) * (size_t)(nx + 1));
           torc_tensor *gd = torc_to_dtype(gx, TORC_F64);
           if (gv && gd &&
               (st = torc_to_host(gd, gv, sizeof(double) * (size_t)nx)) ==
                   TORC_OK)
             for (int64_t j = 0; j < nx; j++)
               ana[k * nx + j] = gv[j];
-          free(gv);
+          torc__free(gv);
         }
       }
       for (int64_t k = 0; k < n_out && st == TORC_OK; k++)
@@ -1003,7 +1003,7 @@ torc_status torc_gradcheck(torc_fn fn, void *user, torc_tensor *const *inputs,
           }
         }
     }
-    free(num), free(ana), free(xv);
+    torc__free(num), torc__free(ana), torc__free(xv);
   }
 done:
   torc_scope_end(scope);

@@ -156,10 +156,10 @@ static int module_params(torc_module *m, const char *fn,
   int n = torc_module_named_parameters(m, all);
   if (n < 0)
     return -1;
-  *ps = calloc((size_t)n + 1, sizeof **ps);
-  *names = calloc((size_t)n + 1, sizeof **names);
+  *ps = torc__calloc((size_t)n + 1, sizeof **ps);
+  *names = torc__calloc((size_t)n + 1, sizeof **names);
   if (*ps == NULL || *names == NULL) {
-    free(*ps), free(*names);
+    torc__free(*ps), torc__free(*names);
     torc_named_tensors_free(*all, n);
     torc_set_error(TORC_ERR_OOM, "%s: out of memory", fn);
     return -1;
@@ -182,7 +182,7 @@ torc_status torc_module_clip_grad_norm(torc_module *m, double max_norm,
     return torc_last_status();
   torc_status st =
       clip_norm(ps, names, n, max_norm, p, error_if_nonfinite, total_norm);
-  free(ps), free(names);
+  torc__free(ps), torc__free(names);
   torc_named_tensors_free(all, n);
   return st;
 }
@@ -195,7 +195,7 @@ torc_status torc_module_clip_grad_value(torc_module *m, double clip) {
   if (n < 0)
     return torc_last_status();
   torc_status st = torc_clip_grad_value(ps, n, clip);
-  free(ps), free(names);
+  torc__free(ps), torc__free(names);
   torc_named_tensors_free(all, n);
   return st;
 }

@@ -157,7 +157,7 @@ static int eq_nocase(const char *a, const char *b) {
 }
 
 static char *dup_range(const char *s, size_t n) {
-  char *p = malloc(n + 1);
+  char *p = torc__malloc(n + 1);
   if (p) {
     memcpy(p, s, n);
     p[n] = '\0';
@@ -533,7 +533,7 @@ static char *resolve_path(const char *value, size_t n, const char *dir) {
     return dup_range(value, n);
   size_t ld = strlen(dir);
   int slash = ld > 0 && dir[ld - 1] == '/';
-  char *p = malloc(ld + 1 + n + 1);
+  char *p = torc__malloc(ld + 1 + n + 1);
   if (p == NULL)
     return NULL;
   memcpy(p, dir, ld);
@@ -651,7 +651,7 @@ static torc_status check_value(const torc__config_row *r, const char *value,
     for (const char *p = value; *p; p++)
       entries += *p == ':';
     size_t cap = strlen(value) + entries * (strlen(dir) + 1) + 1;
-    char *out = malloc(cap);
+    char *out = torc__malloc(cap);
     if (out == NULL)
       return TORC_ERR_OOM;
     size_t o = 0;
@@ -661,7 +661,7 @@ static torc_status check_value(const torc__config_row *r, const char *value,
       if (l > 0) {
         char *one = resolve_path(p, l, dir);
         if (one == NULL) {
-          free(out);
+          torc__free(out);
           return TORC_ERR_OOM;
         }
         if (o > 0)
@@ -669,7 +669,7 @@ static torc_status check_value(const torc__config_row *r, const char *value,
         size_t lo = strlen(one);
         memcpy(out + o, one, lo);
         o += lo;
-        free(one);
+        torc__free(one);
       }
       if (colon == NULL)
         break;
@@ -747,7 +747,7 @@ static int row_bad(const torc__config_row *r, char *why, size_t n) {
     char *res = NULL;
     char reason[MSG_MAX];
     torc_status st = check_value(r, r->def, NULL, &res, reason, sizeof reason);
-    free(res);
+    torc__free(res);
     if (st != TORC_OK) {
       size_t len = 0;
       append(why, n, &len, "default: %s", reason);
@@ -885,13 +885,13 @@ static void known_keys(const char *section, const char *key, char *buf,
 
 static void section_free(cfg_section *s) {
   for (int j = 0; j < s->n; j++) {
-    free(s->e[j].key);
-    free(s->e[j].value);
-    free(s->e[j].resolved);
+    torc__free(s->e[j].key);
+    torc__free(s->e[j].value);
+    torc__free(s->e[j].resolved);
   }
-  free(s->e);
-  free(s->ix);
-  free(s->name);
+  torc__free(s->e);
+  torc__free(s->ix);
+  torc__free(s->name);
 }
 
 void torc_config_free(torc_config *cfg) {
@@ -899,10 +899,10 @@ void torc_config_free(torc_config *cfg) {
     return;
   for (int i = 0; i < cfg->n; i++)
     section_free(&cfg->s[i]);
-  free(cfg->s);
-  free(cfg->path);
-  free(cfg->dir);
-  free(cfg);
+  torc__free(cfg->s);
+  torc__free(cfg->path);
+  torc__free(cfg->dir);
+  torc__free(cfg);
 }
 
 /* Adds a section occurrence; its index, or -1 when memory ran out. */
@@ -910,7 +910,7 @@ static int add_section(torc_config *cfg, const char *name, size_t len,
                        int line) {
   if (cfg->n == cfg->cap) {
     int cap = cfg->cap ? cfg->cap * 2 : 8;
-    cfg_section *s = realloc(cfg->s, sizeof *s * (size_t)cap);
+    cfg_section *s = torc__realloc(cfg->s, sizeof *s * (size_t)cap);
     if (s == NULL)
       return -1;
     cfg->s = s;
@@ -980,8 +980,8 @@ static void index_added(cfg_section *s, int j) {
   size_t slots = 4 * KEYS_SCAN;
   while (slots < 4 * n)
     slots *= 2;
-  free(s->ix);
-  s->ix = malloc(slots * sizeof *s->ix);
+  torc__free(s->ix);
+  s->ix = torc__malloc(slots * sizeof *s->ix);
   if (s->ix == NULL)
     return;
   s->slots = slots;
@@ -997,9 +997,9 @@ static cfg_entry *add_entry(cfg_section *s, const char *key, char *value,
                             int line) {
   if (s->n == s->cap) {
     int cap = s->cap ? s->cap * 2 : 8;
-    cfg_entry *e = realloc(s->e, sizeof *e * (size_t)cap);
+    cfg_entry *e = torc__realloc(s->e, sizeof *e * (size_t)cap);
     if (e == NULL) {
-      free(value);
+      torc__free(value);
       return NULL;
     }
     s->e = e;
@@ -1008,7 +1008,7 @@ static cfg_entry *add_entry(cfg_section *s, const char *key, char *value,
   cfg_entry *e = &s->e[s->n];
   e->key = dup_str(key);
   if (e->key == NULL) {
-    free(value);
+    torc__free(value);
     return NULL;
   }
   e->value = value;
@@ -1282,11 +1282,11 @@ static int by_name_then_place(const void *a, const void *b) {
  * (by sorting: a file of n sections is checked for repeats in n log n, not
  * by comparing each with those before it). NULL when memory ran out. */
 static int *first_occurrences(const torc_config *cfg) {
-  int *first = malloc(((size_t)cfg->n + 1) * sizeof *first);
-  name_at *v = malloc(((size_t)cfg->n + 1) * sizeof *v);
+  int *first = torc__malloc(((size_t)cfg->n + 1) * sizeof *first);
+  name_at *v = torc__malloc(((size_t)cfg->n + 1) * sizeof *v);
   if (first == NULL || v == NULL) {
-    free(first);
-    free(v);
+    torc__free(first);
+    torc__free(v);
     return NULL;
   }
   for (int i = 0; i < cfg->n; i++)
@@ -1296,7 +1296,7 @@ static int *first_occurrences(const torc_config *cfg) {
     first[v[k].i] =
         k > 0 && strcmp(v[k - 1].name, v[k].name) == 0 ? first[v[k - 1].i]
                                                         : v[k].i;
-  free(v);
+  torc__free(v);
   return first;
 }
 
@@ -1315,7 +1315,7 @@ static char *folder_of(const char *path) {
 static torc_config *parse_text(const char *text, size_t len, const char *name,
                                int from_file) {
   torc__ensure_init();
-  torc_config *cfg = calloc(1, sizeof *cfg);
+  torc_config *cfg = torc__calloc(1, sizeof *cfg);
   parse_ctx c;
   memset(&c, 0, sizeof c);
   if (cfg == NULL)
@@ -1344,7 +1344,7 @@ static torc_config *parse_text(const char *text, size_t len, const char *name,
     goto oom;
   for (int i = 0; i < cfg->n && !c.oom; i++)
     validate_section(&c, i);
-  free(c.first);
+  torc__free(c.first);
   if (c.oom)
     goto oom;
   if (c.err_line) {
@@ -1380,15 +1380,15 @@ torc_config *torc_config_load(const char *path) {
     return NULL;
   }
   size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
+  char *buf = torc__malloc(cap);
   int err = 0;
   while (buf) {
     if (len == cap) {
       if (cap >= CFG_MAX_FILE)
         break;
-      char *nb = realloc(buf, cap * 2);
+      char *nb = torc__realloc(buf, cap * 2);
       if (nb == NULL) {
-        free(buf);
+        torc__free(buf);
         buf = NULL;
         break;
       }
@@ -1409,13 +1409,13 @@ torc_config *torc_config_load(const char *path) {
     return NULL;
   }
   if (err) {
-    free(buf);
+    torc__free(buf);
     torc_set_error(TORC_ERR_IO, "cannot read configuration file '%s': %s", path,
                    strerror(err));
     return NULL;
   }
   if (len == cap) {
-    free(buf);
+    torc__free(buf);
     torc_set_error(TORC_ERR_CONFIG,
                    "configuration file '%s' is larger than "
                    "%u MiB; is it really an INI file?",
@@ -1423,7 +1423,7 @@ torc_config *torc_config_load(const char *path) {
     return NULL;
   }
   torc_config *cfg = parse_text(buf, len, path, 1);
-  free(buf);
+  torc__free(buf);
   return cfg;
 }
 
@@ -1660,7 +1660,7 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
     char hint[160] = "";
     if (nr.word[0])
       snprintf(hint, sizeof hint, "did you mean %s? ", nr.word);
-    free(value);
+    torc__free(value);
     return torc_set_error(TORC_ERR_CONFIG,
                           "%s: unknown section [%s]; %sknown "
                           "sections: %s",
@@ -1672,7 +1672,7 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
     char hint[160] = "";
     if (nr.word[0])
       snprintf(hint, sizeof hint, "did you mean '%s'? ", nr.word);
-    free(value);
+    torc__free(value);
     return torc_set_error(TORC_ERR_CONFIG,
                           "%s: key '%s' in [%s]: unknown "
                           "key; %s[%s] accepts: %s",
@@ -1682,8 +1682,8 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
   char *resolved = NULL;
   torc_status st = check_value(r, value, NULL, &resolved, why, sizeof why);
   if (st != TORC_OK) {
-    free(value);
-    free(resolved);
+    torc__free(value);
+    torc__free(resolved);
     if (st == TORC_ERR_OOM)
       return torc_set_error(st, "out of memory in torc_config_set");
     return torc_set_error(st, "%s: key '%s' in [%s]: %s", prefix, key, section,
@@ -1691,20 +1691,20 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
   }
   int i = torc__config_find(cfg, section);
   if (i < 0 && (i = add_section(cfg, section, strlen(section), 0)) < 0) {
-    free(value);
-    free(resolved);
+    torc__free(value);
+    torc__free(resolved);
     return torc_set_error(TORC_ERR_OOM, "out of memory in torc_config_set");
   }
   cfg_entry *e = find_entry(&cfg->s[i], key);
   if (e == NULL) {
     e = add_entry(&cfg->s[i], key, value, 0);
     if (e == NULL) {
-      free(resolved);
+      torc__free(resolved);
       return torc_set_error(TORC_ERR_OOM, "out of memory in torc_config_set");
     }
   } else {
-    free(e->value);
-    free(e->resolved);
+    torc__free(e->value);
+    torc__free(e->resolved);
     e->value = value;
     e->line = 0;
   }
@@ -1748,13 +1748,13 @@ static torc_status apply_plugin(const torc_config *cfg, int i,
   if (st != TORC_OK)
     return st;
 
-  const char **keys = malloc(sizeof *keys * (size_t)(s->n + 1));
-  const char **values = malloc(sizeof *values * (size_t)(s->n + 1));
-  int *lines = malloc(sizeof *lines * (size_t)(s->n + 1));
+  const char **keys = torc__malloc(sizeof *keys * (size_t)(s->n + 1));
+  const char **values = torc__malloc(sizeof *values * (size_t)(s->n + 1));
+  int *lines = torc__malloc(sizeof *lines * (size_t)(s->n + 1));
   if (keys == NULL || values == NULL || lines == NULL) {
-    free(keys);
-    free(values);
-    free(lines);
+    torc__free(keys);
+    torc__free(values);
+    torc__free(lines);
     return torc_set_error(TORC_ERR_OOM, "out of memory loading [%s]", s->name);
   }
   int n = 0;
@@ -1782,9 +1782,9 @@ static torc_status apply_plugin(const torc_config *cfg, int i,
   opts.line = s->line;
   opts.key_lines = lines;
   st = torc_plugin_load(module, &opts);
-  free(keys);
-  free(values);
-  free(lines);
+  torc__free(keys);
+  torc__free(values);
+  torc__free(lines);
   if (st == TORC_OK)
     return TORC_OK;
   if (!required) {
@@ -1871,7 +1871,7 @@ torc_status torc_config_device(const torc_config *cfg, torc_device *out) {
 
 char *torc_config_help(void) {
   size_t cap = 8192, len = 0;
-  char *out = malloc(cap);
+  char *out = torc__malloc(cap);
   if (out == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory for the configuration help");
     return NULL;
@@ -1903,9 +1903,9 @@ char *torc_config_help(void) {
     if (len + n + 1 > cap) {
       while (len + n + 1 > cap)
         cap *= 2;
-      char *p = realloc(out, cap);
+      char *p = torc__realloc(out, cap);
       if (p == NULL) {
-        free(out);
+        torc__free(out);
         torc_set_error(TORC_ERR_OOM, "out of memory for the configuration "
                                      "help");
         return NULL;

@@ -105,7 +105,7 @@ torc_module *torc_module_from_config(const torc_config *cfg,
       continue;
     if (n_layers == cap) { /* doubling: n layers cost O(n) copies */
       cap = cap ? 2 * cap : 16;
-      int *w = realloc(where, (size_t)cap * sizeof *w);
+      int *w = torc__realloc(where, (size_t)cap * sizeof *w);
       if (w == NULL) {
         torc_set_error(TORC_ERR_OOM, "out of memory building the model");
         goto fail;
@@ -115,8 +115,8 @@ torc_module *torc_module_from_config(const torc_config *cfg,
     where[n_layers] = i;
     const char *type = torc_config_section_get(cfg, i, "type");
     int nk = torc_config_section_key_count(cfg, i);
-    const char **k = calloc((size_t)nk + 1, sizeof *k);
-    const char **v = calloc((size_t)nk + 1, sizeof *v);
+    const char **k = torc__calloc((size_t)nk + 1, sizeof *k);
+    const char **v = torc__calloc((size_t)nk + 1, sizeof *v);
     int n = 0;
     for (int j = 0; k && v && j < nk; j++) {
       const char *key = torc_config_section_key(cfg, i, j);
@@ -127,16 +127,18 @@ torc_module *torc_module_from_config(const torc_config *cfg,
       n++;
     }
     torc_module *m = k && v ? torc_module_create(type, k, v, n) : NULL;
-    free(k);
-    free(v);
+    if (k == NULL || v == NULL)
+      torc_set_error(TORC_ERR_OOM, "out of memory building the model");
+    torc__free(k);
+    torc__free(v);
     if (m == NULL || torc_sequential_append(seq, m) != TORC_OK) {
       char msg[1024];
       snprintf(msg, sizeof msg, "%s", torc_last_error());
       const char *key = key_named(cfg, i, msg);
       if (key == NULL && strstr(msg, "unknown module type"))
         key = "type";
-      torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "layer %d (%s): %s",
-                         n_layers, type, msg);
+      torc__config_error(cfg, i, key, torc__config_rewrap_status(),
+                         "layer %d (%s): %s", n_layers, type, msg);
       goto fail;
     }
     n_layers++;
@@ -171,36 +173,37 @@ torc_module *torc_module_from_config(const torc_config *cfg,
     const char *p = strstr(msg, "(in ");
     if (p && (p = strchr(p, '\'')) != NULL)
       layer = atoi(p + 1);
+    torc_status code = torc__config_rewrap_status();
     if (layer >= 0 && layer < n_layers)
-      torc__config_error(cfg, where[layer], NULL, TORC_ERR_CONFIG,
+      torc__config_error(cfg, where[layer], NULL, code,
                          "layer %d (%s) %s a sample of shape [%s]: %s",
                          layer,
                          torc_config_section_get(cfg, where[layer], "type"),
                          what, in, msg);
     else
-      torc__config_error(cfg, mi, "input", TORC_ERR_CONFIG,
+      torc__config_error(cfg, mi, "input", code,
                          "the model %s a sample of shape [%s]: %s",
                          strcmp(what, "does not fit") == 0 ? "does not run on"
                                                             : what,
                          in, msg);
     goto fail;
   }
-  free(sum);
+  torc__free(sum);
   const char *scheme = torc__config_value(cfg, mi, "init");
   if (scheme && strcmp(scheme, "default") != 0 &&
       torc_module_init(seq, scheme, NULL) != TORC_OK) {
-    torc__config_error(cfg, mi, "init", TORC_ERR_CONFIG, "%s",
+    torc__config_error(cfg, mi, "init", torc__config_rewrap_status(), "%s",
                        torc_last_error());
     goto fail;
   }
-  free(where);
+  torc__free(where);
   if (sample_shape)
     memcpy(sample_shape, shape, (size_t)nd * sizeof *shape);
   if (sample_ndim)
     *sample_ndim = nd;
   return seq;
 fail:
-  free(where);
+  torc__free(where);
   torc_module_free(seq);
   return NULL;
 }

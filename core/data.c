@@ -138,7 +138,7 @@ static void key_list(const torc_data_source_type *t, char *buf,
 /* The unknown-source error: the registered names and the nearest. */
 static void unknown_source(const char *source) {
   int n = torc_data_source_count();
-  const char **names = malloc((size_t)(n + 1) * sizeof *names);
+  const char **names = torc__malloc((size_t)(n + 1) * sizeof *names);
   char list[600] = "", hint[96] = "";
   size_t len = 0;
   for (int i = 0; i < n; i++) {
@@ -152,7 +152,7 @@ static void unknown_source(const char *source) {
   }
   if (names)
     torc__suggest(source, names, n, hint, sizeof hint);
-  free(names);
+  torc__free(names);
   torc_set_error(TORC_ERR_INVALID,
                  "unknown data source '%s'%s; the sources are: %s (idx, csv, "
                  "npy, image_folder and synthetic come with the data plugin: "
@@ -182,12 +182,12 @@ torc_dataset *torc_dataset_open(const char *source, const char *const *keys,
     return NULL;
   }
   int nk = key_count(t);
-  const char **kk = calloc((size_t)nk + 1, sizeof *kk);
-  const char **vv = calloc((size_t)nk + 1, sizeof *vv);
-  const char **names = calloc((size_t)nk + 1, sizeof *names);
-  torc_dataset *ds = calloc(1, sizeof *ds);
+  const char **kk = torc__calloc((size_t)nk + 1, sizeof *kk);
+  const char **vv = torc__calloc((size_t)nk + 1, sizeof *vv);
+  const char **names = torc__calloc((size_t)nk + 1, sizeof *names);
+  torc_dataset *ds = torc__calloc(1, sizeof *ds);
   if (kk == NULL || vv == NULL || names == NULL || ds == NULL) {
-    free(kk), free(vv), free(names), free(ds);
+    torc__free(kk), torc__free(vv), torc__free(names), torc__free(ds);
     torc_set_error(TORC_ERR_OOM, "out of memory opening a '%s' dataset",
                    source);
     return NULL;
@@ -268,13 +268,13 @@ torc_dataset *torc_dataset_open(const char *source, const char *const *keys,
           snprintf(buf, sizeof buf, "%s, %lld samples", t->name,
                    (long long)ds->length);
         torc_clear_error();
-        ds->describe = strdup(buf);
+        ds->describe = torc__strdup(buf);
       }
     }
   }
-  free(kk), free(vv), free(names);
+  torc__free(kk), torc__free(vv), torc__free(names);
   if (st != TORC_OK) {
-    free(ds);
+    torc__free(ds);
     return NULL;
   }
   return ds;
@@ -284,8 +284,8 @@ void torc_dataset_close(torc_dataset *ds) {
   if (ds == NULL)
     return;
   ds->type->close(ds->handle);
-  free(ds->describe);
-  free(ds);
+  torc__free(ds->describe);
+  torc__free(ds);
 }
 
 int64_t torc_dataset_length(const torc_dataset *ds) {

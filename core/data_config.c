@@ -75,9 +75,9 @@ static int is_path_key(const torc_data_source_type *t, const char *key) {
 /* value resolved against dir when relative (malloc'd). */
 static char *resolve(const char *value, const char *dir) {
   if (dir == NULL || value[0] == '\0' || value[0] == '/')
-    return strdup(value);
+    return torc__strdup(value);
   size_t ld = strlen(dir), lv = strlen(value);
-  char *p = malloc(ld + 1 + lv + 1);
+  char *p = torc__malloc(ld + 1 + lv + 1);
   if (p == NULL)
     return NULL;
   memcpy(p, dir, ld);
@@ -93,8 +93,8 @@ static torc_dataset *open_dataset(const torc_config *cfg, int i) {
   const torc_data_source_type *type = torc_data_source_find(source);
   const char *dir = torc__config_dir(cfg);
   int nk = torc_config_section_key_count(cfg, i);
-  const char **keys = calloc((size_t)nk + 1, sizeof *keys);
-  char **values = calloc((size_t)nk + 1, sizeof *values);
+  const char **keys = torc__calloc((size_t)nk + 1, sizeof *keys);
+  char **values = torc__calloc((size_t)nk + 1, sizeof *values);
   int n = 0;
   torc_dataset *ds = NULL;
   if (keys == NULL || values == NULL) {
@@ -108,7 +108,7 @@ static torc_dataset *open_dataset(const torc_config *cfg, int i) {
       continue;
     const char *v = torc_config_section_get(cfg, i, k);
     keys[n] = k;
-    values[n] = is_path_key(type, k) ? resolve(v, dir) : strdup(v);
+    values[n] = is_path_key(type, k) ? resolve(v, dir) : torc__strdup(v);
     if (values[n++] == NULL) {
       torc_set_error(TORC_ERR_OOM, "out of memory opening [%s]'s dataset",
                      torc_config_section_name(cfg, i));
@@ -122,13 +122,14 @@ static torc_dataset *open_dataset(const torc_config *cfg, int i) {
     const char *key = key_named(cfg, i, msg, values, keys, n);
     if (key == NULL && type == NULL)
       key = "source";
-    torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "%s", msg);
+    torc__config_error(cfg, i, key, torc__config_rewrap_status(), "%s",
+                       msg);
   }
 done:
   for (int j = 0; j < n; j++)
-    free(values[j]);
-  free(keys);
-  free(values);
+    torc__free(values[j]);
+  torc__free(keys);
+  torc__free(values);
   return ds;
 }
 
@@ -176,8 +177,8 @@ torc_loader *torc_loader_from_config(const torc_config *cfg, const char *name,
   if (spec) {
     tf = torc_transform_parse(spec);
     if (tf == NULL) {
-      torc__config_error(cfg, i, "transform", TORC_ERR_CONFIG, "%s",
-                         torc_last_error());
+      torc__config_error(cfg, i, "transform", torc__config_rewrap_status(),
+                         "%s", torc_last_error());
       return NULL;
     }
   }
@@ -199,7 +200,8 @@ torc_loader *torc_loader_from_config(const torc_config *cfg, const char *name,
         key = opts[k];
         break;
       }
-    torc__config_error(cfg, i, key, TORC_ERR_CONFIG, "%s", msg);
+    torc__config_error(cfg, i, key, torc__config_rewrap_status(), "%s",
+                       msg);
     torc_dataset_close(ds);
     torc_transform_free(tf);
     return NULL;

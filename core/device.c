@@ -101,28 +101,33 @@ static int register_locked(torc__plugin *owner, const torc_device_ops *ops,
   d->owner = owner;
   int count = ops->count(ops->user);
   d->count = count < 0 ? 0 : count;
-  d->allocated = calloc((size_t)(d->count > 0 ? d->count : 1), sizeof(size_t));
-  if (d->allocated == NULL)
-    return torc_set_error(TORC_ERR_OOM, "out of memory registering device %s",
-                          ops->type);
+  d->allocated = torc__calloc((size_t)(d->count > 0 ? d->count : 1), sizeof(size_t));
+  if (d->allocated == NULL) { /* -1, not the status: callers want an id */
+    torc_set_error(TORC_ERR_OOM, "out of memory registering device %s",
+                   ops->type);
+    return -1;
+  }
   /* The built-in cpu device caches freed blocks (alloc.c). */
   if (owner == NULL && torc__cache_create(d) != TORC_OK) {
-    free((void *)d->allocated);
+    torc__free((void *)d->allocated);
     return -1;
   }
   __atomic_store_n(&d->used, 1, __ATOMIC_RELEASE);
   return slot;
 }
 
-void torc__device_init_cpu(void);
-void torc__device_init_cpu(void) {
+torc_status torc__device_init_cpu(void);
+torc_status torc__device_init_cpu(void) {
   /* Every allocation passes here: no lock once the cpu type exists. */
   if (__atomic_load_n(&devtypes[0].used, __ATOMIC_ACQUIRE))
-    return;
+    return TORC_OK;
+  torc_status st = TORC_OK;
   pthread_mutex_lock(&devtypes_lock);
-  if (!devtypes[0].used)
-    register_locked(NULL, &cpu_ops, 0);
+  /* Out of memory leaves the slot free: the next call tries again. */
+  if (!devtypes[0].used && register_locked(NULL, &cpu_ops, 0) < 0)
+    st = torc_last_status();
   pthread_mutex_unlock(&devtypes_lock);
+  return st;
 }
 
 int torc__devtype_register(torc__plugin *owner, const torc_device_ops *ops) {
@@ -152,7 +157,8 @@ int torc__devtype_register(torc__plugin *owner, const torc_device_ops *ops) {
                    who, ops->type);
     return -1;
   }
-  torc__ensure_init();
+  if (torc__ensure_init() != TORC_OK)
+    return -1;
   pthread_mutex_lock(&devtypes_lock);
   int free_slot = -1;
   for (int i = 0; i < TORC__MAX_DEVICE_TYPES; i++) {
@@ -192,7 +198,7 @@ static void devtype_drop(torc__devtype *d) {
   torc__cache_destroy(d);
   if (d->ops.shutdown)
     d->ops.shutdown(d->ops.user);
-  free((void *)d->allocated);
+  torc__free((void *)d->allocated);
   memset(d, 0, sizeof *d);
 }
 
@@ -250,7 +256,9 @@ static void list_types(char *buf, size_t size) {
 }
 
 torc_status torc_device_parse(const char *name, torc_device *out) {
-  torc__ensure_init();
+  torc_status st0 = torc__ensure_init();
+  if (st0 != TORC_OK)
+    return st0;
   char types[512];
   if (name == NULL)
     return torc_set_error(TORC_ERR_DEVICE, "device name is NULL");
@@ -371,6 +379,13 @@ void *torc_host_alloc(torc_device dev, size_t nbytes) {
     return NULL;
   torc__devtype *d = torc__devtype_get(dev.type);
   void *p = NULL;
+  if (torc__alloc_fault()) { /* torc/testing.h's injected failure */
+    torc_set_error(TORC_ERR_OOM,
+                   "out of host memory allocating %zu bytes for %s "
+                   "(an injected failure)",
+                   nbytes, torc__devname(dev));
+    return NULL;
+  }
   if (d->ops.host_alloc) {
     if (d->ops.host_alloc(d->ops.user, nbytes, &p) != TORC_OK)
       return NULL;

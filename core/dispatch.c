@@ -141,7 +141,7 @@ int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
   pthread_mutex_lock(&reg_lock);
   if (n_entries == cap_entries) {
     int cap = cap_entries ? cap_entries * 2 : 512;
-    kentry *p = realloc(entries, (size_t)cap * sizeof *p);
+    kentry *p = torc__realloc(entries, (size_t)cap * sizeof *p);
     if (p == NULL) {
       pthread_mutex_unlock(&reg_lock);
       return torc_set_error(TORC_ERR_OOM, "out of memory registering kernels");
@@ -160,7 +160,7 @@ int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
   e->flags = TORC_HAS_SLOT(reg, torc_kernel_reg, flags) ? reg->flags : 0;
   e->owner = owner;
   recompute(devtype, op, e->dtype);
-  free(sorted);
+  torc__free(sorted);
   sorted = NULL;
   pthread_mutex_unlock(&reg_lock);
   return TORC_OK;
@@ -174,7 +174,7 @@ void torc__kernel_unregister_owner(torc__plugin *owner) {
       entries[w++] = entries[i];
   int removed = n_entries - w;
   n_entries = w;
-  free(sorted);
+  torc__free(sorted);
   sorted = NULL;
   if (removed) {
     memset(best, 0, sizeof best);
@@ -186,9 +186,9 @@ void torc__kernel_unregister_owner(torc__plugin *owner) {
 
 void torc__registry_clear(void) {
   pthread_mutex_lock(&reg_lock);
-  free(entries);
+  torc__free(entries);
   entries = NULL;
-  free(sorted);
+  torc__free(sorted);
   sorted = NULL;
   n_entries = cap_entries = 0;
   memset(best, 0, sizeof best);
@@ -273,7 +273,7 @@ torc_status torc_kernel_get(int i, torc_kernel_summary *out) {
   /* A sorted copy, kept until the registry changes, so registration order
    * (tie-breaking) is never disturbed and listing stays O(n log n). */
   if (sorted == NULL) {
-    sorted = malloc((size_t)n_entries * sizeof *sorted);
+    sorted = torc__malloc((size_t)n_entries * sizeof *sorted);
     if (sorted == NULL) {
       pthread_mutex_unlock(&reg_lock);
       return torc_set_error(TORC_ERR_OOM, "out of memory");

@@ -317,9 +317,9 @@ torc_status torc_init_orthogonal_(torc_tensor *t, double gain,
   int scope = torc_scope_begin();
   torc_tensor *g = torc_randn(TORC_SHAPE(rows, cols), TORC_F64, TORC_CPU, gen);
   int64_t m = rows > cols ? rows : cols, n = rows > cols ? cols : rows;
-  double *a = malloc(sizeof(double) * (size_t)(m * n));
-  double *q = malloc(sizeof(double) * (size_t)(m * n));
-  double *v = malloc(sizeof(double) * (size_t)(m * n + n));
+  double *a = torc__malloc(sizeof(double) * (size_t)(m * n));
+  double *q = torc__malloc(sizeof(double) * (size_t)(m * n));
+  double *v = torc__malloc(sizeof(double) * (size_t)(m * n + n));
   if (g == NULL || a == NULL || q == NULL || v == NULL) {
     st = g == NULL ? torc_last_status()
                    : torc_set_error(TORC_ERR_OOM,
@@ -352,9 +352,9 @@ torc_status torc_init_orthogonal_(torc_tensor *t, double gain,
   st = torc_copy_(t, d);
   torc_set_grad_mode(gm);
 done:
-  free(a);
-  free(q);
-  free(v);
+  torc__free(a);
+  torc__free(q);
+  torc__free(v);
   torc_scope_end(scope);
   return st;
 }

@@ -10,12 +10,42 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "torc/plugin.h"
 #include "torc/torc.h"
 
 #define TORC__MAX_DEVICE_TYPES TORC_MAX_DEVICE_TYPES
+
+/* ---- heap memory (mem.c) ----
+ * Every heap allocation of the core goes through these (never malloc and
+ * friends directly), so torc/testing.h can count them and make the Nth
+ * fail. They return the C library's memory as it is. Memory from
+ * elsewhere (open_memstream, a device's alloc, a plugin) is freed with the
+ * matching foreign call, not torc__free. */
+void *torc__malloc(size_t n);
+void *torc__calloc(size_t count, size_t size);
+/* On failure p stays valid and owned by the caller. */
+void *torc__realloc(void *p, size_t n);
+char *torc__strdup(const char *s);
+void torc__free(void *p);
+/* Frees a string from json_dumps (jansson's allocator, whichever it is). */
+void torc__json_free(void *p);
+/* Brackets the core's use of jansson on this thread. Inside, the first
+ * failed allocation makes every later one fail too (jansson goes on after
+ * some failures and then overruns a buffer that came up short); end
+ * returns 1 if one failed: a failed parse was then out of memory, and a
+ * text json_dumps returned may lack a key. */
+void torc__json_begin(void);
+int torc__json_end(void);
+/* One allocation attempt that does not go through the wrappers above (a
+ * pooled object, a device block): counts it and returns 1 when the
+ * injector says it must fail. */
+int torc__alloc_fault(void);
+/* Adjusts the live-block count (+1 taken, -1 given back) for memory that
+ * bypasses the wrappers but should count (pooled objects). */
+void torc__alloc_track(int delta);
 
 /* ---- errors (error.c) ---- */
 
@@ -171,8 +201,14 @@ void torc__bump_version(torc_tensor *t);
 
 /* Hands a freshly created tensor to the innermost open scope of this
  * thread, if any. Every public function returning a tensor ends with
- * `return torc__ret(t);`; internal code uses untracked tensors. */
+ * `return torc__ret(t);`; internal code uses untracked tensors. When the
+ * scope cannot record it (out of memory), t is released and NULL returned
+ * with the error set. */
 torc_tensor *torc__ret(torc_tensor *t);
+/* torc__ret for the n results of one call (NULL entries skipped): all are
+ * recorded, or (out of memory) all released and set to NULL and
+ * TORC_ERR_OOM returned. */
+torc_status torc__ret_all(torc_tensor **ts, int n);
 
 /* Frees this thread's scope bookkeeping (at shutdown of the thread). */
 void torc__scope_thread_cleanup(void);
@@ -613,10 +649,19 @@ torc_status torc__config_error(const torc_config *cfg, int i, const char *key,
                                torc_status status, const char *fmt, ...)
     TORC_PRINTF(5, 6);
 
+/* The status for torc__config_error when it re-records the last error (a
+ * builder's) with the file's line: TORC_ERR_OOM stays so, as the file is
+ * not at fault; anything else is TORC_ERR_CONFIG. */
+static inline torc_status torc__config_rewrap_status(void) {
+  return torc_last_status() == TORC_ERR_OOM ? TORC_ERR_OOM : TORC_ERR_CONFIG;
+}
+
 /* ---- runtime (runtime.c) ---- */
 
-/* Creates the cpu device and reads TORC_LOG once; idempotent. */
-void torc__ensure_init(void);
+/* Creates the cpu device and reads TORC_LOG once; idempotent. Returns
+ * TORC_OK, or the error (out of memory) that kept the cpu device from
+ * registering: the next call tries again. */
+torc_status torc__ensure_init(void);
 
 /* Log with the plugin's name as prefix, used by the host table. */
 void torc__log_v(int level, const char *fmt, va_list ap);

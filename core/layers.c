@@ -20,14 +20,14 @@ torc_module *torc__layer_new(const char *type, const torc_module_vtable *vt,
   }
   torc_module *m = torc_module_new(type, vt, state);
   if (m == NULL) {
-    free(state);
+    torc__free(state);
     return NULL;
   }
   ((torc__layer_head *)state)->self = m;
   return m;
 }
 
-void torc__layer_destroy(torc_module *m) { free(torc_module_state(m)); }
+void torc__layer_destroy(torc_module *m) { torc__free(torc_module_state(m)); }
 
 int torc__layer_is(const torc_module *m, const char *type) {
   const char *t = torc_module_type_name(m);
@@ -246,7 +246,7 @@ torc_module *torc_linear_new(int64_t in_features, int64_t out_features,
                    (long long)in_features, (long long)out_features);
     return NULL;
   }
-  linear_state *s = calloc(1, sizeof *s);
+  linear_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->in = in_features;
     s->out = out_features;
@@ -456,7 +456,7 @@ static torc_module *conv_new(int transposed, int64_t in, int64_t out,
   tmp.bias = bias != 0;
   if (conv_check(&tmp, p))
     return NULL;
-  conv_state *s = malloc(sizeof *s);
+  conv_state *s = torc__malloc(sizeof *s);
   if (s)
     *s = tmp;
   torc_module *m = torc__layer_new(conv_type(&tmp),
@@ -518,7 +518,7 @@ torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim) {
                    (long long)num_embeddings, (long long)dim);
     return NULL;
   }
-  embedding_state *s = calloc(1, sizeof *s);
+  embedding_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->num = num_embeddings;
     s->dim = dim;

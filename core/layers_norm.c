@@ -150,7 +150,7 @@ static torc_module *bn_new(int image, int64_t c, double eps,
                    t, eps, momentum);
     return NULL;
   }
-  bn_state *s = calloc(1, sizeof *s);
+  bn_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->image = image;
     s->c = c;
@@ -280,7 +280,7 @@ torc_module *torc_layernorm_new(const int64_t *normalized_shape, int n,
                    "layernorm: eps %g must be >= 0 (PyTorch uses 1e-5)", eps);
     return NULL;
   }
-  ln_state *s = calloc(1, sizeof *s);
+  ln_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->n = n;
     if (n)
@@ -378,7 +378,7 @@ torc_module *torc_groupnorm_new(int64_t groups, int64_t num_channels,
                    "groupnorm: eps %g must be >= 0 (PyTorch uses 1e-5)", eps);
     return NULL;
   }
-  gn_state *s = calloc(1, sizeof *s);
+  gn_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->groups = groups;
     s->c = num_channels;

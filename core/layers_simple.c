@@ -59,7 +59,7 @@ torc_module *torc_dropout_new(double p) {
                    p);
     return NULL;
   }
-  dropout_state *s = calloc(1, sizeof *s);
+  dropout_state *s = torc__calloc(1, sizeof *s);
   if (s)
     s->p = p;
   return torc__layer_new("dropout", &dropout_vt, s);
@@ -160,7 +160,7 @@ static torc_module *pool_new(int max, const torc_pool2d_params *p) {
                    t, (long long)q.divisor_override);
     return NULL;
   }
-  pool_state *s = calloc(1, sizeof *s);
+  pool_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->max = max;
     s->p = q;
@@ -216,7 +216,7 @@ torc_module *torc_adaptive_avgpool2d_new(int64_t out_h, int64_t out_w) {
                    (long long)out_h, (long long)out_w);
     return NULL;
   }
-  adaptive_state *s = calloc(1, sizeof *s);
+  adaptive_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->out[0] = out_h;
     s->out[1] = out_w;
@@ -255,7 +255,7 @@ torc_module *torc_flatten_new(int start_dim, int end_dim) {
                    end_dim);
     return NULL;
   }
-  flatten_state *s = calloc(1, sizeof *s);
+  flatten_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->start = start_dim;
     s->end = end_dim;
@@ -281,7 +281,7 @@ static const torc_module_vtable identity_vt = {
 
 torc_module *torc_identity_new(void) {
   return torc__layer_new("identity", &identity_vt,
-                         calloc(1, sizeof(torc__layer_head)));
+                         torc__calloc(1, sizeof(torc__layer_head)));
 }
 
 /* ---- activations ---- */
@@ -370,7 +370,7 @@ torc_module *torc__activation_new(const char *type, double a, double b,
                    flags);
     return NULL;
   }
-  act_state *s = calloc(1, sizeof *s);
+  act_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->kind = kind;
     s->a = a;

@@ -317,10 +317,10 @@ static int build(const torc_loader *ld, const int64_t *idx, int64_t n,
                  int64_t epoch, int64_t bi, uint64_t gen, torc_batch *out,
                  char *msg) {
   memset(out, 0, sizeof *out);
-  torc_tensor **xs = calloc((size_t)n, sizeof *xs);
-  torc_tensor **ys = calloc((size_t)n, sizeof *ys);
+  torc_tensor **xs = torc__calloc((size_t)n, sizeof *xs);
+  torc_tensor **ys = torc__calloc((size_t)n, sizeof *ys);
   if (xs == NULL || ys == NULL) {
-    free(xs), free(ys);
+    torc__free(xs), torc__free(ys);
     torc_set_error(TORC_ERR_OOM, "out of memory building batch %lld",
                    (long long)bi);
     snprintf(msg, MSG_MAX, "data loader: %s", torc_last_error());
@@ -405,8 +405,8 @@ static int build(const torc_loader *ld, const int64_t *idx, int64_t n,
     torc_release(ys[i]);
   }
   torc__scope_suspend(-1);
-  free(xs);
-  free(ys);
+  torc__free(xs);
+  torc__free(ys);
   return rc;
 }
 
@@ -479,20 +479,20 @@ void torc_loader_free(torc_loader *ld) {
   stop_workers(ld);
   if (ld->slots)
     clear_slots(ld);
-  free(ld->slots);
+  torc__free(ld->slots);
   if (ld->workers)
     for (int i = 0; i < ld->o.workers; i++)
-      free(ld->workers[i].idx);
-  free(ld->workers);
-  free(ld->perm);
-  free(ld->order);
-  free(ld->sync_idx);
+      torc__free(ld->workers[i].idx);
+  torc__free(ld->workers);
+  torc__free(ld->perm);
+  torc__free(ld->order);
+  torc__free(ld->sync_idx);
   pthread_mutex_destroy(&ld->mu);
   pthread_cond_destroy(&ld->work_cv);
   pthread_cond_destroy(&ld->ready_cv);
   torc_dataset_close(ld->own_ds);
   torc_transform_free(ld->own_tf);
-  free(ld);
+  torc__free(ld);
 }
 
 void torc__loader_own(torc_loader *ld, torc_dataset *ds, torc_transform *t) {
@@ -576,7 +576,7 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
                    (long long)per_rank, world > 1 ? " per rank" : "");
     return NULL;
   }
-  torc_loader *ld = calloc(1, sizeof *ld);
+  torc_loader *ld = torc__calloc(1, sizeof *ld);
   if (ld == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory for a loader");
     return NULL;
@@ -595,17 +595,17 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
   ld->pin = o.pin_memory == 1 ||
             (o.pin_memory == 0 && !torc_device_is_host(o.device));
   ld->cap = o.prefetch ? o.prefetch : (o.workers ? 2 * o.workers : 1);
-  ld->perm = malloc(sizeof(int64_t) * (size_t)n);
-  ld->order = malloc(sizeof(int64_t) * (size_t)per_rank);
-  ld->sync_idx = malloc(sizeof(int64_t) * (size_t)B);
-  ld->slots = calloc((size_t)ld->cap, sizeof *ld->slots);
-  ld->workers = o.workers ? calloc((size_t)o.workers, sizeof *ld->workers)
+  ld->perm = torc__malloc(sizeof(int64_t) * (size_t)n);
+  ld->order = torc__malloc(sizeof(int64_t) * (size_t)per_rank);
+  ld->sync_idx = torc__malloc(sizeof(int64_t) * (size_t)B);
+  ld->slots = torc__calloc((size_t)ld->cap, sizeof *ld->slots);
+  ld->workers = o.workers ? torc__calloc((size_t)o.workers, sizeof *ld->workers)
                           : NULL;
   int ok = ld->perm && ld->order && ld->sync_idx && ld->slots &&
            (o.workers == 0 || ld->workers);
   for (int i = 0; ok && i < o.workers; i++) {
     ld->workers[i].ld = ld;
-    ld->workers[i].idx = malloc(sizeof(int64_t) * (size_t)B);
+    ld->workers[i].idx = torc__malloc(sizeof(int64_t) * (size_t)B);
     ok = ld->workers[i].idx != NULL;
   }
   if (!ok) {

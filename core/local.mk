@@ -1,8 +1,9 @@
 # core/local.mk — libtorc: the backend-agnostic core.
 lib_LTLIBRARIES += libtorc.la
+# include/torc/testing.h: core/mem.c's test-only controls, not installed.
 libtorc_la_SOURCES = \
-	core/internal.h core/ops.def core/ops_fused.def core/ops_nn.def \
-	core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
+	core/internal.h include/torc/testing.h core/ops.def core/ops_fused.def core/ops_nn.def \
+	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
 	core/tensor.c \
 	core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \

@@ -93,9 +93,9 @@ torc_loss *torc_loss_create(const char *type, const char *const *keys,
   if (t == NULL)
     return NULL;
   int nk = torc__keys_count(t->keys);
-  const char **vv = calloc((size_t)nk + 1, sizeof *vv);
-  const char **kk = calloc((size_t)nk + 1, sizeof *kk);
-  torc_loss *loss = calloc(1, sizeof *loss);
+  const char **vv = torc__calloc((size_t)nk + 1, sizeof *vv);
+  const char **kk = torc__calloc((size_t)nk + 1, sizeof *kk);
+  torc_loss *loss = torc__calloc(1, sizeof *loss);
   torc_status st = TORC_OK;
   if (vv == NULL || kk == NULL || loss == NULL)
     st = torc_set_error(TORC_ERR_OOM, "out of memory building loss '%s'", type);
@@ -113,9 +113,9 @@ torc_loss *torc_loss_create(const char *type, const char *const *keys,
                        type);
     }
   }
-  free(vv), free(kk);
+  torc__free(vv), torc__free(kk);
   if (st != TORC_OK) {
-    free(loss);
+    torc__free(loss);
     return NULL;
   }
   return loss;
@@ -134,7 +134,7 @@ void torc_loss_free(torc_loss *loss) {
     return;
   if (loss->type->destroy && loss->state)
     loss->type->destroy(loss->state);
-  free(loss);
+  torc__free(loss);
 }
 
 const char *torc_loss_name(const torc_loss *loss) {

@@ -83,9 +83,9 @@ torc_module *torc_module_new(const char *type, const torc_module_vtable *vt,
                    type, vt->struct_size);
     return NULL;
   }
-  torc_module *m = calloc(1, sizeof *m);
-  if (m == NULL || (m->type = strdup(type)) == NULL) {
-    free(m);
+  torc_module *m = torc__calloc(1, sizeof *m);
+  if (m == NULL || (m->type = torc__strdup(type)) == NULL) {
+    torc__free(m);
     torc_set_error(TORC_ERR_OOM, "out of memory for module '%s'", type);
     return NULL;
   }
@@ -102,27 +102,27 @@ static void module_destroy(torc_module *m) {
   for (int i = 0; i < m->n_kids; i++) {
     m->kids[i].m->parent = NULL;
     module_destroy(m->kids[i].m);
-    free(m->kids[i].name);
+    torc__free(m->kids[i].name);
   }
   if (m->vt && TORC_HAS_SLOT(m->vt, torc_module_vtable, destroy) &&
       m->vt->destroy)
     m->vt->destroy(m);
   for (int i = 0; i < m->n_params; i++) {
     torc_release(m->params[i].t);
-    free(m->params[i].name);
+    torc__free(m->params[i].name);
   }
   for (int i = 0; i < m->n_bufs; i++) {
     torc_release(m->bufs[i].t);
-    free(m->bufs[i].name);
+    torc__free(m->bufs[i].name);
   }
-  free(m->kids);
-  free(m->names_ix);
-  free(m->params);
-  free(m->bufs);
-  free(m->name);
-  free(m->path);
-  free(m->type);
-  free(m);
+  torc__free(m->kids);
+  torc__free(m->names_ix);
+  torc__free(m->params);
+  torc__free(m->bufs);
+  torc__free(m->name);
+  torc__free(m->path);
+  torc__free(m->type);
+  torc__free(m);
 }
 
 void torc_module_free(torc_module *m) {
@@ -156,7 +156,7 @@ const char *torc_module_path(const torc_module *m) {
   size_t len = 0;
   for (const torc_module *p = m; p->parent; p = p->parent)
     len += strlen(p->name) + 1;
-  char *s = malloc(len + 1);
+  char *s = torc__malloc(len + 1);
   if (s == NULL)
     return mm->path ? mm->path : "";
   /* Fill from the end: the leaf's name last, each preceded by '.'. */
@@ -171,7 +171,7 @@ const char *torc_module_path(const torc_module *m) {
   }
   if (len > 0) /* one byte too many was reserved for separators */
     memmove(s, s + pos, len - pos + 1);
-  free(mm->path);
+  torc__free(mm->path);
   mm->path = s;
   mm->path_gen = gen;
   return s;
@@ -271,7 +271,7 @@ static void names_added(torc_module *m, int code) {
   if (n <= NAMES_SCAN)
     return;
   if (n > INT_MAX / 4) { /* past what a code holds: search in order */
-    free(m->names_ix);
+    torc__free(m->names_ix);
     m->names_ix = NULL;
     return;
   }
@@ -282,8 +282,8 @@ static void names_added(torc_module *m, int code) {
   size_t slots = 4 * NAMES_SCAN;
   while (slots < 4 * n)
     slots *= 2;
-  free(m->names_ix);
-  m->names_ix = malloc(slots * sizeof *m->names_ix);
+  torc__free(m->names_ix);
+  m->names_ix = torc__malloc(slots * sizeof *m->names_ix);
   if (m->names_ix == NULL)
     return;
   m->names_slots = slots;
@@ -319,12 +319,12 @@ static torc_status check_new_name(const torc_module *m, const char *name,
 
 static torc_status add_slot(slot **arr, int *n, const char *name,
                             torc_tensor *t, int persistent) {
-  slot *p = realloc(*arr, (size_t)(*n + 1) * sizeof *p);
+  slot *p = torc__realloc(*arr, (size_t)(*n + 1) * sizeof *p);
   if (p == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory registering '%s'",
                           name);
   *arr = p;
-  char *s = strdup(name);
+  char *s = torc__strdup(name);
   if (s == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory registering '%s'",
                           name);
@@ -433,16 +433,16 @@ torc_status torc_module_add_child(torc_module *m, const char *name,
     if (m->n_kids == m->cap_kids) { /* doubling: appends stay linear */
       int cap = m->cap_kids < INT_MAX / 2 ? (m->cap_kids ? 2 * m->cap_kids : 4)
                                           : INT_MAX;
-      p = m->n_kids < cap ? realloc(m->kids, (size_t)cap * sizeof *p) : NULL;
+      p = m->n_kids < cap ? torc__realloc(m->kids, (size_t)cap * sizeof *p) : NULL;
       if (p) {
         m->kids = p;
         m->cap_kids = cap;
       }
     }
-    char *s = p ? strdup(name) : NULL;
-    char *s2 = s ? strdup(name) : NULL; /* the child's copy */
+    char *s = p ? torc__strdup(name) : NULL;
+    char *s2 = s ? torc__strdup(name) : NULL; /* the child's copy */
     if (s2 == NULL) {
-      free(s);
+      torc__free(s);
       st = torc_set_error(TORC_ERR_OOM, "out of memory adding child '%s'",
                           name);
     } else {
@@ -595,7 +595,7 @@ static int rec_begin(const torc_module *m) {
   recorder *r = tl_rec;
   if (r->n == r->cap) {
     int cap = r->cap ? r->cap * 2 : 32;
-    rec_row *p = realloc(r->rows, (size_t)cap * sizeof *p);
+    rec_row *p = torc__realloc(r->rows, (size_t)cap * sizeof *p);
     if (p == NULL) {
       r->oom = 1;
       return -1;
@@ -779,7 +779,7 @@ static int tlist_add(tlist *l, torc_tensor *t) {
       return 0;
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 32;
-    torc_tensor **p = realloc(l->t, (size_t)cap * sizeof *p);
+    torc_tensor **p = torc__realloc(l->t, (size_t)cap * sizeof *p);
     if (p == NULL)
       return -1;
     l->t = p;
@@ -821,12 +821,12 @@ static torc_status move_all(torc_module *m, int set_dev, torc_device dev,
                             const char *fn) {
   tlist l = {0};
   if (collect(m, &l)) {
-    free(l.t);
+    torc__free(l.t);
     return torc_set_error(TORC_ERR_OOM, "%s: out of memory", fn);
   }
-  torc_tensor **prep = calloc((size_t)l.n + 1, sizeof *prep);
+  torc_tensor **prep = torc__calloc((size_t)l.n + 1, sizeof *prep);
   if (prep == NULL) {
-    free(l.t);
+    torc__free(l.t);
     return torc_set_error(TORC_ERR_OOM, "%s: out of memory", fn);
   }
   torc_status st = TORC_OK;
@@ -847,8 +847,8 @@ static torc_status move_all(torc_module *m, int set_dev, torc_device dev,
       torc__commit_move(l.t[i], prep[i]);
     set_place(m, set_dev, dev, set_dtype, dtype);
   }
-  free(prep);
-  free(l.t);
+  torc__free(prep);
+  torc__free(l.t);
   return st;
 }
 
@@ -886,7 +886,7 @@ static void nlist_add(nlist *l, const char *prefix, const char *name,
     return;
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 32;
-    torc_named_tensor *p = realloc(l->v, (size_t)cap * sizeof *p);
+    torc_named_tensor *p = torc__realloc(l->v, (size_t)cap * sizeof *p);
     if (p == NULL) {
       l->oom = 1;
       return;
@@ -895,7 +895,7 @@ static void nlist_add(nlist *l, const char *prefix, const char *name,
     l->cap = cap;
   }
   size_t n = strlen(prefix) + strlen(name) + 2;
-  char *s = malloc(n);
+  char *s = torc__malloc(n);
   if (s == NULL) {
     l->oom = 1;
     return;
@@ -917,14 +917,14 @@ static void walk_named(const torc_module *m, const char *prefix, int params,
         nlist_add(l, prefix, m->bufs[i].name, m->bufs[i].t);
   for (int i = 0; i < m->n_kids && !l->oom; i++) {
     size_t n = strlen(prefix) + strlen(m->kids[i].name) + 2;
-    char *p = malloc(n);
+    char *p = torc__malloc(n);
     if (p == NULL) {
       l->oom = 1;
       return;
     }
     snprintf(p, n, "%s%s%s", prefix, prefix[0] ? "." : "", m->kids[i].name);
     walk_named(m->kids[i].m, p, params, persistent_only, l);
-    free(p);
+    torc__free(p);
   }
 }
 
@@ -962,8 +962,8 @@ void torc_named_tensors_free(torc_named_tensor *list, int n) {
   if (list == NULL)
     return;
   for (int i = 0; i < n; i++)
-    free(list[i].name);
-  free(list);
+    torc__free(list[i].name);
+  torc__free(list);
 }
 
 static void count_params(const torc_module *m, int trainable, int64_t *n) {
@@ -1090,7 +1090,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + (size_t)w + 1)
       cap *= 2;
-    char *p = realloc(b->s, cap);
+    char *p = torc__realloc(b->s, cap);
     if (p == NULL) {
       b->oom = 1;
       return;
@@ -1106,7 +1106,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 
 static char *sb_finish(sbuf *b) {
   if (b->oom || b->s == NULL) {
-    free(b->s);
+    torc__free(b->s);
     torc_set_error(TORC_ERR_OOM, "out of memory formatting a module");
     return NULL;
   }
@@ -1195,7 +1195,7 @@ char *torc_module_summary(torc_module *m, const torc_tensor *example) {
     return NULL;
   }
   int nm = count_modules(m);
-  int *modes = malloc((size_t)nm * sizeof *modes);
+  int *modes = torc__malloc((size_t)nm * sizeof *modes);
   if (modes == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory for a summary");
     return NULL;
@@ -1213,11 +1213,11 @@ char *torc_module_summary(torc_module *m, const torc_tensor *example) {
   tl_rec = NULL;
   k = 0;
   restore_modes(m, modes, &k);
-  free(modes);
+  torc__free(modes);
   if (y == NULL || rec.oom) {
     if (y && rec.oom)
       torc_set_error(TORC_ERR_OOM, "out of memory for a summary");
-    free(rec.rows);
+    torc__free(rec.rows);
     return NULL;
   }
 
@@ -1275,7 +1275,7 @@ char *torc_module_summary(torc_module *m, const torc_tensor *example) {
   sb_printf(&b, "Buffers size (MB): %.2f\n", bbytes / mb);
   sb_printf(&b, "Estimated total size (MB): %.2f\n",
             (in_bytes + act + pbytes + bbytes) / mb);
-  free(rec.rows);
+  torc__free(rec.rows);
   return sb_finish(&b);
 }
 
@@ -1298,15 +1298,15 @@ static torc_tensor *sequential_forward(torc_module *m,
    * eval pass holds only what later layers still read (as PyTorch, which
    * frees a tensor when its last Python reference goes). */
   int n = m->n_kids;
-  torc_tensor **outs = calloc((size_t)n, sizeof *outs);
-  int *last = calloc((size_t)n, sizeof *last);
+  torc_tensor **outs = torc__calloc((size_t)n, sizeof *outs);
+  int *last = torc__calloc((size_t)n, sizeof *last);
   /* The outputs whose last reader is child i, in order: first[i], then
    * next[] of it, ..., -1; each output is checked once, at its last
    * reader, so a forward of n children costs O(n) here. */
-  int *first = malloc((size_t)n * sizeof *first);
-  int *next = malloc((size_t)n * sizeof *next);
+  int *first = torc__malloc((size_t)n * sizeof *first);
+  int *next = torc__malloc((size_t)n * sizeof *next);
   if (outs == NULL || last == NULL || first == NULL || next == NULL) {
-    free(outs), free(last), free(first), free(next);
+    torc__free(outs), torc__free(last), torc__free(first), torc__free(next);
     torc_set_error(TORC_ERR_OOM, "out of memory running %s",
                    who(m, w, sizeof w));
     return NULL;
@@ -1358,7 +1358,7 @@ static torc_tensor *sequential_forward(torc_module *m,
   for (int k = 0; k < n; k++)
     if (outs[k] && !(y && k == n - 1))
       torc_release(outs[k]);
-  free(outs), free(last), free(first), free(next);
+  torc__free(outs), torc__free(last), torc__free(first), torc__free(next);
   return y ? torc__ret(y) : NULL;
 }
 
@@ -1649,8 +1649,8 @@ torc_module *torc_module_create(const char *type, const char *const *keys,
   if (t == NULL)
     return NULL;
   int nk = torc__keys_count(t->keys);
-  const char **kk = calloc((size_t)nk + 1, sizeof *kk);
-  const char **vv = calloc((size_t)nk + 1, sizeof *vv);
+  const char **kk = torc__calloc((size_t)nk + 1, sizeof *kk);
+  const char **vv = torc__calloc((size_t)nk + 1, sizeof *vv);
   torc_status st = kk && vv ? TORC_OK
                             : torc_set_error(TORC_ERR_OOM,
                                              "out of memory building a '%s'",
@@ -1668,7 +1668,7 @@ torc_module *torc_module_create(const char *type, const char *const *keys,
                                        "without saying why",
                      type);
   }
-  free(kk), free(vv);
+  torc__free(kk), torc__free(vv);
   return m;
 }
 

@@ -398,7 +398,7 @@ static torc_tensor *one_hot(const torc_tensor *indices, int64_t num_classes) {
   }
   /* Check the values on the host: one message naming the bad value. */
   torc_tensor *idx = torc__cast(indices, TORC_I64);
-  int64_t *v = idx ? malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1)) : NULL;
+  int64_t *v = idx ? torc__malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1)) : NULL;
   torc_tensor *out = NULL, *col = NULL, *ones = NULL;
   if (v == NULL) {
     if (idx)
@@ -453,7 +453,7 @@ fail:
   torc_release(out);
   out = NULL;
 done:
-  free(v);
+  torc__free(v);
   torc_release(idx), torc_release(col), torc_release(ones);
   return out;
 }
@@ -605,7 +605,7 @@ static torc_tensor *stack(const torc_tensor *const *ts, int n, int dim) {
   int d = 0;
   if (torc__wrap_dim(dim, t0->ndim + 1, fn, &d))
     return NULL;
-  torc_tensor **u = calloc((size_t)n, sizeof *u);
+  torc_tensor **u = torc__calloc((size_t)n, sizeof *u);
   if (u == NULL) {
     torc_set_error(TORC_ERR_OOM, "%s: out of host memory", fn);
     return NULL;
@@ -635,7 +635,7 @@ static torc_tensor *stack(const torc_tensor *const *ts, int n, int dim) {
     out = cat(fn, (const torc_tensor *const *)u, n, d);
   for (int k = 0; k < n; k++)
     torc_release(u[k]);
-  free(u);
+  torc__free(u);
   return out;
 }
 
@@ -678,8 +678,8 @@ static int split_views(const char *fn, const torc_tensor *x, int64_t size,
     }
     out[i] = v;
   }
-  for (int64_t i = 0; i < count; i++)
-    out[i] = torc__ret(out[i]);
+  if (torc__ret_all(out, (int)count) != TORC_OK)
+    return -1;
   return (int)count;
 }
 
@@ -938,13 +938,15 @@ torc_status torc_topk(const torc_tensor *x, int64_t k, int dim, int largest,
     torc_release(out[0]), torc_release(out[1]);
     return st;
   }
+  if (values == NULL)
+    torc_release(out[0]), out[0] = NULL;
+  if (indices == NULL)
+    torc_release(out[1]), out[1] = NULL;
+  if ((st = torc__ret_all(out, 2)) != TORC_OK)
+    return st;
   if (values)
-    *values = torc__ret(out[0]);
-  else
-    torc_release(out[0]);
+    *values = out[0];
   if (indices)
-    *indices = torc__ret(out[1]);
-  else
-    torc_release(out[1]);
+    *indices = out[1];
   return TORC_OK;
 }

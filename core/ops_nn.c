@@ -369,11 +369,14 @@ torc_tensor *torc_max_pool2d_with_indices(const torc_tensor *x,
                                           torc_tensor **indices) {
   torc_tensor *ix = NULL;
   torc_tensor *y = max_pool(x, p, &ix);
+  if (indices == NULL)
+    torc_release(ix), ix = NULL;
+  torc_tensor *both[2] = {y, ix};
+  if (torc__ret_all(both, 2) != TORC_OK)
+    return NULL;
   if (indices)
-    *indices = torc__ret(ix);
-  else
-    torc_release(ix);
-  return torc__ret(y);
+    *indices = both[1];
+  return both[0];
 }
 
 static torc_tensor *avg_pool(const torc_tensor *x,

@@ -147,14 +147,17 @@ static torc_status max_min_dim(int op, const char *fn, const torc_tensor *x,
   torc_status st = extreme_dim(op, fn, x, dim, keepdim, 1, &v, &i);
   if (st)
     return st;
+  if (values == NULL)
+    torc_release(v), v = NULL;
+  if (indices == NULL)
+    torc_release(i), i = NULL;
+  torc_tensor *both[2] = {v, i};
+  if ((st = torc__ret_all(both, 2)) != TORC_OK)
+    return st;
   if (values)
-    *values = torc__ret(v);
-  else
-    torc_release(v);
+    *values = both[0];
   if (indices)
-    *indices = torc__ret(i);
-  else
-    torc_release(i);
+    *indices = both[1];
   return TORC_OK;
 }
 

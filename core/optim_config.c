@@ -59,10 +59,10 @@ static torc_status section_kvs(const torc_config *cfg, int i, kvs *out,
                                int drop_warmup) {
   int nk = torc_config_section_key_count(cfg, i);
   out->n = 0;
-  out->k = calloc((size_t)nk + 1, sizeof *out->k);
-  out->v = calloc((size_t)nk + 1, sizeof *out->v);
+  out->k = torc__calloc((size_t)nk + 1, sizeof *out->k);
+  out->v = torc__calloc((size_t)nk + 1, sizeof *out->v);
   if (out->k == NULL || out->v == NULL) {
-    free(out->k), free(out->v);
+    torc__free(out->k), torc__free(out->v);
     return torc_set_error(TORC_ERR_OOM, "out of memory reading the config");
   }
   for (int j = 0; j < nk; j++) {
@@ -89,8 +89,8 @@ static torc_status section_kvs(const torc_config *cfg, int i, kvs *out,
 }
 
 static void kvs_free(kvs *x) {
-  free(x->k);
-  free(x->v);
+  torc__free(x->k);
+  torc__free(x->v);
 }
 
 /* The key of section i the message names ("key 'k'"), or "type" for an
@@ -113,8 +113,8 @@ static const char *key_named(const torc_config *cfg, int i, const char *msg) {
 static void located(const torc_config *cfg, int i) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", torc_last_error());
-  torc__config_error(cfg, i, key_named(cfg, i, msg), TORC_ERR_CONFIG, "%s",
-                     msg);
+  torc__config_error(cfg, i, key_named(cfg, i, msg),
+                     torc__config_rewrap_status(), "%s", msg);
 }
 
 /* Index of [name], or -1 after an error saying to add it (required). */

@@ -90,14 +90,14 @@ struct torc_optimizer {
 
 static void free_strs(char **s, int n) {
   for (int i = 0; s && i < n; i++)
-    free(s[i]);
-  free(s);
+    torc__free(s[i]);
+  torc__free(s);
 }
 
 static char **dup_strs(const char *const *s, int n) {
-  char **d = calloc((size_t)n + 1, sizeof *d);
+  char **d = torc__calloc((size_t)n + 1, sizeof *d);
   for (int i = 0; d && i < n; i++)
-    if ((d[i] = strdup(s[i])) == NULL) {
+    if ((d[i] = torc__strdup(s[i])) == NULL) {
       free_strs(d, i);
       return NULL;
     }
@@ -107,7 +107,7 @@ static char **dup_strs(const char *const *s, int n) {
 static void free_state(torc_tensor **state, int n) {
   for (int i = 0; state && i < n; i++)
     torc_release(state[i]);
-  free(state);
+  torc__free(state);
 }
 
 static void destroy_hyper(const torc_optimizer *opt, void *hyper) {
@@ -154,11 +154,11 @@ torc_optimizer *torc_optimizer_create(const char *type, const char *const *keys,
       torc__oreg_lookup(&torc__optimizer_reg, type, "optimizer");
   if (t == NULL)
     return NULL;
-  torc_optimizer *opt = calloc(1, sizeof *opt);
+  torc_optimizer *opt = torc__calloc(1, sizeof *opt);
   int nk = torc__keys_count(t->keys);
-  const char **vv = calloc((size_t)nk + 1, sizeof *vv);
+  const char **vv = torc__calloc((size_t)nk + 1, sizeof *vv);
   if (opt)
-    opt->keys = calloc((size_t)nk + 1, sizeof *opt->keys);
+    opt->keys = torc__calloc((size_t)nk + 1, sizeof *opt->keys);
   if (opt == NULL || vv == NULL || opt->keys == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory building optimizer '%s'", type);
     goto fail;
@@ -185,10 +185,10 @@ torc_optimizer *torc_optimizer_create(const char *type, const char *const *keys,
     torc_set_error(TORC_ERR_OOM, "out of memory building optimizer '%s'", type);
     goto fail;
   }
-  free(vv);
+  torc__free(vv);
   return opt;
 fail:
-  free(vv);
+  torc__free(vv);
   torc_optimizer_free(opt);
   return NULL;
 }
@@ -213,17 +213,17 @@ void torc_optimizer_free(torc_optimizer *opt) {
     ogroup *G = &opt->g[g];
     for (int i = 0; i < G->n; i++) {
       torc_release(G->p[i].t);
-      free(G->p[i].name);
+      torc__free(G->p[i].name);
       free_state(G->p[i].state, opt->n_state);
     }
-    free(G->p);
+    torc__free(G->p);
     destroy_hyper(opt, G->hyper);
     free_strs(G->vals, opt->nk);
   }
-  free(opt->g);
+  torc__free(opt->g);
   free_strs(opt->defaults, opt->nk);
-  free(opt->keys);
-  free(opt);
+  torc__free(opt->keys);
+  torc__free(opt);
 }
 
 /* Where parameter t already is, or -1. */
@@ -264,7 +264,7 @@ static int add_group(torc_optimizer *opt, torc_tensor *const *params,
                      const char *const *names, int n, const char *spec) {
   const char *tn = opt->type->name;
   torc__spec s;
-  const char **vv = calloc((size_t)opt->nk + 1, sizeof *vv);
+  const char **vv = torc__calloc((size_t)opt->nk + 1, sizeof *vv);
   ogroup G = {0};
   torc_status st = vv ? TORC_OK
                       : torc_set_error(TORC_ERR_OOM, "out of memory adding "
@@ -281,25 +281,25 @@ static int add_group(torc_optimizer *opt, torc_tensor *const *params,
   if (st == TORC_OK && (G.vals = dup_strs(vv, opt->nk)) == NULL)
     st = torc_set_error(TORC_ERR_OOM, "out of memory adding a group");
   torc__spec_free(&s);
-  free(vv);
-  if (st == TORC_OK && (G.p = calloc((size_t)n + 1, sizeof *G.p)) == NULL)
+  torc__free(vv);
+  if (st == TORC_OK && (G.p = torc__calloc((size_t)n + 1, sizeof *G.p)) == NULL)
     st = torc_set_error(TORC_ERR_OOM, "out of memory adding a group");
   for (int i = 0; i < n && st == TORC_OK; i++) {
-    if (names && (G.p[i].name = strdup(names[i])) == NULL)
+    if (names && (G.p[i].name = torc__strdup(names[i])) == NULL)
       st = torc_set_error(TORC_ERR_OOM, "out of memory adding a group");
     G.p[i].t = torc_retain(params[i]);
     G.n = i + 1;
   }
   ogroup *ng =
-      st ? NULL : realloc(opt->g, (size_t)(opt->n_groups + 1) * sizeof *ng);
+      st ? NULL : torc__realloc(opt->g, (size_t)(opt->n_groups + 1) * sizeof *ng);
   if (st == TORC_OK && ng == NULL)
     st = torc_set_error(TORC_ERR_OOM, "out of memory adding a group");
   if (st != TORC_OK) {
     for (int i = 0; i < G.n; i++) {
       torc_release(G.p[i].t);
-      free(G.p[i].name);
+      torc__free(G.p[i].name);
     }
-    free(G.p);
+    torc__free(G.p);
     destroy_hyper(opt, G.hyper);
     free_strs(G.vals, opt->nk);
     return -1;
@@ -383,8 +383,8 @@ int torc_optimizer_add_module(torc_optimizer *opt, torc_module *m,
   int na = torc_module_named_parameters(m, &all);
   if (na < 0)
     return -1;
-  torc_tensor **ps = calloc((size_t)na + 1, sizeof *ps);
-  const char **names = calloc((size_t)na + 1, sizeof *names);
+  torc_tensor **ps = torc__calloc((size_t)na + 1, sizeof *ps);
+  const char **names = torc__calloc((size_t)na + 1, sizeof *names);
   int n = 0, r = -1;
   if (ps == NULL || names == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory adding a group");
@@ -421,8 +421,8 @@ int torc_optimizer_add_module(torc_optimizer *opt, torc_module *m,
   }
   r = add_group(opt, ps, names, n, spec);
 out:
-  free(ps);
-  free(names);
+  torc__free(ps);
+  torc__free(names);
   torc_named_tensors_free(all, na);
   return r;
 }
@@ -443,7 +443,7 @@ static torc_status ensure_state(torc_optimizer *opt, void *hyper,
   if (opt->n_state == 0)
     return TORC_OK;
   torc_tensor **s = p->state;
-  if (s == NULL && (s = calloc((size_t)opt->n_state, sizeof *s)) == NULL)
+  if (s == NULL && (s = torc__calloc((size_t)opt->n_state, sizeof *s)) == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory for optimizer state");
   int scope = torc_scope_begin();
   torc_status st = TORC_OK;
@@ -758,12 +758,12 @@ torc_status torc_optimizer_load_state_dict(torc_optimizer *opt,
 
   pending P = {0};
   int ng = opt->n_groups;
-  P.hyper = calloc((size_t)ng + 1, sizeof *P.hyper);
-  P.vals = calloc((size_t)ng + 1, sizeof *P.vals);
-  P.lr = calloc((size_t)ng + 1, sizeof *P.lr);
-  P.state = calloc((size_t)total + 1, sizeof *P.state);
-  P.step = calloc((size_t)total + 1, sizeof *P.step);
-  const char **vv = calloc((size_t)opt->nk + 1, sizeof *vv);
+  P.hyper = torc__calloc((size_t)ng + 1, sizeof *P.hyper);
+  P.vals = torc__calloc((size_t)ng + 1, sizeof *P.vals);
+  P.lr = torc__calloc((size_t)ng + 1, sizeof *P.lr);
+  P.state = torc__calloc((size_t)total + 1, sizeof *P.state);
+  P.step = torc__calloc((size_t)total + 1, sizeof *P.step);
+  const char **vv = torc__calloc((size_t)opt->nk + 1, sizeof *vv);
   char problems[1500] = "";
   int n_problems = 0;
   torc_status st = TORC_OK;
@@ -794,8 +794,8 @@ torc_status torc_optimizer_load_state_dict(torc_optimizer *opt,
         st = torc_set_error(TORC_ERR_OOM, "out of memory loading optimizer "
                                           "state");
       if (st == TORC_OK) /* the group's configured lr stays its own */
-        free(P.vals[g][opt->lr_key]),
-            P.vals[g][opt->lr_key] = strdup(G->vals[opt->lr_key]);
+        torc__free(P.vals[g][opt->lr_key]),
+            P.vals[g][opt->lr_key] = torc__strdup(G->vals[opt->lr_key]);
       if (st == TORC_OK && P.vals[g][opt->lr_key] == NULL)
         st = torc_set_error(TORC_ERR_OOM, "out of memory");
     }
@@ -821,7 +821,7 @@ torc_status torc_optimizer_load_state_dict(torc_optimizer *opt,
       }
       if (opt->n_state == 0)
         continue;
-      P.state[index] = calloc((size_t)opt->n_state, sizeof **P.state);
+      P.state[index] = torc__calloc((size_t)opt->n_state, sizeof **P.state);
       if (P.state[index] == NULL) {
         st = torc_set_error(TORC_ERR_OOM, "out of memory");
         break;
@@ -918,7 +918,7 @@ done:
   }
   for (int i = 0; P.state && i < total; i++)
     free_state(P.state[i], opt->n_state);
-  free(P.hyper), free(P.vals), free(P.lr), free(P.state), free(P.step);
-  free(vv);
+  torc__free(P.hyper), torc__free(P.vals), torc__free(P.lr), torc__free(P.state), torc__free(P.step);
+  torc__free(vv);
   return st;
 }

@@ -281,16 +281,16 @@ static void plugin_free(torc__plugin *p) {
   if (p == NULL)
     return;
   for (int i = 0; i < p->n_keys; i++) {
-    free(p->keys[i]);
-    free(p->values[i]);
+    torc__free(p->keys[i]);
+    torc__free(p->values[i]);
   }
-  free(p->keys);
-  free(p->values);
-  free(p->name);
-  free(p->version);
-  free(p->description);
-  free(p->path);
-  free(p);
+  torc__free(p->keys);
+  torc__free(p->values);
+  torc__free(p->name);
+  torc__free(p->version);
+  torc__free(p->description);
+  torc__free(p->path);
+  torc__free(p);
 }
 
 static torc__plugin *find_loaded(const char *name) {
@@ -635,15 +635,18 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
       return err;
     }
   }
-  torc__plugin *p = calloc(1, sizeof *p);
+  torc__plugin *p = torc__calloc(1, sizeof *p);
   if (p == NULL) {
+    /* Format before dlclose: name may live in the plugin. */
+    torc_status err =
+        torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
     dlclose(h);
-    return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
+    return err;
   }
-  p->name = strdup(name);
-  p->version = strdup(info->version ? info->version : "?");
-  p->description = strdup(info->description ? info->description : "");
-  p->path = strdup(real);
+  p->name = torc__strdup(name);
+  p->version = torc__strdup(info->version ? info->version : "?");
+  p->description = torc__strdup(info->description ? info->description : "");
+  p->path = torc__strdup(real);
   p->handle = h;
   p->info = info;
   p->provides = info->provides;
@@ -652,29 +655,35 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   p->abi_minor = info->abi_minor;
   p->priority = o ? o->priority : 0;
   if (o && o->n_keys > 0) {
-    p->keys = calloc((size_t)o->n_keys, sizeof *p->keys);
-    p->values = calloc((size_t)o->n_keys, sizeof *p->values);
-    if (p->keys && p->values)
-      for (int i = 0; i < o->n_keys; i++) {
-        p->keys[i] = strdup(o->keys[i]);
-        p->values[i] = strdup(o->values[i] ? o->values[i] : "");
-        p->n_keys = i + 1;
-      }
+    p->keys = torc__calloc((size_t)o->n_keys, sizeof *p->keys);
+    p->values = torc__calloc((size_t)o->n_keys, sizeof *p->values);
+    for (int i = 0; p->keys && p->values && i < o->n_keys; i++) {
+      p->keys[i] = torc__strdup(o->keys[i]);
+      p->values[i] = torc__strdup(o->values[i] ? o->values[i] : "");
+      p->n_keys = i + 1; /* plugin_free frees these */
+      if (!p->keys[i] || !p->values[i])
+        break;
+    }
   }
-  if (!p->name || !p->version || !p->description || !p->path ||
-      (o && o->n_keys > 0 && p->n_keys != o->n_keys)) {
+  int keys_ok = !(o && o->n_keys > 0) ||
+                (p->n_keys == o->n_keys && p->keys[p->n_keys - 1] &&
+                 p->values[p->n_keys - 1]);
+  if (!p->name || !p->version || !p->description || !p->path || !keys_ok) {
+    torc_status err =
+        torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
     plugin_free(p);
     dlclose(h);
-    return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
+    return err;
   }
   if (n_plugins == cap_plugins) {
     int cap = cap_plugins ? cap_plugins * 2 : 8;
-    torc__plugin **np = realloc(plugins, (size_t)cap * sizeof *np);
+    torc__plugin **np = torc__realloc(plugins, (size_t)cap * sizeof *np);
     if (np == NULL) {
+      torc_status err =
+          torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
       plugin_free(p);
       dlclose(h);
-      return torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s",
-                            name);
+      return err;
     }
     plugins = np;
     cap_plugins = cap;
@@ -689,7 +698,8 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
       dlclose(h);
     const char *pname = p->name;
     torc_status out = torc_set_error(
-        TORC_ERR_PLUGIN, "%splugin '%s' (%s) failed to initialise: %s", pre,
+        rc == TORC_ERR_OOM ? TORC_ERR_OOM : TORC_ERR_PLUGIN,
+        "%splugin '%s' (%s) failed to initialise: %s", pre,
         pname, path, msg[0] ? msg : torc_status_str((torc_status)rc));
     plugin_free(p);
     return out;
@@ -702,7 +712,9 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
 }
 
 torc_status torc_plugin_load(const char *module, const torc_plugin_opts *opts) {
-  torc__ensure_init();
+  torc_status st0 = torc__ensure_init();
+  if (st0 != TORC_OK)
+    return st0;
   pthread_mutex_lock(&load_lock);
   torc_status st = load_locked(module, opts);
   pthread_mutex_unlock(&load_lock);
@@ -724,7 +736,7 @@ static void load_dir(const char *dir, int *n_loaded, int *n_failed) {
   while ((e = readdir(d)) != NULL && n < 256) {
     size_t len = strlen(e->d_name);
     if (len > 3 && strcmp(e->d_name + len - 3, ".so") == 0)
-      if ((names[n] = strdup(e->d_name)) != NULL)
+      if ((names[n] = torc__strdup(e->d_name)) != NULL)
         n++;
   }
   closedir(d);
@@ -742,7 +754,7 @@ static void load_dir(const char *dir, int *n_loaded, int *n_failed) {
         (*n_loaded)++;
       }
     }
-    free(names[i]);
+    torc__free(names[i]);
   }
 }
 
@@ -808,7 +820,7 @@ void torc__plugins_unload_all(void) {
       dlclose(p->handle);
     plugin_free(p);
   }
-  free(plugins);
+  torc__free(plugins);
   plugins = NULL;
   n_plugins = cap_plugins = 0;
   pthread_mutex_unlock(&load_lock);

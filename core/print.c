@@ -38,7 +38,7 @@ static void sb_reserve(strbuf *b, size_t extra) {
   size_t cap = b->cap ? b->cap : 256;
   while (cap < b->len + extra + 1)
     cap *= 2;
-  char *s = realloc(b->s, cap);
+  char *s = torc__realloc(b->s, cap);
   if (s == NULL) {
     b->oom = 1;
     return;
@@ -195,8 +195,8 @@ typedef struct gathered {
 } gathered;
 
 static void gathered_free(gathered *g) {
-  free(g->fv);
-  free(g->iv);
+  torc__free(g->fv);
+  torc__free(g->iv);
 }
 
 /* Copies the block of `t` starting at `start` (shape `bshape`) to the host
@@ -296,9 +296,9 @@ static torc_status gather(const torc_tensor *t, int summarise, gathered *g) {
   torc_dtype dt = torc_dtype_of(t);
   size_t n_alloc = (size_t)(g->n > 0 ? g->n : 1);
   if (torc_dtype_is_float(dt))
-    g->fv = malloc(n_alloc * sizeof *g->fv);
+    g->fv = torc__malloc(n_alloc * sizeof *g->fv);
   else
-    g->iv = malloc(n_alloc * sizeof *g->iv);
+    g->iv = torc__malloc(n_alloc * sizeof *g->iv);
   if (g->fv == NULL && g->iv == NULL)
     return torc_set_error(TORC_ERR_OOM,
                           "torc_fprint: cannot allocate %zu bytes to print a "
@@ -313,7 +313,7 @@ static torc_status gather(const torc_tensor *t, int summarise, gathered *g) {
   }
 
   /* The largest block is the whole gathered array (no summarised dim). */
-  void *host = malloc(n_alloc * torc_dtype_size(dt));
+  void *host = torc__malloc(n_alloc * torc_dtype_size(dt));
   if (host == NULL) {
     gathered_free(g);
     return torc_set_error(TORC_ERR_OOM,
@@ -342,7 +342,7 @@ static torc_status gather(const torc_tensor *t, int summarise, gathered *g) {
     }
     st = gather_block(t, g, start, bshape, gpos, host);
   }
-  free(host);
+  torc__free(host);
   if (st != TORC_OK)
     gathered_free(g);
   return st;
@@ -511,7 +511,7 @@ TORC_API char *torc_to_string(const torc_tensor *t) {
   }
   strbuf b = {0};
   if (render(t, &b) != TORC_OK) {
-    free(b.s);
+    torc__free(b.s);
     return NULL;
   }
   return b.s;
@@ -526,7 +526,7 @@ TORC_API torc_status torc_fprint(FILE *f, const torc_tensor *t) {
   if (s == NULL)
     return t == NULL ? TORC_ERR_NULL : torc_last_status();
   int bad = fputs(s, f) == EOF;
-  free(s);
+  torc__free(s);
   if (bad)
     return torc_set_error(TORC_ERR_IO,
                           "torc_fprint: writing the tensor's text failed "

@@ -54,7 +54,7 @@ static mod_stat *mod_find(const void *m, const char *name) {
     return NULL;
   if (n_mods == cap_mods) {
     int cap = cap_mods ? cap_mods * 2 : 64;
-    mod_stat *p = realloc(mods, (size_t)cap * sizeof *p);
+    mod_stat *p = torc__realloc(mods, (size_t)cap * sizeof *p);
     if (p == NULL)
       return NULL;
     mods = p;
@@ -118,7 +118,7 @@ char *torc_profile_report(int top, int64_t steps) {
   double wall = ((double)torc__prof_now() - t_on) * 1e-9;
   double per = 1e3 / (double)(steps > 0 ? steps : 1); /* s -> ms (/step) */
   const char *unit = steps > 0 ? "ms/step" : "ms";
-  op_row *rows = malloc(sizeof *rows * TORC__MAX_DEVICE_TYPES * TORC__OP_COUNT);
+  op_row *rows = torc__malloc(sizeof *rows * TORC__MAX_DEVICE_TYPES * TORC__OP_COUNT);
   int n = 0;
   double kernel_s = 0;
   for (int d = 0; rows && d < TORC__MAX_DEVICE_TYPES; d++)
@@ -143,7 +143,7 @@ char *torc_profile_report(int top, int64_t steps) {
             (unsigned long long)rows[i].calls,
             (double)rows[i].ns * 1e-9 * per,
             wall > 0 ? 100.0 * (double)rows[i].ns * 1e-9 / wall : 0);
-  free(rows);
+  torc__free(rows);
   fprintf(f, "  %-28s %-8s %10s %12.3f %6.1f%%\n", "all kernels", "", "",
           kernel_s * per, wall > 0 ? 100.0 * kernel_s / wall : 0);
   fprintf(f, "  %-28s %-8s %10s %12.3f %6.1f%%\n",
@@ -173,7 +173,7 @@ char *torc_profile_report(int top, int64_t steps) {
 
 void torc__profile_clear(void) {
   pthread_mutex_lock(&mods_lock);
-  free(mods);
+  torc__free(mods);
   mods = NULL;
   n_mods = cap_mods = 0;
   pthread_mutex_unlock(&mods_lock);

@@ -21,7 +21,7 @@ void torc_manual_seed(uint64_t seed) {
 }
 
 torc_generator *torc_generator_new(uint64_t seed) {
-  torc_generator *g = calloc(1, sizeof *g);
+  torc_generator *g = torc__calloc(1, sizeof *g);
   if (g == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of memory for a generator");
     return NULL;
@@ -35,7 +35,7 @@ void torc_generator_free(torc_generator *gen) {
   if (gen == NULL || gen == &default_gen)
     return;
   pthread_mutex_destroy(&gen->lock);
-  free(gen);
+  torc__free(gen);
 }
 
 void torc_generator_get_state(const torc_generator *gen, uint64_t *seed,

@@ -53,7 +53,7 @@ torc_status torc__oreg_add(torc__oreg *r, struct torc__plugin *owner,
                                    : r->nobody);
   } else if (r->n == r->cap) {
     int cap = r->cap ? r->cap * 2 : 32;
-    torc__oreg_entry *p = realloc(r->e, (size_t)cap * sizeof *p);
+    torc__oreg_entry *p = torc__realloc(r->e, (size_t)cap * sizeof *p);
     if (p == NULL)
       st = torc_set_error(TORC_ERR_OOM, "out of memory registering %s '%s'",
                           r->what, name);
@@ -81,7 +81,7 @@ void torc__oreg_remove_owner(torc__oreg *r, struct torc__plugin *owner) {
       r->e[o++] = r->e[i];
   r->n = o;
   if (r->n == 0) { /* the last plugin went: give the memory back */
-    free(r->e);
+    torc__free(r->e);
     r->e = NULL;
     r->cap = 0;
   }
@@ -118,7 +118,7 @@ const void *torc__oreg_lookup(torc__oreg *r, const char *name,
   torc__oreg_entry *e = lookup_locked(r, name);
   const void *t = e ? e->type : NULL;
   if (t == NULL) {
-    const char **names = malloc((size_t)(r->n + 1) * sizeof *names);
+    const char **names = torc__malloc((size_t)(r->n + 1) * sizeof *names);
     char list[700] = "", hint[96] = "";
     size_t len = 0;
     for (int i = 0; i < r->n; i++) {
@@ -130,7 +130,7 @@ const void *torc__oreg_lookup(torc__oreg *r, const char *name,
     }
     if (names)
       torc__suggest(name, names, r->n, hint, sizeof hint);
-    free(names);
+    torc__free(names);
     int none = r->n == 0;
     pthread_mutex_unlock(&r->lock);
     if (none)
@@ -165,7 +165,7 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
                                 int n, const char *const *base,
                                 const char **out) {
   int n1 = torc__keys_count(keys), nk = n1 + torc__keys_count(extra);
-  const char **names = calloc((size_t)nk + 1, sizeof *names);
+  const char **names = torc__calloc((size_t)nk + 1, sizeof *names);
   if (names == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory building a '%s'", type);
   for (int j = 0; j < nk; j++) {
@@ -210,7 +210,7 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
           torc_set_error(TORC_ERR_INVALID, "%s: key '%s' is required (%s)",
                          type, key->name, key->help ? key->help : "no default");
   }
-  free(names);
+  torc__free(names);
   return st;
 }
 
@@ -219,7 +219,7 @@ torc_status torc__spec_split(torc__spec *s, const char *type,
   memset(s, 0, sizeof *s);
   if (spec == NULL || spec[0] == '\0')
     return TORC_OK;
-  s->buf = strdup(spec);
+  s->buf = torc__strdup(spec);
   if (s->buf == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory parsing '%s'", spec);
   for (char *save = NULL, *tok = strtok_r(s->buf, ", \t", &save); tok;
@@ -231,11 +231,11 @@ torc_status torc__spec_split(torc__spec *s, const char *type,
                               "%s: '%s' in \"%s\" is not key=value", type, tok,
                               spec);
       size_t l = strlen(s->v[s->n - 1]) + strlen(tok) + 2;
-      char *nv = malloc(l);
+      char *nv = torc__malloc(l);
       if (nv == NULL)
         return torc_set_error(TORC_ERR_OOM, "out of memory parsing '%s'", spec);
       snprintf(nv, l, "%s,%s", s->v[s->n - 1], tok);
-      free(s->owned[s->n - 1]);
+      torc__free(s->owned[s->n - 1]);
       s->owned[s->n - 1] = nv;
       s->v[s->n - 1] = nv;
       continue;
@@ -258,8 +258,8 @@ torc_status torc__spec_split(torc__spec *s, const char *type,
 
 void torc__spec_free(torc__spec *s) {
   for (int i = 0; i < s->n; i++)
-    free(s->owned[i]);
-  free(s->buf);
+    torc__free(s->owned[i]);
+  torc__free(s->buf);
   memset(s, 0, sizeof *s);
 }
 

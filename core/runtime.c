@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-void torc__device_init_cpu(void);
+torc_status torc__device_init_cpu(void);
 void torc__devtypes_clear(void);
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -28,9 +28,9 @@ static void init_once_fn(void) {
   }
 }
 
-void torc__ensure_init(void) {
+torc_status torc__ensure_init(void) {
   pthread_once(&init_once, init_once_fn);
-  torc__device_init_cpu();
+  return torc__device_init_cpu();
 }
 
 const char *torc_version_string(void) { return PACKAGE_VERSION; }

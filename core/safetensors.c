@@ -82,18 +82,18 @@ static void st_free(torc_safetensors *st) {
   if (st == NULL)
     return;
   for (int i = 0; i < st->n; i++)
-    free(st->entries[i].name);
-  free(st->entries);
+    torc__free(st->entries[i].name);
+  torc__free(st->entries);
   for (int i = 0; i < st->n_meta; i++) {
-    free(st->meta_keys[i]);
-    free(st->meta_values[i]);
+    torc__free(st->meta_keys[i]);
+    torc__free(st->meta_values[i]);
   }
-  free(st->meta_keys);
-  free(st->meta_values);
+  torc__free(st->meta_keys);
+  torc__free(st->meta_values);
   if (st->map)
     munmap(st->map, st->map_size);
-  free(st->path);
-  free(st);
+  torc__free(st->path);
+  torc__free(st);
 }
 
 static int entry_cmp_name(const void *a, const void *b) {
@@ -162,7 +162,7 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
           "safetensors %s: tensor '%s': shape[%zu] is %s; sizes must be "
           "non-negative integers",
           path, key, i, txt ? txt : "?");
-      free(txt);
+      torc__json_free(txt);
       return s;
     }
     e->shape[i] = (int64_t)json_integer_value(d);
@@ -194,7 +194,7 @@ static torc_status parse_entry(const char *path, const char *key, json_t *val,
         "safetensors %s: tensor '%s': data_offsets is %s; expected [begin, "
         "end] with 0 <= begin <= end",
         path, key, txt ? txt : "?");
-    free(txt);
+    torc__json_free(txt);
     return s;
   }
   e->begin = (uint64_t)json_integer_value(json_array_get(jo, 0));
@@ -237,8 +237,8 @@ static torc_status parse_metadata(torc_safetensors *st, json_t *meta) {
                           "of strings",
                           st->path);
   size_t n = json_object_size(meta);
-  st->meta_keys = calloc(n ? n : 1, sizeof *st->meta_keys);
-  st->meta_values = calloc(n ? n : 1, sizeof *st->meta_values);
+  st->meta_keys = torc__calloc(n ? n : 1, sizeof *st->meta_keys);
+  st->meta_values = torc__calloc(n ? n : 1, sizeof *st->meta_values);
   if (st->meta_keys == NULL || st->meta_values == NULL)
     return torc_set_error(TORC_ERR_OOM, "safetensors %s: out of memory",
                           st->path);
@@ -252,11 +252,11 @@ static torc_status parse_metadata(torc_safetensors *st, json_t *meta) {
           "safetensors %s: metadata '%s' is %s; metadata values must be "
           "strings",
           st->path, k, txt ? txt : "?");
-      free(txt);
+      torc__json_free(txt);
       return s;
     }
-    st->meta_keys[st->n_meta] = strdup(k);
-    st->meta_values[st->n_meta] = strdup(json_string_value(v));
+    st->meta_keys[st->n_meta] = torc__strdup(k);
+    st->meta_values[st->n_meta] = torc__strdup(json_string_value(v));
     st->n_meta++;
     if (st->meta_keys[st->n_meta - 1] == NULL ||
         st->meta_values[st->n_meta - 1] == NULL)
@@ -281,7 +281,16 @@ static torc_status parse_metadata(torc_safetensors *st, json_t *meta) {
 static torc_status parse_header(torc_safetensors *st, const char *hdr,
                                 size_t len) {
   json_error_t jerr;
+  torc__json_begin();
   json_t *root = json_loadb(hdr, len, JSON_REJECT_DUPLICATES, &jerr);
+  int oom = torc__json_end();
+  /* jansson reports running out of memory as a syntax error: ask. */
+  if (root == NULL &&
+      (oom || json_error_code(&jerr) == json_error_out_of_memory))
+    return torc_set_error(TORC_ERR_OOM,
+                          "safetensors %s: out of memory parsing the "
+                          "%zu-byte JSON header",
+                          st->path, len);
   if (root == NULL)
     return torc_set_error(TORC_ERR_INVALID,
                           "safetensors %s: the JSON header is malformed at "
@@ -296,7 +305,7 @@ static torc_status parse_header(torc_safetensors *st, const char *hdr,
     goto done;
   }
   size_t n = json_object_size(root);
-  st->entries = calloc(n ? n : 1, sizeof *st->entries);
+  st->entries = torc__calloc(n ? n : 1, sizeof *st->entries);
   if (st->entries == NULL) {
     s = torc_set_error(TORC_ERR_OOM, "safetensors %s: out of memory", st->path);
     goto done;
@@ -312,7 +321,7 @@ static torc_status parse_header(torc_safetensors *st, const char *hdr,
     st_entry *e = &st->entries[st->n];
     if ((s = parse_entry(st->path, key, val, st->data_size, e)) != TORC_OK)
       goto done;
-    if ((e->name = strdup(key)) == NULL) {
+    if ((e->name = torc__strdup(key)) == NULL) {
       s = torc_set_error(TORC_ERR_OOM, "safetensors %s: out of memory",
                          st->path);
       goto done;
@@ -322,7 +331,7 @@ static torc_status parse_header(torc_safetensors *st, const char *hdr,
   /* Overlaps: sort by begin; a non-empty range must start at or after the
    * end of every non-empty range before it. */
   if (st->n > 1) {
-    const st_entry **by = malloc((size_t)st->n * sizeof *by);
+    const st_entry **by = torc__malloc((size_t)st->n * sizeof *by);
     if (by == NULL) {
       s = torc_set_error(TORC_ERR_OOM, "safetensors %s: out of memory",
                          st->path);
@@ -345,7 +354,7 @@ static torc_status parse_header(torc_safetensors *st, const char *hdr,
             (unsigned long long)last->begin, (unsigned long long)last->end);
       last = by[i];
     }
-    free(by);
+    torc__free(by);
     if (s)
       goto done;
   }
@@ -361,9 +370,9 @@ torc_safetensors *torc_safetensors_open(const char *path) {
     torc__null_input("torc_safetensors_open");
     return NULL;
   }
-  torc_safetensors *st = calloc(1, sizeof *st);
-  if (st == NULL || (st->path = strdup(path)) == NULL) {
-    free(st);
+  torc_safetensors *st = torc__calloc(1, sizeof *st);
+  if (st == NULL || (st->path = torc__strdup(path)) == NULL) {
+    torc__free(st);
     torc_set_error(TORC_ERR_OOM, "torc_safetensors_open: out of memory");
     return NULL;
   }
@@ -700,15 +709,17 @@ static char *build_header(const save_item *items, int n,
                           const char *const *meta_keys,
                           const char *const *meta_values, int n_meta,
                           size_t *len_out) {
+  torc__json_begin();
   json_t *root = json_object();
   int ok = root != NULL;
   if (ok && n_meta > 0) {
     /* Sorted keys, so equal inputs give equal bytes. */
-    const char **ks = malloc((size_t)n_meta * sizeof *ks);
+    const char **ks = torc__malloc((size_t)n_meta * sizeof *ks);
     json_t *meta = json_object();
-    ok = ks && meta && json_object_set_new(root, "__metadata__", meta) == 0;
-    if (!ok && meta && ks)
-      json_decref(meta);
+    ok = ks && meta;
+    if (!ok)
+      json_decref(meta); /* json_object_set_new takes it, even failing */
+    ok = ok && json_object_set_new(root, "__metadata__", meta) == 0;
     for (int i = 0; ok && i < n_meta; i++)
       ks[i] = meta_keys[i];
     if (ok)
@@ -719,7 +730,7 @@ static char *build_header(const save_item *items, int n,
         j++;
       ok = json_object_set_new(meta, ks[i], json_string(meta_values[j])) == 0;
     }
-    free(ks);
+    torc__free(ks);
   }
   uint64_t off = 0;
   for (int i = 0; ok && i < n; i++) {
@@ -747,12 +758,18 @@ static char *build_header(const save_item *items, int n,
     off += nb;
   }
   char *txt = ok ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  if (torc__json_end() && txt) {
+    /* jansson ignores a failure writing an object key and goes on: the
+     * text may lack one, so it must not be written. */
+    torc__json_free(txt);
+    txt = NULL;
+  }
   json_decref(root);
   if (txt == NULL)
     return NULL;
   size_t len = strlen(txt);
   size_t padded = (len + 7) / 8 * 8;
-  char *out = malloc(8 + padded);
+  char *out = torc__malloc(8 + padded);
   if (out) {
     for (int i = 0; i < 8; i++)
       out[i] = (char)(((uint64_t)padded >> (8 * i)) & 0xff);
@@ -760,7 +777,7 @@ static char *build_header(const save_item *items, int n,
     memset(out + 8 + len, ' ', padded - len);
     *len_out = 8 + padded;
   }
-  free(txt);
+  torc__json_free(txt);
   return out;
 }
 
@@ -831,7 +848,7 @@ static torc_status write_body(int fd, const char *tmp, const char *hdr,
     size_t nb = (size_t)torc_numel(t) * torc_dtype_size(torc_dtype_of(t));
     if (nb == 0)
       continue;
-    void *buf = malloc(nb);
+    void *buf = torc__malloc(nb);
     if (buf == NULL)
       return torc_set_error(TORC_ERR_OOM,
                             "torc_safetensors_save: out of host memory for "
@@ -841,7 +858,7 @@ static torc_status write_body(int fd, const char *tmp, const char *hdr,
     if (s == TORC_OK && write_all(fd, buf, nb) != 0)
       s = torc_set_error(TORC_ERR_IO, "torc_safetensors_save: writing %s: %s",
                          tmp, strerror(errno));
-    free(buf);
+    torc__free(buf);
     if (s)
       return s;
   }
@@ -857,7 +874,7 @@ torc_status torc_safetensors_save(const char *path, const char *const *names,
       check_save_args(path, names, tensors, n, meta_keys, meta_values, n_meta);
   if (s)
     return s;
-  save_item *items = malloc((size_t)(n > 0 ? n : 1) * sizeof *items);
+  save_item *items = torc__malloc((size_t)(n > 0 ? n : 1) * sizeof *items);
   if (items == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_safetensors_save: out of memory");
   for (int i = 0; i < n; i++)
@@ -870,13 +887,13 @@ torc_status torc_safetensors_save(const char *path, const char *const *names,
   const char *slash = strrchr(path, '/');
   size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
   size_t tcap = strlen(path) + 64;
-  char *tmp = malloc(tcap);
-  char *dir = malloc(dlen + 2);
+  char *tmp = torc__malloc(tcap);
+  char *dir = torc__malloc(dlen + 2);
   if (hdr == NULL || tmp == NULL || dir == NULL) {
-    free(hdr);
-    free(tmp);
-    free(dir);
-    free(items);
+    torc__free(hdr);
+    torc__free(tmp);
+    torc__free(dir);
+    torc__free(items);
     return torc_set_error(TORC_ERR_OOM,
                           "torc_safetensors_save: out of memory "
                           "building the header of %s",
@@ -939,9 +956,9 @@ torc_status torc_safetensors_save(const char *path, const char *const *names,
   if (dfd >= 0)
     close(dfd);
 out:
-  free(hdr);
-  free(tmp);
-  free(dir);
-  free(items);
+  torc__free(hdr);
+  torc__free(tmp);
+  torc__free(dir);
+  torc__free(items);
   return s;
 }

@@ -79,7 +79,7 @@ static torc_status grow_groups(torc_scheduler *s) {
   int n = torc_optimizer_group_count(s->opt);
   if (n <= s->n_groups)
     return TORC_OK;
-  double *p = realloc(s->initial, (size_t)n * sizeof *p);
+  double *p = torc__realloc(s->initial, (size_t)n * sizeof *p);
   if (p == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory in scheduler '%s'",
                           s->type->name);
@@ -118,9 +118,9 @@ torc_scheduler *torc_scheduler_create(const char *type, const char *const *keys,
   if (t == NULL)
     return NULL;
   int nt = torc__keys_count(t->keys);
-  const char **vv = calloc((size_t)nt + 3, sizeof *vv);
-  const char **kk = calloc((size_t)nt + 1, sizeof *kk);
-  torc_scheduler *s = calloc(1, sizeof *s);
+  const char **vv = torc__calloc((size_t)nt + 3, sizeof *vv);
+  const char **kk = torc__calloc((size_t)nt + 1, sizeof *kk);
+  torc_scheduler *s = torc__calloc(1, sizeof *s);
   torc_status st = TORC_OK;
   if (vv == NULL || kk == NULL || s == NULL)
     st = torc_set_error(TORC_ERR_OOM, "out of memory building scheduler '%s'",
@@ -164,7 +164,7 @@ torc_scheduler *torc_scheduler_create(const char *type, const char *const *keys,
     if (st != TORC_OK)
       s->state = NULL;
   }
-  free(vv), free(kk);
+  torc__free(vv), torc__free(kk);
   if (st != TORC_OK) {
     torc_scheduler_free(s);
     return NULL;
@@ -201,8 +201,8 @@ void torc_scheduler_free(torc_scheduler *s) {
     return;
   if (s->state && s->type && s->type->destroy)
     s->type->destroy(s->state);
-  free(s->initial);
-  free(s);
+  torc__free(s->initial);
+  torc__free(s);
 }
 
 torc_status torc_scheduler_step(torc_scheduler *s, double metric) {
@@ -218,7 +218,7 @@ torc_status torc_scheduler_step(torc_scheduler *s, double metric) {
   torc_status st = grow_groups(s);
   if (st)
     return st;
-  double *lr = calloc((size_t)s->n_groups + 1, sizeof *lr);
+  double *lr = torc__calloc((size_t)s->n_groups + 1, sizeof *lr);
   if (lr == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory in scheduler '%s'", tn);
   int64_t t = s->t + 1, W = s->warmup;
@@ -254,7 +254,7 @@ torc_status torc_scheduler_step(torc_scheduler *s, double metric) {
     if (strstr(e, "scheduler '") == NULL)
       torc_set_error(st, "%s (in scheduler '%s')", e, tn);
   }
-  free(lr);
+  torc__free(lr);
   return st;
 }
 
@@ -291,7 +291,7 @@ torc_status torc_scheduler_state_dict(const torc_scheduler *s,
   char small[512], *buf = small;
   int r = s->type->save(s->state, small, sizeof small);
   if (r >= (int)sizeof small) {
-    buf = malloc((size_t)r + 1);
+    buf = torc__malloc((size_t)r + 1);
     if (buf == NULL)
       return torc_set_error(TORC_ERR_OOM,
                             "out of memory saving scheduler "
@@ -310,7 +310,7 @@ torc_status torc_scheduler_state_dict(const torc_scheduler *s,
     st = torc_state_dict_set_meta(sd, key, buf);
   }
   if (buf != small)
-    free(buf);
+    torc__free(buf);
   return st;
 }
 
@@ -349,7 +349,7 @@ torc_status torc_scheduler_load_state_dict(torc_scheduler *s,
     st = grow_groups(s);
   if (st)
     return st;
-  double *init = calloc((size_t)s->n_groups + 1, sizeof *init);
+  double *init = torc__calloc((size_t)s->n_groups + 1, sizeof *init);
   if (init == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory loading scheduler");
   for (int g = 0; g < s->n_groups && st == TORC_OK; g++) {
@@ -388,6 +388,6 @@ torc_status torc_scheduler_load_state_dict(torc_scheduler *s,
     memcpy(s->initial, init, (size_t)s->n_groups * sizeof *init);
     s->t = t;
   }
-  free(init);
+  torc__free(init);
   return st;
 }

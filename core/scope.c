@@ -17,24 +17,53 @@ static _Thread_local int suspended;
 
 void torc__scope_suspend(int delta) { suspended += delta; }
 
+/* Room for k more owned tensors: 0, or -1 with the error set. */
+static int reserve(size_t k) {
+  if (n_owned + k <= cap_owned)
+    return 0;
+  size_t cap = cap_owned ? cap_owned : 256;
+  while (cap < n_owned + k)
+    cap *= 2;
+  torc_tensor **p = torc__realloc(owned, cap * sizeof *p);
+  if (p == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of memory recording a tensor in the "
+                                 "open scope (%zu tensors held)",
+                   n_owned);
+    return -1;
+  }
+  owned = p;
+  cap_owned = cap;
+  return 0;
+}
+
 torc_tensor *torc__ret(torc_tensor *t) {
   if (t == NULL || depth == 0 || suspended > 0)
     return t;
-  if (n_owned == cap_owned) {
-    size_t cap = cap_owned ? cap_owned * 2 : 256;
-    torc_tensor **p = realloc(owned, cap * sizeof *p);
-    if (p == NULL) {
-      /* Cannot record it: the caller gets an owned reference instead of a
-       * leak-prone one; warn once so the leak is explained. */
-      torc_logf(TORC_LOG_WARN, "scope: out of memory recording a tensor; "
-                              "the caller now owns it");
-      return t;
-    }
-    owned = p;
-    cap_owned = cap;
+  if (reserve(1) != 0) {
+    /* Cannot record it: the call fails, as any other out-of-memory
+     * (handing the caller a reference it does not expect to own would
+     * leak it). */
+    torc_release(t);
+    return NULL;
   }
   owned[n_owned++] = t;
   return t;
+}
+
+torc_status torc__ret_all(torc_tensor **ts, int n) {
+  if (depth == 0 || suspended > 0)
+    return TORC_OK;
+  if (reserve((size_t)n) != 0) {
+    for (int i = 0; i < n; i++) {
+      torc_release(ts[i]);
+      ts[i] = NULL;
+    }
+    return TORC_ERR_OOM;
+  }
+  for (int i = 0; i < n; i++)
+    if (ts[i])
+      owned[n_owned++] = ts[i];
+  return TORC_OK;
 }
 
 int torc_scope_begin(void) {
@@ -58,7 +87,7 @@ void torc_scope_end(int token) {
   n_owned = start;
   depth = token;
   if (depth == 0) {
-    free(owned);
+    torc__free(owned);
     owned = NULL;
     n_owned = cap_owned = 0;
   }

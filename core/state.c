@@ -69,19 +69,19 @@ static int sd_reserve(torc_state_dict *sd) {
   if (sd->n < sd->cap)
     return 1;
   int cap = sd->cap ? sd->cap * 2 : 16;
-  char **names = realloc(sd->names, (size_t)cap * sizeof *names);
+  char **names = torc__realloc(sd->names, (size_t)cap * sizeof *names);
   if (names == NULL)
     return 0;
   sd->names = names;
-  torc_tensor **ts = realloc(sd->tensors, (size_t)cap * sizeof *ts);
+  torc_tensor **ts = torc__realloc(sd->tensors, (size_t)cap * sizeof *ts);
   if (ts == NULL)
     return 0;
   sd->tensors = ts;
   size_t n_slots = (size_t)cap * 2;
-  int *slots = malloc(n_slots * sizeof *slots);
+  int *slots = torc__malloc(n_slots * sizeof *slots);
   if (slots == NULL)
     return 0;
-  free(sd->slots);
+  torc__free(sd->slots);
   sd->slots = slots;
   sd->n_slots = n_slots;
   for (size_t i = 0; i < n_slots; i++)
@@ -93,7 +93,7 @@ static int sd_reserve(torc_state_dict *sd) {
 }
 
 torc_state_dict *torc_state_dict_new(void) {
-  torc_state_dict *sd = calloc(1, sizeof *sd);
+  torc_state_dict *sd = torc__calloc(1, sizeof *sd);
   if (sd == NULL)
     torc_set_error(TORC_ERR_OOM, "torc_state_dict_new: out of memory");
   return sd;
@@ -103,19 +103,19 @@ void torc_state_dict_free(torc_state_dict *sd) {
   if (sd == NULL)
     return;
   for (int i = 0; i < sd->n; i++) {
-    free(sd->names[i]);
+    torc__free(sd->names[i]);
     torc_release(sd->tensors[i]);
   }
   for (int i = 0; i < sd->n_meta; i++) {
-    free(sd->meta_keys[i]);
-    free(sd->meta_values[i]);
+    torc__free(sd->meta_keys[i]);
+    torc__free(sd->meta_values[i]);
   }
-  free(sd->names);
-  free(sd->tensors);
-  free(sd->slots);
-  free(sd->meta_keys);
-  free(sd->meta_values);
-  free(sd);
+  torc__free(sd->names);
+  torc__free(sd->tensors);
+  torc__free(sd->slots);
+  torc__free(sd->meta_keys);
+  torc__free(sd->meta_values);
+  torc__free(sd);
 }
 
 torc_status torc_state_dict_set(torc_state_dict *sd, const char *name,
@@ -142,9 +142,9 @@ torc_status torc_state_dict_set(torc_state_dict *sd, const char *name,
                           "collision is never resolved silently: use another "
                           "name (a prefix such as \"model.\") or another dict",
                           fn, name);
-  char *copy = strdup(name);
+  char *copy = torc__strdup(name);
   if (copy == NULL || !sd_reserve(sd)) {
-    free(copy);
+    torc__free(copy);
     return torc_set_error(TORC_ERR_OOM, "%s: out of memory adding '%s'", fn,
                           name);
   }
@@ -192,25 +192,25 @@ torc_status torc_state_dict_set_meta(torc_state_dict *sd, const char *key,
   if (key[0] == '\0')
     return torc_set_error(TORC_ERR_INVALID,
                           "%s: the key is empty; give the metadata a name", fn);
-  char *v = strdup(value);
+  char *v = torc__strdup(value);
   if (v == NULL)
     return torc_set_error(TORC_ERR_OOM, "%s: out of memory for '%s'", fn, key);
   int i = meta_find(sd, key);
   if (i >= 0) {
-    free(sd->meta_values[i]);
+    torc__free(sd->meta_values[i]);
     sd->meta_values[i] = v;
     return TORC_OK;
   }
-  char *k = strdup(key);
+  char *k = torc__strdup(key);
   if (k == NULL)
     goto oom;
   if (sd->n_meta == sd->meta_cap) {
     int cap = sd->meta_cap ? sd->meta_cap * 2 : 8;
-    char **ks = realloc(sd->meta_keys, (size_t)cap * sizeof *ks);
+    char **ks = torc__realloc(sd->meta_keys, (size_t)cap * sizeof *ks);
     if (ks == NULL)
       goto oom;
     sd->meta_keys = ks;
-    char **vs = realloc(sd->meta_values, (size_t)cap * sizeof *vs);
+    char **vs = torc__realloc(sd->meta_values, (size_t)cap * sizeof *vs);
     if (vs == NULL)
       goto oom;
     sd->meta_values = vs;
@@ -221,8 +221,8 @@ torc_status torc_state_dict_set_meta(torc_state_dict *sd, const char *key,
   sd->n_meta++;
   return TORC_OK;
 oom:
-  free(k);
-  free(v);
+  torc__free(k);
+  torc__free(v);
   return torc_set_error(TORC_ERR_OOM, "%s: out of memory for '%s'", fn, key);
 }
 
@@ -295,7 +295,7 @@ torc_status torc_state_dict_get_i64(const torc_state_dict *sd, const char *key,
 /* a + b + c, malloc'ed. */
 static char *join3(const char *a, const char *b, const char *c) {
   size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
-  char *s = malloc(la + lb + lc + 1);
+  char *s = torc__malloc(la + lb + lc + 1);
   if (s) {
     memcpy(s, a, la);
     memcpy(s + la, b, lb);
@@ -320,7 +320,7 @@ static torc_status add_own(torc_state_dict *out, const char *pfx,
     s = name ? torc_state_dict_set(out, name, list[i].tensor)
              : torc_set_error(TORC_ERR_OOM, "torc_module_state_dict: out of "
                                             "memory");
-    free(name);
+    torc__free(name);
   }
   return s;
 }
@@ -352,7 +352,7 @@ static torc_status walk(const torc_module *m, const char *pfx,
     s = cp ? walk(torc_module_child_at(m, i), cp, out)
            : torc_set_error(TORC_ERR_OOM, "torc_module_state_dict: out of "
                                           "memory");
-    free(cp);
+    torc__free(cp);
   }
   return s;
 }
@@ -384,7 +384,7 @@ torc_status torc_module_state_dict(const torc_module *m, const char *prefix,
       added++;
   if (s != TORC_OK && added > 0) { /* out of memory midway: take it back */
     for (int k = sd->n - added; k < sd->n; k++) {
-      free(sd->names[k]);
+      torc__free(sd->names[k]);
       torc_release(sd->tensors[k]);
     }
     sd->n -= added;
@@ -460,14 +460,14 @@ void torc_load_report_clear(torc_load_report *r) {
   if (r == NULL)
     return;
   for (int i = 0; i < r->n_missing; i++)
-    free(r->missing[i]);
+    torc__free(r->missing[i]);
   for (int i = 0; i < r->n_unexpected; i++)
-    free(r->unexpected[i]);
+    torc__free(r->unexpected[i]);
   for (int i = 0; i < r->n_mismatched; i++)
-    free(r->mismatched[i]);
-  free(r->missing);
-  free(r->unexpected);
-  free(r->mismatched);
+    torc__free(r->mismatched[i]);
+  torc__free(r->missing);
+  torc__free(r->unexpected);
+  torc__free(r->mismatched);
   memset(r, 0, sizeof *r);
 }
 
@@ -482,9 +482,9 @@ static int strlist_add(strlist *l, char *s) { /* takes s; 0 on OOM */
     return 0;
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 8;
-    char **v = realloc(l->v, (size_t)cap * sizeof *v);
+    char **v = torc__realloc(l->v, (size_t)cap * sizeof *v);
     if (v == NULL) {
-      free(s);
+      torc__free(s);
       return 0;
     }
     l->v = v;
@@ -496,8 +496,8 @@ static int strlist_add(strlist *l, char *s) { /* takes s; 0 on OOM */
 
 static void strlist_free(strlist *l) {
   for (int i = 0; i < l->n; i++)
-    free(l->v[i]);
-  free(l->v);
+    torc__free(l->v[i]);
+  torc__free(l->v);
   memset(l, 0, sizeof *l);
 }
 
@@ -506,7 +506,7 @@ static char *xprintf(const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  char *s = n >= 0 ? torc__malloc((size_t)n + 1) : NULL;
   if (s) {
     va_start(ap, fmt);
     vsnprintf(s, (size_t)n + 1, fmt, ap);
@@ -685,8 +685,8 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
 
   torc_state_dict *model = torc_state_dict_new();
   torc_state_dict *cand = torc_state_dict_new();
-  int *orig = malloc((size_t)(sd->n ? sd->n : 1) * sizeof *orig);
-  char *used = calloc((size_t)(sd->n ? sd->n : 1), 1);
+  int *orig = torc__malloc((size_t)(sd->n ? sd->n : 1) * sizeof *orig);
+  char *used = torc__calloc((size_t)(sd->n ? sd->n : 1), 1);
   int *pair = NULL; /* pair[j]: candidate loaded into model entry j, or -1 */
   strlist missing = {0}, unexpected = {0}, mismatched = {0};
   torc_status s = TORC_OK;
@@ -696,7 +696,7 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
   }
   if ((s = walk(m, "", model)) != TORC_OK)
     goto out;
-  if ((pair = malloc((size_t)(model->n ? model->n : 1) * sizeof *pair)) ==
+  if ((pair = torc__malloc((size_t)(model->n ? model->n : 1) * sizeof *pair)) ==
       NULL) {
     s = torc_set_error(TORC_ERR_OOM, "%s: out of memory", what);
     goto out;
@@ -734,7 +734,7 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
     const torc_tensor *t = model->tensors[j];
     int k = sd_find(cand, model->names[j]);
     if (k < 0) {
-      ok = strlist_add(&missing, strdup(model->names[j]));
+      ok = strlist_add(&missing, torc__strdup(model->names[j]));
       continue;
     }
     used[k] = 1;
@@ -774,7 +774,7 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
       all_module = 0;
     else if (sd_find(model, name + 7) >= 0 && sd_find(cand, name + 7) < 0)
       n_fixed++;
-    ok = strlist_add(&unexpected, strdup(sd->names[orig[k]]));
+    ok = strlist_add(&unexpected, torc__strdup(sd->names[orig[k]]));
   }
   if (!ok) {
     s = torc_set_error(TORC_ERR_OOM, "%s: out of memory", what);
@@ -793,7 +793,7 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
   /* Stage every converted tensor before anything in the module changes. */
   int scope = torc_scope_begin();
   torc_tensor **staged =
-      calloc((size_t)(model->n ? model->n : 1), sizeof *staged);
+      torc__calloc((size_t)(model->n ? model->n : 1), sizeof *staged);
   if (staged == NULL)
     s = torc_set_error(TORC_ERR_OOM, "%s: out of memory", what);
   for (int j = 0; j < model->n && s == TORC_OK; j++) {
@@ -836,7 +836,7 @@ static torc_status load_into(torc_module *m, const torc_state_dict *sd,
     if (s != TORC_OK && report)
       report->n_loaded = 0;
   }
-  free(staged);
+  torc__free(staged);
   torc_scope_end(scope);
 
 out:
@@ -848,9 +848,9 @@ out:
   strlist_free(&missing);
   strlist_free(&unexpected);
   strlist_free(&mismatched);
-  free(pair);
-  free(used);
-  free(orig);
+  torc__free(pair);
+  torc__free(used);
+  torc__free(orig);
   torc_state_dict_free(cand);
   torc_state_dict_free(model);
   return s;
@@ -897,7 +897,7 @@ static torc_status load_model_part(torc_module *m, const torc_state_dict *sd,
     return torc_set_error(TORC_ERR_OOM, "%s: out of memory", what);
   o.prefix = pfx;
   torc_status s = load_into(m, sd, &o, report, what);
-  free(pfx);
+  torc__free(pfx);
   return s;
 }
 
@@ -924,7 +924,7 @@ torc_status torc_module_load(torc_module *m, const char *path,
     s = load_model_part(m, sd, opts, report, what);
   else
     s = load_into(m, sd, opts, report, what);
-  free(what);
+  torc__free(what);
   torc_state_dict_free(sd);
   return s;
 }

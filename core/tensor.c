@@ -139,7 +139,8 @@ static torc_tensor *tensor_alloc(torc_storage *s, torc_dtype dtype,
 
 torc_tensor *torc__empty(const int64_t *shape, int ndim, torc_dtype dtype,
                          torc_device dev) {
-  torc__ensure_init();
+  if (torc__ensure_init() != TORC_OK)
+    return NULL;
   if (torc__check_shape(shape, ndim, "torc_empty"))
     return NULL;
   if (!torc_dtype_valid(dtype)) {
@@ -367,7 +368,7 @@ static torc_tensor *host_filled(int64_t n, torc_dtype dtype, torc_device dev,
     torc_set_error(TORC_ERR_DTYPE, "invalid dtype %d", (int)dtype);
     return NULL;
   }
-  char *buf = malloc((size_t)(n > 0 ? n : 1) * es);
+  char *buf = torc__malloc((size_t)(n > 0 ? n : 1) * es);
   if (buf == NULL) {
     torc_set_error(TORC_ERR_OOM, "out of host memory for %lld elements",
                    (long long)n);
@@ -388,7 +389,7 @@ static torc_tensor *host_filled(int64_t n, torc_dtype dtype, torc_device dev,
   }
   int64_t shape[1] = {n};
   torc_tensor *t = from_host_bytes(buf, shape, 1, dtype, dev);
-  free(buf);
+  torc__free(buf);
   return t;
 }
 
@@ -445,7 +446,7 @@ torc_tensor *torc_eye(int64_t n, int64_t m, torc_dtype dtype, torc_device dev) {
       torc_set_error(TORC_ERR_DTYPE, "torc_eye: invalid dtype %d", (int)dtype);
     return NULL;
   }
-  char *buf = calloc((size_t)(n * m > 0 ? n * m : 1), es);
+  char *buf = torc__calloc((size_t)(n * m > 0 ? n * m : 1), es);
   if (buf == NULL) {
     torc_set_error(TORC_ERR_OOM, "torc_eye: out of host memory");
     return NULL;
@@ -453,7 +454,7 @@ torc_tensor *torc_eye(int64_t n, int64_t m, torc_dtype dtype, torc_device dev) {
   for (int64_t i = 0; i < n && i < m; i++)
     torc__store_f64(dtype, buf + (i * m + i) * (int64_t)es, 1.0);
   torc_tensor *t = from_host_bytes(buf, shape, 2, dtype, dev);
-  free(buf);
+  torc__free(buf);
   return torc__ret(t);
 }
 
@@ -1036,7 +1037,7 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
       st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, out->storage->ptr,
                                 c->storage->ptr, off, nbytes);
     } else { /* between two accelerators: through the host */
-      void *tmp = malloc(nbytes);
+      void *tmp = torc__malloc(nbytes);
       if (tmp == NULL) {
         st = torc_set_error(TORC_ERR_OOM,
                             "torc_to: out of host memory staging %zu bytes",
@@ -1047,7 +1048,7 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
         if (st == TORC_OK)
           st = dd->ops.copy_from_host(dd->ops.user, dev.index,
                                       out->storage->ptr, 0, tmp, nbytes, 0);
-        free(tmp);
+        torc__free(tmp);
       }
     }
   }

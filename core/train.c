@@ -176,7 +176,7 @@ static torc_status read_settings(const torc_config *cfg, settings *s) {
 }
 
 static void run_free(run *r) {
-  free(r->warm_lr);
+  torc__free(r->warm_lr);
   torc_scheduler_free(r->sched);
   torc_optimizer_free(r->opt);
   torc_loss_free(r->loss);
@@ -274,7 +274,7 @@ static torc_status warmup_build(run *r) {
   }
   r->warm_steps = r->warm_epochs * torc_loader_length(r->train);
   r->warm_groups = torc_optimizer_group_count(r->opt);
-  r->warm_lr = calloc((size_t)r->warm_groups + 1, sizeof *r->warm_lr);
+  r->warm_lr = torc__calloc((size_t)r->warm_groups + 1, sizeof *r->warm_lr);
   if (r->warm_lr == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory building the run");
   for (int g = 0; g < r->warm_groups; g++)
@@ -353,7 +353,7 @@ static torc_status evaluate(run *r, int64_t epoch, int want_confusion,
         int64_t k = torc_shape(out)[1];
         if (e->confusion == NULL) {
           e->classes = k;
-          e->confusion = calloc((size_t)(k * k), sizeof(int64_t));
+          e->confusion = torc__calloc((size_t)(k * k), sizeof(int64_t));
           if (e->confusion == NULL)
             st = torc_set_error(TORC_ERR_OOM, "out of memory");
         }
@@ -393,7 +393,7 @@ static torc_status evaluate(run *r, int64_t epoch, int want_confusion,
   e->loss = n ? lsum / (double)n : NAN;
   e->accuracy = classify && n ? (double)correct / (double)n : NAN;
   if (!classify) {
-    free(e->confusion);
+    torc__free(e->confusion);
     e->confusion = NULL;
     e->classes = 0;
   }
@@ -1218,7 +1218,7 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
     res->classes = ev.classes;
     res->confusion = ev.confusion;
   } else {
-    free(ev.confusion);
+    torc__free(ev.confusion);
   }
   return st;
 }

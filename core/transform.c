@@ -108,17 +108,17 @@ void *torc__host_data(const torc_tensor *t) { return host_ptr(t); }
 
 static void free_stages(stage *st, int n) {
   for (int i = 0; i < n; i++) {
-    free(st[i].mean);
-    free(st[i].std);
+    torc__free(st[i].mean);
+    torc__free(st[i].std);
   }
-  free(st);
+  torc__free(st);
 }
 
 void torc_transform_free(torc_transform *t) {
   if (t == NULL)
     return;
   free_stages(t->st, t->n);
-  free(t);
+  torc__free(t);
 }
 
 static char *trim(char *s) {
@@ -283,8 +283,8 @@ static torc_status parse_args(const char *spec, int pos, stage *s,
     if (n_args < 2 || n_args % 2 != 0)
       return arity_error(spec, pos, s, n_args, "an even number (2 or more) of");
     s->n = n_args / 2;
-    s->mean = calloc((size_t)s->n, sizeof *s->mean);
-    s->std = calloc((size_t)s->n, sizeof *s->std);
+    s->mean = torc__calloc((size_t)s->n, sizeof *s->mean);
+    s->std = torc__calloc((size_t)s->n, sizeof *s->std);
     if (s->mean == NULL || s->std == NULL)
       return torc_set_error(TORC_ERR_OOM, "out of memory parsing a transform");
     for (int i = 0; i < n_args; i++) {
@@ -381,10 +381,10 @@ static torc_status parse_stage(const char *spec, int pos, char *text,
 }
 
 torc_transform *torc_transform_parse(const char *spec) {
-  torc_transform *t = calloc(1, sizeof *t);
-  char *buf = strdup(spec ? spec : "");
+  torc_transform *t = torc__calloc(1, sizeof *t);
+  char *buf = torc__strdup(spec ? spec : "");
   if (t == NULL || buf == NULL) {
-    free(t), free(buf);
+    torc__free(t), torc__free(buf);
     torc_set_error(TORC_ERR_OOM, "out of memory parsing a transform");
     return NULL;
   }
@@ -424,7 +424,7 @@ torc_transform *torc_transform_parse(const char *spec) {
     }
     if (t->n == cap) {
       int nc = cap ? cap * 2 : 4;
-      stage *ns = realloc(t->st, (size_t)nc * sizeof *ns);
+      stage *ns = torc__realloc(t->st, (size_t)nc * sizeof *ns);
       if (ns == NULL) {
         st = torc_set_error(TORC_ERR_OOM, "out of memory parsing a "
                                           "transform");
@@ -444,7 +444,7 @@ torc_transform *torc_transform_parse(const char *spec) {
     p = q + 1;
     pos++;
   }
-  free(buf);
+  torc__free(buf);
   if (st != TORC_OK) {
     torc_transform_free(t);
     return NULL;
