@@ -5,12 +5,15 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -1373,8 +1376,39 @@ torc_config *torc_config_load(const char *path) {
     torc_set_error(TORC_ERR_INVALID, "torc_config_load: path is NULL");
     return NULL;
   }
-  FILE *f = fopen(path, "rb");
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer. Only a regular
+   * file is read (a device or FIFO could feed it forever). */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    torc_set_error(TORC_ERR_IO, "cannot open configuration file '%s': %s", path,
+                   strerror(errno));
+    return NULL;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int e = errno;
+    close(fd);
+    torc_set_error(TORC_ERR_IO, "cannot read configuration file '%s': %s",
+                   path, strerror(e));
+    return NULL;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    torc_set_error(TORC_ERR_IO,
+                   "configuration file '%s' is %s, not a regular file; give "
+                   "the path of an INI file",
+                   path,
+                   S_ISDIR(sb.st_mode)    ? "a directory"
+                   : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                   : S_ISCHR(sb.st_mode)  ? "a character device"
+                   : S_ISBLK(sb.st_mode)  ? "a block device"
+                   : S_ISSOCK(sb.st_mode) ? "a socket"
+                                          : "a special file");
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
   if (f == NULL) {
+    close(fd);
     torc_set_error(TORC_ERR_IO, "cannot open configuration file '%s': %s", path,
                    strerror(errno));
     return NULL;

@@ -394,6 +394,23 @@ static void test_syntax_errors(void **state) {
   assert_error(TORC_ERR_CONFIG, "bin.ini:2: the line contains a NUL byte");
 }
 
+/* Only regular files are read: a FIFO would block the open (or feed it
+ * forever), /dev/zero would be read until the size cap, a folder fails
+ * later with a worse message. */
+static void test_not_regular_files(void **state) {
+  (void)state;
+  char fifo[512];
+  snprintf(fifo, sizeof fifo, "%s/fifo.ini", tmpdir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_null(torc_config_load(fifo));
+  assert_error(TORC_ERR_IO, "fifo.ini' is a FIFO, not a regular file");
+  unlink(fifo);
+  assert_null(torc_config_load("/dev/zero"));
+  assert_error(TORC_ERR_IO, "'/dev/zero' is a character device, not a regular");
+  assert_null(torc_config_load(tmpdir));
+  assert_error(TORC_ERR_IO, "is a directory, not a regular file");
+}
+
 static void test_first_error_by_line(void **state) {
   (void)state;
   /* The error on the lowest line is the one reported, whatever its kind
@@ -717,6 +734,7 @@ int main(void) {
       T(test_key_given_twice),
       T(test_section_given_twice),
       T(test_syntax_errors),
+      T(test_not_regular_files),
       T(test_first_error_by_line),
       T(test_long_line),
       T(test_missing_file),
