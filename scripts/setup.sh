@@ -5,8 +5,21 @@
 #
 #   bash scripts/setup.sh            # install, configure, build
 #   BUILD=_asan CONFIGURE_FLAGS=--enable-sanitizers bash scripts/setup.sh
+#   bash scripts/setup.sh --fuzz     # also clang + libFuzzer; builds the
+#                                    # fuzzers in _fuzz (docs/fuzzing.md)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+fuzz=no
+for arg in "$@"; do
+  case $arg in
+    --fuzz) fuzz=yes ;;
+    *) echo "usage: bash scripts/setup.sh [--fuzz]" >&2; exit 2 ;;
+  esac
+done
+if [ $fuzz = yes ]; then
+  BUILD=${BUILD:-_fuzz}
+  CONFIGURE_FLAGS=${CONFIGURE_FLAGS:---enable-fuzzers}
+fi
 build=${BUILD:-_build}
 case $build in /*) ;; *) build="$top/$build" ;; esac
 
@@ -20,6 +33,9 @@ packages=(gcc make autoconf automake libtool pkg-config
           libinih-dev libjansson-dev libcmocka-dev valgrind
           zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
           libopenblas-dev libdnnl-dev)
+# --fuzz: clang with libFuzzer and the sanitizer runtimes, and
+# llvm-symbolizer (llvm-14) for the stacks of its reports.
+[ $fuzz = no ] || packages+=(clang-14 libclang-rt-14-dev llvm-14)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -45,9 +61,16 @@ if [ ! -x configure ] || [ configure.ac -nt configure ] ||
   ./autogen.sh
 fi
 
+# The fuzzers need clang (Debian's clang-14 installs clang-14; the plain
+# name comes with the clang package, which may be absent).
+if [ $fuzz = yes ] && [ -z "${CC:-}" ]; then
+  CC=$(command -v clang || command -v clang-14)
+  export CC
+fi
+
 mkdir -p "$build"
 cd "$build"
-flags="--enable-werror ${CONFIGURE_FLAGS:-}"
+flags="--enable-werror ${CONFIGURE_FLAGS:-}${CC:+ CC=$CC}"
 if [ ! -f config.status ] || [ "$top/configure" -nt config.status ] ||
    [ "$(cat .torc-configure-flags 2>/dev/null)" != "$flags" ]; then
   echo "setup: configure $flags"
