@@ -6,9 +6,11 @@ TESTS += tests/test_loader tests/test_sources tests/test_data_hostile
 endif
 tests_test_loader_SOURCES = tests/test_loader.c tests/testutil.h
 tests_test_loader_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
-tests_test_sources_SOURCES = tests/test_sources.c tests/testutil.h
+tests_test_sources_SOURCES = tests/test_sources.c tests/testutil.h \
+	tests/data_testutil.h
 tests_test_sources_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_sources_LDADD = $(LDADD) $(ZLIB_LIBS) $(PNG_LIBS) $(JPEG_LIBS)
-tests_test_data_hostile_SOURCES = tests/test_data_hostile.c tests/testutil.h
+tests_test_data_hostile_SOURCES = tests/test_data_hostile.c tests/testutil.h \
+	tests/data_testutil.h
 tests_test_data_hostile_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_data_hostile_LDADD = $(LDADD) $(ZLIB_LIBS) $(PNG_LIBS) $(JPEG_LIBS)

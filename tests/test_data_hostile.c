@@ -20,110 +20,18 @@
 #include <zlib.h>
 
 #include "testutil.h"
+#include "data_testutil.h"
 
 #include "torc/data.h"
 #include "torc/philox.h"
 
-/* ---- the temporary folder ---- */
-
-static char tmp_root[512];
-
-/* "$tmp_root/name" in one of eight rotating buffers. */
-static const char *P(const char *name) {
-  static char bufs[8][1024];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", tmp_root, name);
-  return b;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
-static unsigned char *read_bytes(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)sz + 64);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-  fclose(f);
-  *n = (size_t)sz;
-  return b;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
+/* ---- fixtures (the others, and the file writers, are in
+ * data_testutil.h) ---- */
 
 static int group_setup(void **state) {
   (void)state;
-  const char *tmp = getenv("TMPDIR");
-  snprintf(tmp_root, sizeof tmp_root, "%s/torc-hostile-XXXXXX",
-           tmp && tmp[0] ? tmp : "/tmp");
-  if (mkdtemp(tmp_root) == NULL) {
-    fprintf(stderr, "setup: mkdtemp %s: %s\n", tmp_root, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return data_tmp_setup("torc-hostile");
 }
-
-static int group_teardown(void **state) {
-  (void)state;
-  if (tmp_root[0])
-    nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  return 0;
-}
-
-static int setup(void **state) {
-  if (torc_plugin_load("data", NULL) != TORC_OK) {
-    fprintf(stderr, "setup: %s\n", torc_last_error());
-    return -1;
-  }
-  return test_live_setup(state);
-}
-
-static int teardown(void **state) {
-  int rc = test_live_teardown(state);
-  torc_shutdown();
-  return rc;
-}
-
-/* Opens source with n key/value pairs given as k1, v1, k2, v2, ... */
-static torc_dataset *open_ds(const char *source, int n, ...) {
-  const char *keys[8], *values[8];
-  va_list ap;
-  va_start(ap, n);
-  for (int i = 0; i < n && i < 8; i++) {
-    keys[i] = va_arg(ap, const char *);
-    values[i] = va_arg(ap, const char *);
-  }
-  va_end(ap);
-  torc_clear_error();
-  return torc_dataset_open(source, keys, values, n);
-}
-
-#define assert_open_fails(ds, st)                                            \
-  do {                                                                       \
-    torc_dataset *d_ = (ds);                                                 \
-    if (d_ != NULL) {                                                        \
-      print_error("open unexpectedly succeeded: %s\n",                      \
-                  torc_dataset_describe(d_));                                \
-      torc_dataset_close(d_);                                                \
-      fail();                                                                \
-    }                                                                        \
-    assert_int_equal(torc_last_status(), (st));                              \
-  } while (0)
 
 /* A FIFO at path (made once). */
 static const char *make_fifo(const char *name) {
@@ -137,34 +45,12 @@ static const char *make_fifo(const char *name) {
  * npy
  * ==================================================================== */
 
-static void write_npy(const char *path, const char *descr, const char *shape,
-                      const void *data, size_t n) {
-  char dict[256];
-  snprintf(dict, sizeof dict,
-           "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
-           shape);
-  size_t hl = strlen(dict) + 1, total = (10 + hl + 63) / 64 * 64;
-  size_t hlen = total - 10;
-  unsigned char *b = calloc(1, total + n + 1);
-  assert_non_null(b);
-  memcpy(b, "\x93NUMPY\x01\x00", 8);
-  b[8] = (unsigned char)hlen;
-  b[9] = (unsigned char)(hlen >> 8);
-  memset(b + 10, ' ', hlen);
-  memcpy(b + 10, dict, strlen(dict));
-  b[total - 1] = '\n';
-  if (n)
-    memcpy(b + total, data, n);
-  write_bytes(path, b, total + n);
-  free(b);
-}
-
 /* Two 128-byte files whose shapes multiply to 2^64: that must not pass as
  * empty data (get() would then copy 2^32 bytes from a 128-byte buffer). */
 static void test_npy_wrapping_shape(void **state) {
   (void)state;
-  write_npy(P("wrap-x.npy"), "|u1", "(4294967296, 4294967296)", NULL, 0);
-  write_npy(P("wrap-y.npy"), "<f4", "(4294967296, 4294967296)", NULL, 0);
+  write_npy(P("wrap-x.npy"), 1, "|u1", "(4294967296, 4294967296)", NULL, 0);
+  write_npy(P("wrap-y.npy"), 1, "<f4", "(4294967296, 4294967296)", NULL, 0);
   torc_dataset *ds = open_ds("npy", 2, "inputs", P("wrap-x.npy"), "targets",
                              P("wrap-y.npy"));
   if (ds != NULL) { /* the old code: show the out-of-bounds copy */
@@ -181,16 +67,16 @@ static void test_npy_wrapping_shape(void **state) {
   assert_contains(torc_last_error(), "[4294967296, 4294967296]");
   assert_contains(torc_last_error(), "more bytes than can be counted");
   /* A zero dimension does not hide an overflow of the others. */
-  write_npy(P("wrap0-x.npy"), "<f4", "(0, 4294967296, 4294967296)", NULL, 0);
+  write_npy(P("wrap0-x.npy"), 1, "<f4", "(0, 4294967296, 4294967296)", NULL, 0);
   const int64_t y[1] = {0};
-  write_npy(P("wrap0-y.npy"), "<i8", "(0,)", y, 0);
+  write_npy(P("wrap0-y.npy"), 1, "<i8", "(0,)", y, 0);
   assert_open_fails(open_ds("npy", 2, "inputs", P("wrap0-x.npy"), "targets",
                             P("wrap0-y.npy")),
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "more bytes than can be counted");
   /* 2^40 rows of nothing: refused, not 2^40 empty samples. */
-  write_npy(P("empty-x.npy"), "<f4", "(1099511627776, 0)", NULL, 0);
-  write_npy(P("empty-y.npy"), "<f4", "(1099511627776, 0)", NULL, 0);
+  write_npy(P("empty-x.npy"), 1, "<f4", "(1099511627776, 0)", NULL, 0);
+  write_npy(P("empty-y.npy"), 1, "<f4", "(1099511627776, 0)", NULL, 0);
   assert_open_fails(open_ds("npy", 2, "inputs", P("empty-x.npy"), "targets",
                             P("empty-y.npy")),
                     TORC_ERR_SHAPE);
@@ -204,8 +90,8 @@ static void test_npy_wrapping_shape(void **state) {
 static void good_npy_pair(void) {
   const float x[4] = {1, 2, 3, 4};
   const int64_t y[2] = {0, 1};
-  write_npy(P("ok-x.npy"), "<f4", "(2, 2)", x, sizeof x);
-  write_npy(P("ok-y.npy"), "<i8", "(2,)", y, sizeof y);
+  write_npy(P("ok-x.npy"), 1, "<f4", "(2, 2)", x, sizeof x);
+  write_npy(P("ok-y.npy"), 1, "<i8", "(2,)", y, sizeof y);
 }
 
 static void test_not_regular_files(void **state) {
@@ -291,50 +177,7 @@ static void test_size_limits(void **state) {
  * idx
  * ==================================================================== */
 
-static size_t idx_head(uint8_t *head, uint32_t magic, const uint32_t *dims,
-                       int ndim) {
-  size_t hl = 0;
-  for (int s = 24; s >= 0; s -= 8)
-    head[hl++] = (uint8_t)(magic >> s);
-  for (int d = 0; d < ndim; d++)
-    for (int s = 24; s >= 0; s -= 8)
-      head[hl++] = (uint8_t)(dims[d] >> s);
-  return hl;
-}
-
-static void write_idx(const char *path, uint32_t magic, const uint32_t *dims,
-                      int ndim, const uint8_t *data, size_t n, int gzip) {
-  uint8_t head[16];
-  size_t hl = idx_head(head, magic, dims, ndim);
-  if (gzip) {
-    gzFile gz = gzopen(path, "wb9");
-    assert_non_null(gz);
-    assert_int_equal(gzwrite(gz, head, (unsigned)hl), (int)hl);
-    if (n)
-      assert_int_equal(gzwrite(gz, data, (unsigned)n), (int)n);
-    assert_int_equal(gzclose(gz), Z_OK);
-  } else {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(head, 1, hl, f), hl);
-    if (n)
-      assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-  }
-}
-
-static uint8_t idx_pixels[3 * 2 * 4];
-static const uint8_t idx_labels[3] = {2, 0, 7};
-
-static void write_idx_pair(const char *images, const char *labels,
-                           int gzip) {
-  for (int i = 0; i < 24; i++)
-    idx_pixels[i] = (uint8_t)(40 * (i / 8) + i % 8 + 1);
-  const uint32_t idims[3] = {3, 2, 4}, ldims[1] = {3};
-  write_idx(images, 0x803, idims, 3, idx_pixels, 24, gzip);
-  write_idx(labels, 0x801, ldims, 1, idx_labels, 3, gzip);
-}
-
+/* Each of write_idx_pair's three samples. */
 static void check_idx_values(torc_dataset *ds) {
   assert_int_equal(torc_dataset_length(ds), 3);
   for (int64_t i = 0; i < 3; i++) {
@@ -570,11 +413,11 @@ static const char *image_root(const char *root, const char *name,
                               const void *data, size_t n) {
   char p[1024];
   const char *r = P(root);
-  assert_int_equal(mkdir(r, 0755), 0);
+  make_dir(r);
   snprintf(p, sizeof p, "%s/a", r);
-  assert_int_equal(mkdir(p, 0755), 0);
+  make_dir(p);
   snprintf(p, sizeof p, "%s/b", r);
-  assert_int_equal(mkdir(p, 0755), 0);
+  make_dir(p);
   snprintf(p, sizeof p, "%s/a/%s", r, name);
   write_bytes(p, data, n);
   size_t gn;
@@ -901,7 +744,7 @@ static void test_image_files(void **state) {
   torc_dataset_close(ds);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, data_setup, data_teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -913,5 +756,5 @@ int main(void) {
       T(test_png_huge_header),      T(test_png_bad_idat),
       T(test_image_files),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, group_setup, data_tmp_teardown);
 }

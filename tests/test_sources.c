@@ -20,61 +20,10 @@
 #include <zlib.h>
 
 #include "testutil.h"
+#include "data_testutil.h"
 
 #include "torc/data.h"
 #include "torc/philox.h"
-
-/* ---- the temporary folder and paths in it ---- */
-
-static char tmp_root[512];
-
-/* "$tmp_root/name" in one of eight rotating buffers. */
-static const char *P(const char *name) {
-  static char bufs[8][1024];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", tmp_root, name);
-  return b;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
-static void write_text(const char *path, const char *text) {
-  write_bytes(path, text, strlen(text));
-}
-
-/* The whole file into a malloc'd buffer. */
-static unsigned char *read_bytes(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)sz + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-  fclose(f);
-  *n = (size_t)sz;
-  return b;
-}
-
-static void make_dir(const char *path) {
-  assert_int_equal(mkdir(path, 0755), 0);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-                    struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  chmod(path, 0700);
-  return remove(path);
-}
 
 /* ---- log capture ---- */
 
@@ -94,75 +43,29 @@ static int count_substr(const char *s, const char *needle) {
   return n;
 }
 
-/* ---- fixtures ---- */
+/* ---- fixtures (the others are in data_testutil.h) ---- */
 
 static int group_setup(void **state) {
   (void)state;
-  const char *tmp = getenv("TMPDIR");
-  snprintf(tmp_root, sizeof tmp_root, "%s/torc-sources-XXXXXX",
-           tmp && tmp[0] ? tmp : "/tmp");
-  if (mkdtemp(tmp_root) == NULL) {
-    fprintf(stderr, "setup: mkdtemp %s: %s\n", tmp_root, strerror(errno));
-    return -1;
-  }
-  return 0;
+  return data_tmp_setup("torc-sources");
 }
 
-static int group_teardown(void **state) {
-  (void)state;
-  if (tmp_root[0])
-    nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  return 0;
-}
-
+/* data_setup and data_teardown, with torc's log captured into log_buf. */
 static int setup(void **state) {
   log_buf[0] = '\0';
   torc_set_log_level(TORC_LOG_INFO);
   torc_set_log_callback(log_cb, NULL);
-  if (torc_plugin_load("data", NULL) != TORC_OK) {
-    fprintf(stderr, "setup: %s\n", torc_last_error());
-    return -1;
-  }
-  return test_live_setup(state);
+  return data_setup(state);
 }
 
 static int teardown(void **state) {
-  int rc = test_live_teardown(state);
-  torc_shutdown();
+  int rc = data_teardown(state);
   torc_set_log_callback(NULL, NULL);
   torc_set_log_level(TORC_LOG_WARN);
   return rc;
 }
 
-/* ---- opening and reading ---- */
-
-/* Opens source with n key/value pairs given as k1, v1, k2, v2, ... */
-static torc_dataset *open_ds(const char *source, int n, ...) {
-  const char *keys[8], *values[8];
-  va_list ap;
-  va_start(ap, n);
-  for (int i = 0; i < n && i < 8; i++) {
-    keys[i] = va_arg(ap, const char *);
-    values[i] = va_arg(ap, const char *);
-  }
-  va_end(ap);
-  torc_clear_error();
-  return torc_dataset_open(source, keys, values, n);
-}
-
-/* Asserts an open failed (ds is NULL) with status st; the callers then
- * check the message's key words with assert_contains. */
-#define assert_open_fails(ds, st)                                            \
-  do {                                                                       \
-    torc_dataset *d_ = (ds);                                                 \
-    if (d_ != NULL) {                                                        \
-      print_error("open unexpectedly succeeded: %s\n",                      \
-                  torc_dataset_describe(d_));                                \
-      torc_dataset_close(d_);                                                \
-      fail();                                                                \
-    }                                                                        \
-    assert_int_equal(torc_last_status(), (st));                              \
-  } while (0)
+/* ---- reading samples ---- */
 
 /* Sample i; asserts the input is a contiguous cpu tensor of dtype in_dt
  * and shape in_shape (the callers check the target). */
@@ -230,46 +133,8 @@ static void test_plugin_registers_sources(void **state) {
  * idx
  * ==================================================================== */
 
-/* Writes an IDX file: magic, dims, then data (n bytes); gzip or raw. */
-static void write_idx(const char *path, uint32_t magic, const uint32_t *dims,
-                      int ndim, const uint8_t *data, size_t n, int gzip) {
-  uint8_t head[16];
-  size_t hl = 0;
-  for (int s = 24; s >= 0; s -= 8)
-    head[hl++] = (uint8_t)(magic >> s);
-  for (int d = 0; d < ndim; d++)
-    for (int s = 24; s >= 0; s -= 8)
-      head[hl++] = (uint8_t)(dims[d] >> s);
-  if (gzip) {
-    gzFile gz = gzopen(path, "wb9");
-    assert_non_null(gz);
-    assert_int_equal(gzwrite(gz, head, (unsigned)hl), (int)hl);
-    if (n)
-      assert_int_equal(gzwrite(gz, data, (unsigned)n), (int)n);
-    assert_int_equal(gzclose(gz), Z_OK);
-  } else {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(head, 1, hl, f), hl);
-    if (n)
-      assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-  }
-}
-
-/* Three 2x4 images (pixel (i, y, x) = 40 i + 4 y + x + 1) and labels
- * 2, 0, 7. */
-static uint8_t idx_pixels[3 * 2 * 4];
-static const uint8_t idx_labels[3] = {2, 0, 7};
-
-static void write_idx_pair(const char *images, const char *labels,
-                           int gzip) {
-  for (int i = 0; i < 24; i++)
-    idx_pixels[i] = (uint8_t)(40 * (i / 8) + i % 8 + 1);
-  const uint32_t idims[3] = {3, 2, 4}, ldims[1] = {3};
-  write_idx(images, 0x803, idims, 3, idx_pixels, 24, gzip);
-  write_idx(labels, 0x801, ldims, 1, idx_labels, 3, gzip);
-}
+/* write_idx and write_idx_pair (idx_pixels, idx_labels) are in
+ * data_testutil.h. */
 
 static void check_idx_values(torc_dataset *ds) {
   assert_int_equal(torc_dataset_length(ds), 3);
@@ -893,43 +758,7 @@ static void test_csv_files(void **state) {
  * npy
  * ==================================================================== */
 
-/* Writes a .npy file of format `version` with the header dict `dict`
- * (padded as numpy pads it) followed by n bytes of data. */
-static void write_npy_raw(const char *path, int version, const char *dict,
-                          const void *data, size_t n) {
-  size_t pre = version == 1 ? 10 : 12;
-  size_t hl = strlen(dict) + 1;
-  size_t total = (pre + hl + 63) / 64 * 64;
-  size_t hlen = total - pre;
-  unsigned char *b = malloc(total + n);
-  assert_non_null(b);
-  memcpy(b, "\x93NUMPY", 6);
-  b[6] = (unsigned char)version;
-  b[7] = 0;
-  if (version == 1) {
-    b[8] = (unsigned char)hlen;
-    b[9] = (unsigned char)(hlen >> 8);
-  } else {
-    for (int i = 0; i < 4; i++)
-      b[8 + i] = (unsigned char)(hlen >> (8 * i));
-  }
-  memset(b + pre, ' ', hlen);
-  memcpy(b + pre, dict, strlen(dict));
-  b[total - 1] = '\n';
-  if (n)
-    memcpy(b + total, data, n);
-  write_bytes(path, b, total + n);
-  free(b);
-}
-
-static void write_npy(const char *path, int version, const char *descr,
-                      const char *shape, const void *data, size_t n) {
-  char dict[256];
-  snprintf(dict, sizeof dict,
-           "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
-           shape);
-  write_npy_raw(path, version, dict, data, n);
-}
+/* write_npy_raw and write_npy are in data_testutil.h. */
 
 static void test_npy_classification(void **state) {
   (void)state;
@@ -1629,5 +1458,5 @@ int main(void) {
       T(test_synthetic_threads),
       T(test_synthetic_bad_keys),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, group_setup, data_tmp_teardown);
 }
