@@ -125,6 +125,11 @@ static inline torc_dataset *open_ds(const char *source, int n, ...) {
   return torc_dataset_open(source, keys, values, n);
 }
 
+/* Opens idx with only its two keys. */
+static inline torc_dataset *open_idx(const char *images, const char *labels) {
+  return open_ds("idx", 2, "images", images, "labels", labels);
+}
+
 /* Asserts an open failed (ds is NULL) with status st; the callers then
  * check the message's key words with assert_contains. */
 #define assert_open_fails(ds, st)                                            \

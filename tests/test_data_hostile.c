@@ -107,9 +107,7 @@ static void test_not_regular_files(void **state) {
                     TORC_ERR_IO);
   assert_contains(torc_last_error(),
                   "'/dev/zero' is a character device, not a regular file");
-  assert_open_fails(open_ds("idx", 2, "images", "/dev/zero", "labels",
-                            "/dev/zero"),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx("/dev/zero", "/dev/zero"), TORC_ERR_IO);
   assert_contains(torc_last_error(), "character device");
   /* A FIFO nobody writes to would block the open for ever. */
   const char *fifo = make_fifo("fifo");
@@ -120,8 +118,7 @@ static void test_not_regular_files(void **state) {
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "targets file");
   assert_contains(torc_last_error(), "FIFO");
-  assert_open_fails(open_ds("idx", 2, "images", fifo, "labels", fifo),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(fifo, fifo), TORC_ERR_IO);
   assert_contains(torc_last_error(), "FIFO");
 }
 
@@ -201,14 +198,10 @@ static void test_idx_huge_headers(void **state) {
   uint8_t some[100] = {0};
   write_idx(P("tib-raw"), 0x803, tib, 3, some, sizeof some, 0);
   write_idx(P("tib.gz"), 0x803, tib, 3, some, sizeof some, 1);
-  assert_open_fails(open_ds("idx", 2, "images", P("tib-raw"), "labels",
-                            P("h-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("tib-raw"), P("h-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "is truncated");
   assert_contains(torc_last_error(), "needs 1099511627776 bytes but only 100");
-  assert_open_fails(open_ds("idx", 2, "images", P("tib.gz"), "labels",
-                            P("h-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("tib.gz"), P("h-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "declares 1099511627776 bytes of data");
   assert_contains(torc_last_error(), "key 'max_bytes'");
   /* Even with a limit that allows it, no TiB buffer is made. */
@@ -219,9 +212,7 @@ static void test_idx_huge_headers(void **state) {
   /* Dimensions whose product overflows 64 bits. */
   const uint32_t wrap[3] = {0xffffffffu, 0xffffffffu, 0xffffffffu};
   write_idx(P("wrap-raw"), 0x803, wrap, 3, some, 8, 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("wrap-raw"), "labels",
-                            P("h-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("wrap-raw"), P("h-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "more elements than can be counted");
 }
 
@@ -250,17 +241,12 @@ static void test_idx_gzip_trailing(void **state) {
   assert_int_equal(gzclose(gz), Z_OK);
   free(b);
   setenv("TORC_DATA_CACHE", "off", 1);
-  assert_open_fails(open_ds("idx", 2, "images", P("g-garbage.gz"), "labels",
-                            P("g-labels.gz")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("g-garbage.gz"), P("g-labels.gz")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "8 bytes of garbage after its gzip");
-  assert_open_fails(open_ds("idx", 2, "images", P("g-crc.gz"), "labels",
-                            P("g-labels.gz")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("g-crc.gz"), P("g-labels.gz")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "is corrupt gzip data (incorrect data "
                                      "check");
-  torc_dataset *ds = open_ds("idx", 2, "images", P("g-two.gz"), "labels",
-                             P("g-labels.gz"));
+  torc_dataset *ds = open_idx(P("g-two.gz"), P("g-labels.gz"));
   assert_torc(ds);
   check_idx_values(ds);
   torc_dataset_close(ds);
@@ -275,9 +261,7 @@ static void test_idx_gzip_trailing(void **state) {
     assert_int_equal(gzwrite(gz, zeros, 1 << 20), 1 << 20);
   free(zeros);
   assert_int_equal(gzclose(gz), Z_OK);
-  assert_open_fails(open_ds("idx", 2, "images", P("g-bomb.gz"), "labels",
-                            P("g-labels.gz")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("g-bomb.gz"), P("g-labels.gz")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "1048576+ bytes after the 24");
   unsetenv("TORC_DATA_CACHE");
 }
@@ -306,8 +290,7 @@ static void test_idx_cache_validated(void **state) {
   snprintf(cache, sizeof cache, "%s", P("vcache"));
   setenv("TORC_DATA_CACHE", cache, 1);
   write_idx_pair(P("v-images.gz"), P("v-labels.gz"), 1);
-  torc_dataset *ds = open_ds("idx", 2, "images", P("v-images.gz"), "labels",
-                             P("v-labels.gz"));
+  torc_dataset *ds = open_idx(P("v-images.gz"), P("v-labels.gz"));
   assert_torc(ds);
   torc_dataset_close(ds);
   assert_int_equal(cache_file(cache, "v-images.gz", cfile, sizeof cfile), 1);
@@ -317,8 +300,7 @@ static void test_idx_cache_validated(void **state) {
   b[16 + 5] ^= 0xff;
   write_bytes(cfile, b, n);
   free(b);
-  ds = open_ds("idx", 2, "images", P("v-images.gz"), "labels",
-               P("v-labels.gz"));
+  ds = open_idx(P("v-images.gz"), P("v-labels.gz"));
   assert_torc(ds);
   check_idx_values(ds); /* the true pixels, decoded again */
   torc_dataset_close(ds);
@@ -328,8 +310,7 @@ static void test_idx_cache_validated(void **state) {
   /* A FIFO where the copy was. */
   assert_int_equal(remove(cfile), 0);
   assert_int_equal(mkfifo(cfile, 0600), 0);
-  ds = open_ds("idx", 2, "images", P("v-images.gz"), "labels",
-               P("v-labels.gz"));
+  ds = open_idx(P("v-images.gz"), P("v-labels.gz"));
   assert_torc(ds);
   check_idx_values(ds);
   torc_dataset_close(ds);

@@ -157,8 +157,7 @@ static void check_idx_values(torc_dataset *ds) {
 static void test_idx_raw(void **state) {
   (void)state;
   write_idx_pair(P("raw-images"), P("raw-labels"), 0);
-  torc_dataset *ds = open_ds("idx", 2, "images", P("raw-images"), "labels",
-                             P("raw-labels"));
+  torc_dataset *ds = open_idx(P("raw-images"), P("raw-labels"));
   assert_torc(ds);
   check_idx_values(ds);
   torc_dataset_close(ds);
@@ -167,8 +166,7 @@ static void test_idx_raw(void **state) {
 static void test_idx_gzip(void **state) {
   (void)state;
   write_idx_pair(P("gz-images.gz"), P("gz-labels.gz"), 1);
-  torc_dataset *ds = open_ds("idx", 2, "images", P("gz-images.gz"), "labels",
-                             P("gz-labels.gz"));
+  torc_dataset *ds = open_idx(P("gz-images.gz"), P("gz-labels.gz"));
   assert_torc(ds);
   check_idx_values(ds);
   torc_dataset_close(ds);
@@ -204,8 +202,7 @@ static void test_idx_gzip_cache(void **state) {
   setenv("TORC_DATA_CACHE", cache, 1);
   write_idx_pair(P("c-images.gz"), P("c-labels.gz"), 1);
   for (int round = 0; round < 3; round++) {
-    torc_dataset *ds = open_ds("idx", 2, "images", P("c-images.gz"), "labels",
-                               P("c-labels.gz"));
+    torc_dataset *ds = open_idx(P("c-images.gz"), P("c-labels.gz"));
     assert_torc(ds);
     check_idx_values(ds);
     torc_dataset_close(ds);
@@ -228,8 +225,7 @@ static void test_idx_gzip_cache(void **state) {
   }
   setenv("TORC_DATA_CACHE", "off", 1);
   write_idx_pair(P("o-images.gz"), P("o-labels.gz"), 1);
-  torc_dataset *ds = open_ds("idx", 2, "images", P("o-images.gz"), "labels",
-                             P("o-labels.gz"));
+  torc_dataset *ds = open_idx(P("o-images.gz"), P("o-labels.gz"));
   assert_torc(ds);
   check_idx_values(ds);
   torc_dataset_close(ds);
@@ -244,20 +240,14 @@ static void test_idx_gzip_cache(void **state) {
 static void test_idx_missing_file(void **state) {
   (void)state;
   write_idx_pair(P("m-images"), P("m-labels"), 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("no-such-images"),
-                            "labels", P("m-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("no-such-images"), P("m-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "does not exist");
   assert_contains(torc_last_error(), "no-such-images");
   assert_contains(torc_last_error(), "'images'");
-  assert_open_fails(open_ds("idx", 2, "images", P("m-images"), "labels",
-                            P("no-such-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("m-images"), P("no-such-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "no-such-labels");
   /* A folder is not a file. */
-  assert_open_fails(open_ds("idx", 2, "images", tmp_root, "labels",
-                            P("m-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(tmp_root, P("m-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "is a folder");
   /* A required key left out: the core's message. */
   assert_open_fails(open_ds("idx", 1, "images", P("m-images")),
@@ -271,9 +261,7 @@ static void test_idx_unreadable(void **state) {
   if (running_as_root("idx unreadable file"))
     return;
   assert_int_equal(chmod(P("u-images"), 0), 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("u-images"), "labels",
-                            P("u-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("u-images"), P("u-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "not readable");
   assert_contains(torc_last_error(), "u-images");
   chmod(P("u-images"), 0644);
@@ -300,18 +288,15 @@ static void test_idx_truncated_gzip(void **state) {
    * stream is not. */
   write_bytes(P("t-images-notrailer.gz"), b, n - 4);
   free(b);
-  assert_open_fails(open_ds("idx", 2, "images", P("t-images-cut.gz"),
-                            "labels", P("t-labels.gz")),
+  assert_open_fails(open_idx(P("t-images-cut.gz"), P("t-labels.gz")),
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "truncated gzip");
   assert_contains(torc_last_error(), "t-images-cut.gz");
-  assert_open_fails(open_ds("idx", 2, "images", P("t-images-notrailer.gz"),
-                            "labels", P("t-labels.gz")),
+  assert_open_fails(open_idx(P("t-images-notrailer.gz"), P("t-labels.gz")),
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "truncated gzip");
   /* The whole file opens. */
-  torc_dataset *ds = open_ds("idx", 2, "images", P("t-images.gz"), "labels",
-                             P("t-labels.gz"));
+  torc_dataset *ds = open_idx(P("t-images.gz"), P("t-labels.gz"));
   assert_torc(ds);
   assert_int_equal(torc_dataset_length(ds), N);
   torc_dataset_close(ds);
@@ -321,33 +306,25 @@ static void test_idx_wrong_magic(void **state) {
   (void)state;
   write_idx_pair(P("w-images"), P("w-labels"), 0);
   /* Swapped files. */
-  assert_open_fails(open_ds("idx", 2, "images", P("w-labels"), "labels",
-                            P("w-images")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("w-labels"), P("w-images")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "wrong IDX magic 0x00000801");
   assert_contains(torc_last_error(), "expected 0x00000803");
   assert_contains(torc_last_error(), "swapped");
   /* Not an IDX file at all. */
   write_text(P("w-text"), "hello, this is text\n");
-  assert_open_fails(open_ds("idx", 2, "images", P("w-text"), "labels",
-                            P("w-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("w-text"), P("w-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "wrong IDX magic");
   assert_contains(torc_last_error(), "not an IDX file");
   /* An IDX file of another element type (0x0D: float). */
   const uint32_t dims[3] = {3, 2, 4};
   float fl[24] = {0};
   write_idx(P("w-float"), 0x0D03, dims, 3, (const uint8_t *)fl, sizeof fl, 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("w-float"), "labels",
-                            P("w-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("w-float"), P("w-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "0x00000d03");
   assert_contains(torc_last_error(), "unsigned bytes");
   /* An empty file. */
   write_text(P("w-empty"), "");
-  assert_open_fails(open_ds("idx", 2, "images", P("w-empty"), "labels",
-                            P("w-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("w-empty"), P("w-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "truncated");
 }
 
@@ -357,36 +334,26 @@ static void test_idx_size_mismatch(void **state) {
   const uint32_t dims[3] = {3, 2, 4};
   /* Header [3, 2, 4] = 24 bytes, 20 present (raw and gzip). */
   write_idx(P("s-short"), 0x803, dims, 3, idx_pixels, 20, 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("s-short"), "labels",
-                            P("s-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("s-short"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "is truncated");
   assert_contains(torc_last_error(), "[3, 2, 4]");
   assert_contains(torc_last_error(), "needs 24 bytes but only 20");
   write_idx(P("s-short.gz"), 0x803, dims, 3, idx_pixels, 20, 1);
-  assert_open_fails(open_ds("idx", 2, "images", P("s-short.gz"), "labels",
-                            P("s-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("s-short.gz"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "needs 24 bytes but only 20");
   /* Header [3, 2, 3] = 18 bytes, 24 present. */
   const uint32_t small[3] = {3, 2, 3};
   write_idx(P("s-long"), 0x803, small, 3, idx_pixels, 24, 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("s-long"), "labels",
-                            P("s-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("s-long"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "6 bytes after the 18");
   /* The header itself cut short. */
   write_bytes(P("s-head"), "\0\0\x08\x03\0\0\0\x03\0\0", 10);
-  assert_open_fails(open_ds("idx", 2, "images", P("s-head"), "labels",
-                            P("s-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("s-head"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "dimensions");
   /* A zero dimension. */
   const uint32_t zero[3] = {0, 2, 4};
   write_idx(P("s-zero"), 0x803, zero, 3, NULL, 0, 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("s-zero"), "labels",
-                            P("s-labels")),
-                    TORC_ERR_IO);
+  assert_open_fails(open_idx(P("s-zero"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "size 0");
 }
 
@@ -395,9 +362,7 @@ static void test_idx_count_mismatch(void **state) {
   write_idx_pair(P("c-images"), P("c-labels"), 0);
   const uint32_t two[1] = {2};
   write_idx(P("c-labels2"), 0x801, two, 1, idx_labels, 2, 0);
-  assert_open_fails(open_ds("idx", 2, "images", P("c-images"), "labels",
-                            P("c-labels2")),
-                    TORC_ERR_SHAPE);
+  assert_open_fails(open_idx(P("c-images"), P("c-labels2")), TORC_ERR_SHAPE);
   assert_contains(torc_last_error(), "has 3 samples");
   assert_contains(torc_last_error(), "has 2");
   assert_contains(torc_last_error(), "c-labels2");
@@ -434,7 +399,7 @@ static void test_idx_fashion_mnist(void **state) {
              access(images, R_OK) != 0 ? images : labels);
       return;
     }
-    torc_dataset *ds = open_ds("idx", 2, "images", images, "labels", labels);
+    torc_dataset *ds = open_idx(images, labels);
     assert_torc(ds);
     assert_int_equal(torc_dataset_length(ds), splits[s].n);
     char want[128];
