@@ -427,6 +427,19 @@ static void assert_get_fails(torc_dataset *ds, const char *want) {
   assert_contains(torc_last_error(), want);
 }
 
+/* Opens image_folder on root (which must succeed) and asserts get(0)
+ * fails as assert_get_fails says; `also`, when not NULL, is a second part
+ * of the message. */
+static void assert_root_get_fails(const char *root, const char *want,
+                                  const char *also) {
+  torc_dataset *ds = open_ds("image_folder", 1, "root", root);
+  assert_torc(ds);
+  assert_get_fails(ds, want);
+  if (also)
+    assert_contains(torc_last_error(), also);
+  torc_dataset_close(ds);
+}
+
 /* An 8x8 JPEG whose SOF claims 26000x26000 (676 Mpixel: 2 GB decoded, and
  * libjpeg's buffers on top): refused from the header, at open. */
 static void test_jpeg_huge_header(void **state) {
@@ -497,17 +510,14 @@ static void test_jpeg_many_scans(void **state) {
   unsigned char *b = make_jpeg(8, 8, 3, 0, scans, N, &n);
   const char *root = image_root("jscans", "scans.jpg", b, n);
   free(b);
-  torc_dataset *ds = open_ds("image_folder", 1, "root", root);
-  assert_torc(ds);
-  assert_get_fails(ds, "more than 1000 scans");
-  torc_dataset_close(ds);
+  assert_root_get_fails(root, "more than 1000 scans", NULL);
   /* jpeg_simple_progression's 10 scans are fine. */
   char p[1024];
   b = make_jpeg(16, 16, 3, 1, NULL, 0, &n);
   snprintf(p, sizeof p, "%s/a/scans.jpg", root);
   write_bytes(p, b, n);
   free(b);
-  ds = open_ds("image_folder", 1, "root", root);
+  torc_dataset *ds = open_ds("image_folder", 1, "root", root);
   assert_torc(ds);
   torc_tensor *in, *tg;
   assert_ok(torc_dataset_get(ds, 0, &in, &tg));
@@ -545,11 +555,8 @@ static void test_jpeg_corrupt_scans(void **state) {
   c[cut + 1] = 0xd9;
   const char *root = image_root("jcut", "cut.jpg", c, cut + 2);
   free(c);
-  torc_dataset *ds = open_ds("image_folder", 1, "root", root);
-  assert_torc(ds); /* the header is fine */
-  assert_get_fails(ds, "cut.jpg");
-  assert_contains(torc_last_error(), "JPEG: Corrupt JPEG data");
-  torc_dataset_close(ds);
+  /* The header is fine: the open succeeds, get(0) fails. */
+  assert_root_get_fails(root, "cut.jpg", "JPEG: Corrupt JPEG data");
   /* 100 bytes of garbage before the EOI (libjpeg reads a few of them
    * ahead as entropy data and counts the rest). */
   unsigned char *g = malloc(n + 100);
@@ -562,16 +569,10 @@ static void test_jpeg_corrupt_scans(void **state) {
   snprintf(p, sizeof p, "%s/a/cut.jpg", root);
   write_bytes(p, g, n + 100);
   free(g);
-  ds = open_ds("image_folder", 1, "root", root);
-  assert_torc(ds);
-  assert_get_fails(ds, "extraneous bytes before marker 0xd9");
-  torc_dataset_close(ds);
+  assert_root_get_fails(root, "extraneous bytes before marker 0xd9", NULL);
   /* No EOI at all: truncated. */
   write_bytes(p, b, cut);
-  ds = open_ds("image_folder", 1, "root", root);
-  assert_torc(ds);
-  assert_get_fails(ds, "truncated");
-  torc_dataset_close(ds);
+  assert_root_get_fails(root, "truncated", NULL);
   free(b);
 }
 
@@ -668,11 +669,7 @@ static void test_png_bad_idat(void **state) {
   png_chunk(out, &len, "IDAT", b + at + 8, idat / 2);
   png_chunk(out, &len, "IEND", NULL, 0);
   const char *root = image_root("pidat", "cut.png", out, len);
-  torc_dataset *ds = open_ds("image_folder", 1, "root", root);
-  assert_torc(ds);
-  assert_get_fails(ds, "cut.png");
-  assert_contains(torc_last_error(), "PNG: ");
-  torc_dataset_close(ds);
+  assert_root_get_fails(root, "cut.png", "PNG: ");
   /* The whole IDAT and 16 bytes more in it. */
   unsigned char *more = malloc(idat + 16);
   assert_non_null(more);
@@ -685,13 +682,10 @@ static void test_png_bad_idat(void **state) {
   char p[1024];
   snprintf(p, sizeof p, "%s/a/cut.png", root);
   write_bytes(p, out, len);
-  ds = open_ds("image_folder", 1, "root", root);
-  assert_torc(ds);
-  assert_get_fails(ds, "PNG: ");
-  torc_dataset_close(ds);
+  assert_root_get_fails(root, "PNG: ", NULL);
   /* The untouched file decodes. */
   write_bytes(p, b, n);
-  ds = open_ds("image_folder", 1, "root", root);
+  torc_dataset *ds = open_ds("image_folder", 1, "root", root);
   assert_torc(ds);
   torc_tensor *in, *tg;
   assert_ok(torc_dataset_get(ds, 0, &in, &tg));
