@@ -1,11 +1,10 @@
 /* tests/data_testutil.h — helpers shared by the data plugin's tests
  * (test_sources, test_data_hostile): a temporary folder and paths in it,
- * writing and reading its files, the fixtures, opening a source, and IDX
- * and .npy writers. Included after testutil.h, once per program. */
+ * the fixtures, opening a source, and IDX and .npy writers. Included after
+ * testutil.h, once per program. */
 #ifndef TORC_DATA_TESTUTIL_H
 #define TORC_DATA_TESTUTIL_H
 
-#include <errno.h>
 #include <ftw.h>
 #include <sys/stat.h>
 
@@ -28,31 +27,9 @@ static inline const char *P(const char *name) {
   return b;
 }
 
-static inline void write_bytes(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
+/* test_write_file of a string (without its NUL). */
 static inline void write_text(const char *path, const char *text) {
-  write_bytes(path, text, strlen(text));
-}
-
-/* The whole file into a malloc'd buffer, with 64 bytes to spare after it
- * (room to append to it before writing it back). */
-static inline unsigned char *read_bytes(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)sz + 64);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-  fclose(f);
-  *n = (size_t)sz;
-  return b;
+  test_write_file(path, text, strlen(text));
 }
 
 static inline void make_dir(const char *path) {
@@ -71,19 +48,6 @@ static inline int rm_entry(const char *path, const struct stat *sb, int flag,
 }
 
 /* ---- fixtures ---- */
-
-/* A group setup's body: makes tmp_root, "$TMPDIR/NAME-XXXXXX"; 0, or -1
- * after printing why. */
-static inline int data_tmp_setup(const char *name) {
-  const char *tmp = getenv("TMPDIR");
-  snprintf(tmp_root, sizeof tmp_root, "%s/%s-XXXXXX",
-           tmp && tmp[0] ? tmp : "/tmp", name);
-  if (mkdtemp(tmp_root) == NULL) {
-    fprintf(stderr, "setup: mkdtemp %s: %s\n", tmp_root, strerror(errno));
-    return -1;
-  }
-  return 0;
-}
 
 /* Group teardown: removes tmp_root and all in it. */
 static inline int data_tmp_teardown(void **state) {
@@ -223,7 +187,7 @@ static inline void write_npy_raw(const char *path, int version,
   b[total - 1] = '\n';
   if (n)
     memcpy(b + total, data, n);
-  write_bytes(path, b, total + n);
+  test_write_file(path, b, total + n);
   free(b);
 }
 

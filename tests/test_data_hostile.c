@@ -30,7 +30,7 @@
 
 static int group_setup(void **state) {
   (void)state;
-  return data_tmp_setup("torc-hostile");
+  return test_make_tmpdir(tmp_root, sizeof tmp_root, "torc-hostile");
 }
 
 /* A FIFO at path (made once). */
@@ -130,7 +130,7 @@ static void test_size_limits(void **state) {
   for (int i = 0; i < 2000; i += 4)
     memcpy(text + i, "1,0\n", 4);
   text[2000] = '\0';
-  write_bytes(P("big.csv"), text, 2000);
+  test_write_file(P("big.csv"), text, 2000);
   assert_open_fails(open_ds("csv", 3, "path", P("big.csv"), "header", "no",
                             "max_bytes", "1K"),
                     TORC_ERR_IO);
@@ -221,11 +221,11 @@ static void test_idx_gzip_trailing(void **state) {
   (void)state;
   write_idx_pair(P("g-images.gz"), P("g-labels.gz"), 1);
   size_t n;
-  unsigned char *b = read_bytes(P("g-images.gz"), &n);
+  unsigned char *b = test_read_file(P("g-images.gz"), &n);
   memcpy(b + n, "GARBAGE!", 8);
-  write_bytes(P("g-garbage.gz"), b, n + 8);
+  test_write_file(P("g-garbage.gz"), b, n + 8);
   b[n - 6] ^= 0x40; /* the CRC-32 in the trailer */
-  write_bytes(P("g-crc.gz"), b, n);
+  test_write_file(P("g-crc.gz"), b, n);
   /* Two gzip members, as `cat a.gz b.gz` makes: accepted, as gzip does. */
   const uint32_t idims[3] = {3, 2, 4};
   uint8_t head[16];
@@ -296,15 +296,15 @@ static void test_idx_cache_validated(void **state) {
   assert_int_equal(cache_file(cache, "v-images.gz", cfile, sizeof cfile), 1);
   /* Flip one pixel of the cached images. */
   size_t n;
-  unsigned char *b = read_bytes(cfile, &n);
+  unsigned char *b = test_read_file(cfile, &n);
   b[16 + 5] ^= 0xff;
-  write_bytes(cfile, b, n);
+  test_write_file(cfile, b, n);
   free(b);
   ds = open_idx(P("v-images.gz"), P("v-labels.gz"));
   assert_torc(ds);
   check_idx_values(ds); /* the true pixels, decoded again */
   torc_dataset_close(ds);
-  b = read_bytes(cfile, &n); /* and the copy rewritten */
+  b = test_read_file(cfile, &n); /* and the copy rewritten */
   assert_int_equal(b[16 + 5], idx_pixels[5]);
   free(b);
   /* A FIFO where the copy was. */
@@ -400,11 +400,11 @@ static const char *image_root(const char *root, const char *name,
   snprintf(p, sizeof p, "%s/b", r);
   make_dir(p);
   snprintf(p, sizeof p, "%s/a/%s", r, name);
-  write_bytes(p, data, n);
+  test_write_file(p, data, n);
   size_t gn;
   unsigned char *good = make_jpeg(8, 8, 3, 0, NULL, 0, &gn);
   snprintf(p, sizeof p, "%s/b/ok.jpg", r);
-  write_bytes(p, good, gn);
+  test_write_file(p, good, gn);
   free(good);
   return r;
 }
@@ -515,7 +515,7 @@ static void test_jpeg_many_scans(void **state) {
   char p[1024];
   b = make_jpeg(16, 16, 3, 1, NULL, 0, &n);
   snprintf(p, sizeof p, "%s/a/scans.jpg", root);
-  write_bytes(p, b, n);
+  test_write_file(p, b, n);
   free(b);
   torc_dataset *ds = open_ds("image_folder", 1, "root", root);
   assert_torc(ds);
@@ -567,11 +567,11 @@ static void test_jpeg_corrupt_scans(void **state) {
   g[n + 99] = 0xd9;
   char p[1024];
   snprintf(p, sizeof p, "%s/a/cut.jpg", root);
-  write_bytes(p, g, n + 100);
+  test_write_file(p, g, n + 100);
   free(g);
   assert_root_get_fails(root, "extraneous bytes before marker 0xd9", NULL);
   /* No EOI at all: truncated. */
-  write_bytes(p, b, cut);
+  test_write_file(p, b, cut);
   assert_root_get_fails(root, "truncated", NULL);
   free(b);
 }
@@ -606,7 +606,7 @@ static unsigned char *make_png(int w, int h, size_t *size) {
   png_write_end(png, NULL);
   png_destroy_write_struct(&png, &info);
   fclose(f);
-  unsigned char *b = read_bytes(path, size);
+  unsigned char *b = test_read_file(path, size);
   remove(path);
   return b;
 }
@@ -681,10 +681,10 @@ static void test_png_bad_idat(void **state) {
   free(more);
   char p[1024];
   snprintf(p, sizeof p, "%s/a/cut.png", root);
-  write_bytes(p, out, len);
+  test_write_file(p, out, len);
   assert_root_get_fails(root, "PNG: ", NULL);
   /* The untouched file decodes. */
-  write_bytes(p, b, n);
+  test_write_file(p, b, n);
   torc_dataset *ds = open_ds("image_folder", 1, "root", root);
   assert_torc(ds);
   torc_tensor *in, *tg;

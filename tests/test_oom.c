@@ -395,30 +395,6 @@ static void test_ini_model(void **state) {
 
 /* ---- state dicts and checkpoints ---- */
 
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
-static void write_file(const char *path, const char *buf, size_t len) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(buf, 1, len, f), len);
-  assert_int_equal(fclose(f), 0);
-}
-
 /* Asserts dir holds exactly one entry, `name`. */
 static void assert_only_file(const char *dir, const char *name) {
   DIR *d = opendir(dir);
@@ -443,7 +419,7 @@ typedef struct file_ctx {
   torc_module *m;  /* the model saved or loaded into */
   torc_module *m2; /* loading: the model whose values the file holds */
   char dir[512], path[600];
-  char *old;      /* saving: the file's bytes before */
+  unsigned char *old; /* saving: the file's bytes before */
   size_t old_len;
   double before[MAX_OUT]; /* loading: m's values before */
   double loaded[MAX_OUT]; /* ... and after a clean load */
@@ -503,7 +479,7 @@ static void after_save(scenario *sc, int ok) {
   file_ctx *c = sc->ctx;
   assert_only_file(c->dir, "model.safetensors");
   size_t len = 0;
-  char *now = read_file(c->path, &len);
+  unsigned char *now = test_read_file(c->path, &len);
   assert_non_null(now);
   if (!ok) {
     if (len != c->old_len || memcmp(now, c->old, len) != 0) {
@@ -521,7 +497,7 @@ static void after_save(scenario *sc, int ok) {
     }
     assert_true(torc_state_dict_count(sd) >= 4);
     torc_state_dict_free(sd);
-    write_file(c->path, c->old, c->old_len);
+    test_write_file(c->path, c->old, c->old_len);
   }
   free(now);
 }
@@ -536,7 +512,7 @@ static void save_sweep(const char *name, int (*run)(scenario *)) {
   assert_torc(other);
   assert_ok(torc_module_save(other, c.path));
   torc_module_free(other);
-  c.old = read_file(c.path, &c.old_len);
+  c.old = test_read_file(c.path, &c.old_len);
   assert_non_null(c.old);
   scenario sc = {.name = name, .run = run, .after = after_save, .ctx = &c};
   sweep(&sc);
@@ -1249,14 +1225,7 @@ static int group_setup(void **state) {
     fprintf(stderr, "setup: %s\n", torc_last_error());
     return -1;
   }
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/torc-oom-XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL) {
-    perror("mkdtemp");
-    return -1;
-  }
-  return 0;
+  return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-oom");
 }
 
 static int group_teardown(void **state) {

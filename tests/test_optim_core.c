@@ -219,14 +219,7 @@ static int group_setup(void **state) {
     fprintf(stderr, "setup: %s\n", torc_last_error());
     return -1;
   }
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/torc-optim-XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL) {
-    perror("mkdtemp");
-    return -1;
-  }
-  return 0;
+  return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-optim");
 }
 
 static int group_teardown(void **state) {

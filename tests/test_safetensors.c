@@ -28,13 +28,8 @@ static int setup(void **state) {
   (void)state;
   test_load_plugin("ref");
   test_load_plugin("sim");
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/torc-st-XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL) {
-    perror("mkdtemp");
+  if (test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-st"))
     return -1;
-  }
   torc_clear_error();
   live_at_start = torc_tensor_live_count();
   scope = torc_scope_begin();
@@ -95,31 +90,6 @@ static const char *tpath(const char *name) {
   return p[k];
 }
 
-static void write_file(const char *path, const void *bytes, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(bytes, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
-/* The whole file as a malloc'd buffer; *n receives its size. */
-static unsigned char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    print_error("cannot open %s\n", path);
-    fail();
-  }
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
-
 /* A safetensors file from a header text and `data_len` data bytes (the
  * bytes 0, 1, 2, ...), written byte for byte as given. */
 static void write_st(const char *path, const char *header, size_t data_len) {
@@ -131,7 +101,7 @@ static void write_st(const char *path, const char *header, size_t data_len) {
   memcpy(b + 8, header, hl);
   for (size_t i = 0; i < data_len; i++)
     b[8 + hl + i] = (unsigned char)i;
-  write_file(path, b, 8 + hl + data_len);
+  test_write_file(path, b, 8 + hl + data_len);
   free(b);
 }
 
@@ -306,14 +276,14 @@ static void test_reference_layout(void **state) {
   size_t n;
   unsigned char *b;
   assert_ok(torc_safetensors_save(tpath("0.st"), NULL, NULL, 0, NULL, NULL, 0));
-  b = read_file(tpath("0.st"), &n);
+  b = test_read_file(tpath("0.st"), &n);
   assert_int_equal(n, 16);
   assert_memory_equal(b, "\x08\0\0\0\0\0\0\0{}      ", 16);
   free(b);
 
   const char *k = "framework", *v = "pt";
   assert_ok(torc_safetensors_save(tpath("1.st"), NULL, NULL, 0, &k, &v, 1));
-  b = read_file(tpath("1.st"), &n);
+  b = test_read_file(tpath("1.st"), &n);
   const char *h1 = "{\"__metadata__\":{\"framework\":\"pt\"}}     ";
   assert_int_equal(n, 8 + 40);
   assert_int_equal(b[0], 40);
@@ -326,7 +296,7 @@ static void test_reference_layout(void **state) {
   const char *name = "attn0";
   assert_ok(torc_safetensors_save(
       tpath("2.st"), &name, (const torc_tensor *const *)&t, 1, NULL, NULL, 0));
-  b = read_file(tpath("2.st"), &n);
+  b = test_read_file(tpath("2.st"), &n);
   const char *h2 = "{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],"
                    "\"data_offsets\":[0,24]}}       ";
   assert_int_equal(strlen(h2), 72);
@@ -346,7 +316,7 @@ static void test_reference_layout(void **state) {
   const char *nm[] = {"a", "z", "m", "b", "c"};
   assert_ok(torc_safetensors_save(
       tpath("3.st"), nm, (const torc_tensor *const *)ts, 5, NULL, NULL, 0));
-  b = read_file(tpath("3.st"), &n);
+  b = test_read_file(tpath("3.st"), &n);
   const char *order[] = {"\"m\":{\"dtype\":\"I64\"", "\"b\":{\"dtype\":\"F32\"",
                          "\"z\":{\"dtype\":\"F32\"", "\"c\":{\"dtype\":\"F16\"",
                          "\"a\":{\"dtype\":\"BOOL\""};
@@ -437,8 +407,8 @@ static void test_torch_written_file(void **state) {
                                   (const torc_tensor *const *)got, nw, mk, mv,
                                   2));
   size_t n0, n1;
-  unsigned char *b0 = read_file(path, &n0),
-                *b1 = read_file(tpath("again.st"), &n1);
+  unsigned char *b0 = test_read_file(path, &n0),
+                *b1 = test_read_file(tpath("again.st"), &n1);
   assert_int_equal(n0, n1);
   assert_memory_equal(b0, b1, n0);
   free(b0);
@@ -537,17 +507,17 @@ static void test_bad_framing(void **state) {
   assert_null(torc_safetensors_open(tpath("nonexistent.st")));
   assert_error(TORC_ERR_IO, "nonexistent.st: cannot open");
 
-  write_file(tpath("short.st"), "\x05\0\0\0\0", 5);
+  test_write_file(tpath("short.st"), "\x05\0\0\0\0", 5);
   assert_null(torc_safetensors_open(tpath("short.st")));
   assert_error(TORC_ERR_IO, "the file has 5 bytes");
 
   /* Header length 1000 in a 20-byte file. */
-  write_file(tpath("past.st"), "\xe8\x03\0\0\0\0\0\0{}          ", 20);
+  test_write_file(tpath("past.st"), "\xe8\x03\0\0\0\0\0\0{}          ", 20);
   assert_null(torc_safetensors_open(tpath("past.st")));
   assert_error(TORC_ERR_IO, "header length is 1000 bytes, past the end");
 
   /* An absurd length (2^63). */
-  write_file(tpath("huge.st"), "\0\0\0\0\0\0\0\x80{}      ", 16);
+  test_write_file(tpath("huge.st"), "\0\0\0\0\0\0\0\x80{}      ", 16);
   assert_null(torc_safetensors_open(tpath("huge.st")));
   assert_error(TORC_ERR_IO, "9223372036854775808 bytes");
 
@@ -608,7 +578,7 @@ static void test_mutated_files(void **state) {
   snprintf(path, sizeof path, "%s/tests/fixtures/torch_dtypes.safetensors",
            src ? src : ".");
   size_t n;
-  unsigned char *orig = read_file(path, &n);
+  unsigned char *orig = test_read_file(path, &n);
   unsigned char *b = malloc(n);
   assert_non_null(b);
   const size_t hend = 8 + ((size_t)orig[0] | (size_t)orig[1] << 8);
@@ -632,7 +602,7 @@ static void test_mutated_files(void **state) {
       x = x * 1664525u + 1013904223u;
       len = (x >> 8) % n;
     }
-    write_file(tpath("m.st"), b, len);
+    test_write_file(tpath("m.st"), b, len);
     torc_clear_error();
     torc_safetensors *st = torc_safetensors_open(tpath("m.st"));
     if (st == NULL) {
@@ -701,7 +671,7 @@ static void test_save_argument_errors(void **state) {
 
 /* A file named `name` in tmpdir, last changed `age` seconds ago. */
 static void write_aged(const char *name, time_t age) {
-  write_file(tpath(name), "partial", 7);
+  test_write_file(tpath(name), "partial", 7);
   struct timespec t[2];
   clock_gettime(CLOCK_REALTIME, &t[0]);
   t[0].tv_sec -= age;
@@ -760,7 +730,7 @@ static void test_atomic_save(void **state) {
   assert_ok(torc_safetensors_save(p, &name, (const torc_tensor *const *)&a, 1,
                                   NULL, NULL, 0));
   size_t n0;
-  unsigned char *before = read_file(p, &n0);
+  unsigned char *before = test_read_file(p, &n0);
 
   /* A crash between writing the temporary file and the rename. */
   torc__safetensors_fail_before_rename(1);
@@ -772,7 +742,7 @@ static void test_atomic_save(void **state) {
   assert_contains(torc_last_error(), "simulated failure before renaming");
   torc__safetensors_fail_before_rename(0);
   size_t n1;
-  unsigned char *after = read_file(p, &n1);
+  unsigned char *after = test_read_file(p, &n1);
   assert_int_equal(n0, n1);
   assert_memory_equal(before, after, n0);
   free(after);

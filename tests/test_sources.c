@@ -47,7 +47,7 @@ static int count_substr(const char *s, const char *needle) {
 
 static int group_setup(void **state) {
   (void)state;
-  return data_tmp_setup("torc-sources");
+  return test_make_tmpdir(tmp_root, sizeof tmp_root, "torc-sources");
 }
 
 /* data_setup and data_teardown, with torc's log captured into log_buf. */
@@ -282,11 +282,11 @@ static void test_idx_truncated_gzip(void **state) {
   write_idx(P("t-labels.gz"), 0x801, ldims, 1, lab, N, 1);
   free(pix);
   size_t n;
-  unsigned char *b = read_bytes(P("t-images.gz"), &n);
-  write_bytes(P("t-images-cut.gz"), b, n / 2);
+  unsigned char *b = test_read_file(P("t-images.gz"), &n);
+  test_write_file(P("t-images-cut.gz"), b, n / 2);
   /* Cut just before the 8-byte trailer too: the data is whole but the
    * stream is not. */
-  write_bytes(P("t-images-notrailer.gz"), b, n - 4);
+  test_write_file(P("t-images-notrailer.gz"), b, n - 4);
   free(b);
   assert_open_fails(open_idx(P("t-images-cut.gz"), P("t-labels.gz")),
                     TORC_ERR_IO);
@@ -347,7 +347,7 @@ static void test_idx_size_mismatch(void **state) {
   assert_open_fails(open_idx(P("s-long"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "6 bytes after the 18");
   /* The header itself cut short. */
-  write_bytes(P("s-head"), "\0\0\x08\x03\0\0\0\x03\0\0", 10);
+  test_write_file(P("s-head"), "\0\0\x08\x03\0\0\0\x03\0\0", 10);
   assert_open_fails(open_idx(P("s-head"), P("s-labels")), TORC_ERR_IO);
   assert_contains(torc_last_error(), "dimensions");
   /* A zero dimension. */
@@ -828,15 +828,15 @@ static void test_npy_bad_header(void **state) {
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "'shape'");
   size_t n;
-  unsigned char *b = read_bytes(P("by.npy"), &n);
+  unsigned char *b = test_read_file(P("by.npy"), &n);
   b[6] = 9;
-  write_bytes(P("bad-version.npy"), b, n);
+  test_write_file(P("bad-version.npy"), b, n);
   assert_open_fails(open_ds("npy", 2, "inputs", P("bad-version.npy"),
                             "targets", P("by.npy")),
                     TORC_ERR_UNSUPPORTED);
   assert_contains(torc_last_error(), "format version 9.0");
   b[6] = 1;
-  write_bytes(P("bad-cut.npy"), b, 40);
+  test_write_file(P("bad-cut.npy"), b, 40);
   free(b);
   assert_open_fails(open_ds("npy", 2, "inputs", P("bad-cut.npy"),
                             "targets", P("by.npy")),
@@ -1160,25 +1160,25 @@ static void make_corrupt_tree(const char *root) {
   snprintf(p, sizeof p, "%s/bad/hdr.png", root);
   write_text(p, "this is not a PNG at all\n");
   snprintf(p, sizeof p, "%s/bad/hdr.jpg", root);
-  write_bytes(p, "\xFF\xD8\xFF\xE0\x00\x04xx\xFF\xC0\x00\x02zzzz", 16);
+  test_write_file(p, "\xFF\xD8\xFF\xE0\x00\x04xx\xFF\xC0\x00\x02zzzz", 16);
   /* data.png: the good PNG with one IDAT data byte flipped (CRC error). */
   size_t n;
   snprintf(p, sizeof p, "%s/ok/good.png", root);
-  unsigned char *b = read_bytes(p, &n);
+  unsigned char *b = test_read_file(p, &n);
   long at = find_tag(b, n, "IDAT", 4);
   assert_true(at > 0);
   b[at + 6] ^= 0x55;
   snprintf(p, sizeof p, "%s/late/data.png", root);
-  write_bytes(p, b, n);
+  test_write_file(p, b, n);
   free(b);
   /* data.jpg: cut a few bytes into the entropy-coded data. */
   snprintf(p, sizeof p, "%s/ok/good.jpg", root);
-  b = read_bytes(p, &n);
+  b = test_read_file(p, &n);
   at = find_tag(b, n, "\xFF\xDA", 2);
   assert_true(at > 0);
   size_t seg = (size_t)b[at + 2] << 8 | b[at + 3];
   snprintf(p, sizeof p, "%s/late/data.jpg", root);
-  write_bytes(p, b, (size_t)at + 2 + seg + 8);
+  test_write_file(p, b, (size_t)at + 2 + seg + 8);
   free(b);
 }
 

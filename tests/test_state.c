@@ -43,14 +43,7 @@ static void rm_tree(const char *dir) {
 static int group_setup(void **state) {
   if (test_setup_ref_sim(state))
     return -1;
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/torc-state-XXXXXX",
-           base && *base ? base : "/tmp");
-  if (mkdtemp(tmpdir) == NULL) {
-    perror("mkdtemp");
-    return -1;
-  }
-  return 0;
+  return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-state");
 }
 
 static int group_teardown(void **state) {
@@ -196,27 +189,6 @@ static int count_temps(void) {
   return n;
 }
 
-static void write_file(const char *path, const void *bytes, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(bytes, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
-static unsigned char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
-
 /* A safetensors file from a header text and data_len bytes 0, 1, 2, ... */
 static void write_st(const char *path, const char *header, size_t data_len) {
   size_t hl = strlen(header);
@@ -227,7 +199,7 @@ static void write_st(const char *path, const char *header, size_t data_len) {
   memcpy(b + 8, header, hl);
   for (size_t i = 0; i < data_len; i++)
     b[8 + hl + i] = (unsigned char)i;
-  write_file(path, b, 8 + hl + data_len);
+  test_write_file(path, b, 8 + hl + data_len);
   free(b);
 }
 
@@ -405,7 +377,7 @@ static void test_save_load_round_trip(void **state) {
   const char *p2 = tpath("rt2.safetensors");
   assert_ok(torc_state_dict_save(on_sim, p2));
   size_t n1, n2;
-  unsigned char *b1 = read_file(p, &n1), *b2 = read_file(p2, &n2);
+  unsigned char *b1 = test_read_file(p, &n1), *b2 = test_read_file(p2, &n2);
   assert_int_equal(n1, n2);
   assert_memory_equal(b1, b2, n1);
   free(b1);
@@ -1131,7 +1103,7 @@ static void test_bad_files(void **state) {
   snprintf(gpath, sizeof gpath, "%s", good);
   assert_ok(torc_module_save(src, gpath));
   size_t len;
-  unsigned char *bytes = read_file(gpath, &len);
+  unsigned char *bytes = test_read_file(gpath, &len);
   int64_t n;
   double *before = snapshot(net, &n);
 
@@ -1151,18 +1123,18 @@ static void test_bad_files(void **state) {
     snprintf(path, sizeof path, "%s", tpath(name));
     switch (i) {
     case 0: /* the data cut short */
-      write_file(path, bytes, len - 6);
+      test_write_file(path, bytes, len - 6);
       break;
     case 1: { /* a header length beyond the file */
       unsigned char *b = malloc(len);
       memcpy(b, bytes, len);
       b[4] = 0x01;
-      write_file(path, b, len);
+      test_write_file(path, b, len);
       free(b);
       break;
     }
     case 2:
-      write_file(path, bytes, 5);
+      test_write_file(path, bytes, 5);
       break;
     case 3:
       write_st(path, "{\"a\": {\"dtype\": \"F32\",", 12);

@@ -3,6 +3,7 @@
 #ifndef TORC_TESTUTIL_H
 #define TORC_TESTUTIL_H
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -95,6 +96,47 @@ static inline int test_apply_ini(const char *text, const char *name) {
     return -1;
   }
   return 0;
+}
+
+/* Makes the folder "$TMPDIR/NAME-XXXXXX" (/tmp when TMPDIR is unset or
+ * empty) into buf: 0, or -1 after printing why (a group setup's body). */
+static inline int test_make_tmpdir(char *buf, size_t size, const char *name) {
+  const char *base = getenv("TMPDIR");
+  snprintf(buf, size, "%s/%s-XXXXXX", base && *base ? base : "/tmp", name);
+  if (mkdtemp(buf) == NULL) {
+    fprintf(stderr, "setup: mkdtemp %s: %s\n", buf, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Writes the n bytes to path (created or truncated). */
+static inline void test_write_file(const char *path, const void *data,
+                                   size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* The whole file into a malloc'd buffer, *n its size, with 64 bytes to
+ * spare after it (room to append to it before writing it back); the
+ * caller frees it. */
+static inline unsigned char *test_read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    print_error("cannot open %s: %s\n", path, strerror(errno));
+    fail();
+  }
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)len + 64);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  *n = (size_t)len;
+  return b;
 }
 
 /* Group setup that loads ref and sim; teardown shuts torc down. */
