@@ -201,6 +201,13 @@ static void sweep(scenario *sc) {
 
 /* ---- tensor ops ---- */
 
+/* torc_release of each of the n tensors, in order (NULLs too: a run that
+ * failed half-way leaves some). */
+static void release_all(torc_tensor *const *ts, int n) {
+  for (int i = 0; i < n; i++)
+    torc_release(ts[i]);
+}
+
 static int run_ops(scenario *sc) {
   const float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {0.5f, -1, 2, 3, -4, 0.25f};
   torc_tensor *a = torc_from_host(av, TORC_SHAPE(2, 3), TORC_F32, TORC_CPU);
@@ -214,14 +221,7 @@ static int run_ops(scenario *sc) {
   int rc = cat && view && red ? 0 : -1;
   if (rc == 0)
     rc = out_tensor(sc, view) || out_tensor(sc, red) || out_tensor(sc, cat);
-  torc_release(a);
-  torc_release(b);
-  torc_release(sum);
-  torc_release(bt);
-  torc_release(mm);
-  torc_release(red);
-  torc_release(view);
-  torc_release(cat);
+  release_all((torc_tensor *const[]){a, b, sum, bt, mm, red, view, cat}, 8);
   return rc;
 }
 
@@ -244,11 +244,7 @@ static int run_ops_sim(scenario *sc) {
   torc_tensor *mm = torc_matmul(b, at);
   torc_tensor *host = torc_to(mm, TORC_CPU);
   int rc = host ? out_tensor(sc, host) : -1;
-  torc_release(a);
-  torc_release(b);
-  torc_release(at);
-  torc_release(mm);
-  torc_release(host);
+  release_all((torc_tensor *const[]){a, b, at, mm, host}, 5);
   return rc;
 }
 
@@ -315,10 +311,7 @@ static int run_autograd(scenario *sc) {
     torc_tensor *g = torc_grad_of(c->params[i].tensor); /* borrowed */
     rc = g ? out_tensor(sc, g) : -1;
   }
-  torc_release(x);
-  torc_release(y);
-  torc_release(sq);
-  torc_release(loss);
+  release_all((torc_tensor *const[]){x, y, sq, loss}, 4);
   return rc;
 }
 
