@@ -9,7 +9,7 @@
 # measurement is its own process; the two sides alternate (the first to go
 # swaps every repetition) so that a busy spell of the shared machine hits
 # both, and the table gives the medians of RUNS repetitions, their ratio
-# (> 1: torc is better) and the issue's target.
+# (> 1: torc is better) and torc's target.
 #   bash bench/compare.sh [--quick] [--runs N] [--samples N] [--only LIST]
 #                         [--no-build] [--torch-malloc]
 #     --quick      train on 10000 samples instead of the 60000 of an epoch
@@ -222,7 +222,7 @@ awk -v torch="$have_torch" -v nthreads="$threads" '
       " KiB; torc/pytorch for rates)"
     printf "%-14s %-9s %15s %15s %8s  %-22s %s\n", "measure", "unit", "torc",
       "pytorch", "ratio", "target", "ok"
-    # The issue order first, then anything else printed.
+    # The measures in this order first, then anything else printed.
     split("train_mlp train_ini_mlp train_cnn eval_mlp eval_cnn op_ns autograd_ns " \
       "latency_us gemm_256 gemm_1024 gemm_2048 conv rss_train_mlp " \
       "rss_train_cnn rss_eval_mlp rss_eval_cnn startup_s", known, " ")

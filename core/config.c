@@ -1220,7 +1220,7 @@ static void validate_section(parse_ctx *c, int i) {
         return;
       }
     }
-    if (strcmp(s->name, "export") == 0) { /* DESIGN.md's, not built yet */
+    if (strcmp(s->name, "export") == 0) { /* reserved: not built yet */
       perr(c, s->line,
            "[export]: torc cannot export models yet (ONNX export is "
            "planned; `torc export` is reserved); remove the section. The "

@@ -296,7 +296,7 @@ static torc_status minimum_bw(torc__node *n, torc_tensor *const *gout,
 }
 
 
-/* ---- issue 3: more unary ops ---- */
+/* ---- more unary ops: log1p, rsqrt, the activations, clamp ---- */
 
 /* A 0-dim constant of t's (floating) dtype on t's device. */
 #define K(v, t) scalar((v), (t))
@@ -544,7 +544,7 @@ static torc_status extreme_reduce_bw(torc__node *n, torc_tensor *const *gout,
 }
 
 
-/* ---- issue 3: reductions with parameters ---- */
+/* ---- reductions with parameters ---- */
 
 /* The reduced dims of node n's input as a list; returns how many. */
 static int reduced_dims(const torc__node *n, int *dims) {

@@ -460,7 +460,7 @@ torc_status torc__record_reduce(int op, const torc_tensor *in,
 /* Sums g over the dims that broadcasting expanded, giving `shape`. */
 torc_tensor *torc__sum_to(const torc_tensor *g, const int64_t *shape, int ndim);
 
-/* ---- shared by ops.c, ops_elementwise.c and ops_reduce.c (issue 3) ---- */
+/* ---- shared by ops.c, ops_elementwise.c and ops_reduce.c ---- */
 
 /* torch.result_type of two tensors (0-dim operands promote only across
  * categories). */

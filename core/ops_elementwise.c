@@ -1,4 +1,4 @@
-/* core/ops_elementwise.c — issue 3's elementwise ops: log1p, rsqrt, the
+/* core/ops_elementwise.c — the newer elementwise ops: log1p, rsqrt, the
  * activations with parameters, clamp, in-place relu_/clamp_, the logical
  * ops, where, and the ops with a Python-number scalar (PyTorch's rule: the
  * scalar never promotes within a category).

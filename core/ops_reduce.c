@@ -1,4 +1,4 @@
-/* core/ops_reduce.c — issue 3's ops along one dim (cumsum, max/min with
+/* core/ops_reduce.c — the ops along one dim (cumsum, max/min with
  * indices, argmax/argmin, softmax, log_softmax) and linear (composed from
  * matmul and add, recorded as one LinearBackward node). var, std, norm and
  * logsumexp are reductions and live with the others in ops.c.

@@ -406,7 +406,7 @@ static torc_status check_secure(const char *name, const char *path,
 
 static void ensure_omp_passive(void) {
   /* oneDNN's libgomp threads spin while idle and slow OpenBLAS's pool 2x on
-   * small machines (TOOLCHAIN.md); passive waiting must be set before the
+   * small machines (measured); passive waiting must be set before the
    * runtime loads. The user's own setting wins. */
   if (getenv("OMP_WAIT_POLICY") == NULL)
     setenv("OMP_WAIT_POLICY", "passive", 0);

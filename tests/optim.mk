@@ -21,7 +21,7 @@ endif
 tests_test_train_config_SOURCES = tests/test_train_config.c tests/testutil.h
 tests_test_train_config_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 
-# Issue 7: the fused ops (cross-entropy, optimizer steps) against the
+# The fused ops (cross-entropy, optimizer steps) against the
 # composed ops they replace and a host computation, on ref and cpu.
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_fused

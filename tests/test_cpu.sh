@@ -68,7 +68,7 @@ if [ "${TORC_VALGRIND:-0}" != 1 ]; then
 fi
 echo "PASS: $what"
 
-# CONFIG.md's way of loading a backend: cpu alone. The plugin requires ref
+# The examples' way of loading a backend: cpu alone. The plugin requires ref
 # (for the ops it does not provide: the initialisers' uniform_, ...), so
 # the core loads ref beneath it; cosine's t_max, left out, is the run
 # after the warm-up (3 epochs - 1 = 2: lr 0.1 in epoch 2, 0.05 in 3).

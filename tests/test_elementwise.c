@@ -1,4 +1,4 @@
-/* tests/test_elementwise.c — issue 3's elementwise ops: log1p, rsqrt, the
+/* tests/test_elementwise.c — the newer elementwise ops: log1p, rsqrt, the
  * activations, clamp and the in-place relu_/clamp_, the logical ops, where
  * and the scalar ops (PyTorch's promotion): values against PyTorch in
  * several dtypes, edge cases, errors, gradcheck and the sim device. */

@@ -427,7 +427,7 @@ static void test_transform_values(void **state) {
   double e_n3[6] = {1, 2, 1.5, 2.5, 2, 4};
   check_tf("normalize(0, 1, 10, 1, 2, 5)", x6, (int64_t[]){3, 1, 2}, 3,
            TORC_F32, e_n3, 0);
-  /* The MNIST pipeline of CONFIG.md: u8 255 -> (1 - 0.2860) / 0.3530. */
+  /* The examples' MNIST pipeline: u8 255 -> (1 - 0.2860) / 0.3530. */
   double e_mn[4] = {-0.2860 / 0.3530, (1.0 / 255 - 0.2860) / 0.3530,
                     (2.0 / 255 - 0.2860) / 0.3530, (1 - 0.2860) / 0.3530};
   check_tf("scale(0.00392156862745098), normalize(0.2860, 0.3530)", xu,

@@ -10,7 +10,7 @@
 /* Tolerance, as |torc - torch| <= tol * max(|torch|, 1) (relative above 1,
  * absolute below; the losses lie in (0.1, 1.2) and the weights mostly below
  * 1, so this is at least as strict as a relative 1e-5 on the losses). 1e-5
- * is the issue's requirement ("reaches the loss PyTorch reaches with the
+ * is the requirement ("reaches the loss PyTorch reaches with the
  * same init and data, to 1e-5"). Why f32 can meet it: every step's forward
  * and backward differ from PyTorch's by a few ulp (2^-23 = 1.2e-7; PyTorch
  * sums its matmuls and reductions in another order and uses SLEEF's tanh

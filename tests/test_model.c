@@ -10,7 +10,7 @@
 
 #include "testutil.h"
 
-/* |torc - torch| <= 1e-5 on every logit (the issue's figure). The logits
+/* |torc - torch| <= 1e-5 on every logit (the required figure). The logits
  * lie in (-0.3, 0.3) and come from 3x3 convolutions (9- and 72-term sums),
  * batch norms and two linears (144 and 32 terms), each a few ulp (2^-23)
  * from PyTorch's in another summation order, so a correct model lands near

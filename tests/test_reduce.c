@@ -1,4 +1,4 @@
-/* tests/test_reduce.c — issue 3's reductions and ops along a dim: var,
+/* tests/test_reduce.c — the reductions and ops along a dim: var,
  * std, logsumexp, norm, max/min with indices, argmax/argmin, cumsum,
  * softmax, log_softmax, and linear: values against PyTorch, edge cases,
  * errors, gradcheck and the sim device. */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test_train.sh — `torc train` and `torc eval` on a small synthetic
-# problem (ref backend): the outputs CONFIG.md fixes (summary lines, the
+# problem (ref backend): the outputs docs/training.md fixes (summary lines, the
 # metrics CSV, curves.svg, checkpoints, the done: line), determinism, resume
 # bit for bit (after a finished run and after Ctrl-C), the NaN guard, and
 # every user error a message and status 2. TORC_VALGRIND=1 runs each torc
@@ -323,7 +323,7 @@ printf '[export]\nonnx = model.onnx\n' >>export.ini
 run_torc train export.ini
 expect_rc 2
 expect_has err "[export]: torc cannot export models yet"
-pass "[export] (CONFIG.md's, not built yet): says so"
+pass "[export] (reserved, not built yet): says so"
 
 run_torc train base.ini --resume nowhere.safetensors
 expect_rc 2

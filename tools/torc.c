@@ -71,7 +71,7 @@ static const char usage_plugins[] =
     "\n"
     "Options:\n"
     "  --config FILE  load the plugins an INI file names ([plugins],\n"
-    "                 [plugin.NAME]; see CONFIG.md) and apply its [torc]\n"
+    "                 [plugin.NAME]; see docs/config.md) and apply its [torc]\n"
     "                 section; without it, every plugin on the search path\n"
     "                 (TORC_PLUGIN_PATH, then the install folder) is loaded\n"
     "  -h, --help     print this help\n";
@@ -89,7 +89,7 @@ static const char usage_test_backend[] =
     "\n"
     "Options:\n"
     "  --config FILE  apply this INI file first (its plugins and [torc]\n"
-    "                 section; see CONFIG.md)\n"
+    "                 section; see docs/config.md)\n"
     "  --verbose      one line per case (PASS, FAIL or SKIP); without it,\n"
     "                 failures and the summary only\n"
     "  -h, --help     print this help\n"

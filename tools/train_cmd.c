@@ -1,6 +1,6 @@
 /* tools/train_cmd.c — `torc train`, `torc eval` and `torc bench`: argument
  * parsing, the configuration (with --set overrides), the last line of
- * output CONFIG.md fixes, and the status-to-exit-status table every command
+ * output the docs fix, and the status-to-exit-status table every command
  * shares. The work is torc_train / torc_evaluate / torc_bench.
  */
 #include <stdio.h>
@@ -170,7 +170,7 @@ int torc_tool__cmd_train(int argc, char **argv) {
     return res.steps > 0 ? TORC_TOOL_EXIT_RUNTIME
                          : torc_tool__exit_status(st);
   }
-  /* CONFIG.md's last line; no accuracy for regression, no test figures
+  /* The run's last line; no accuracy for regression, no test figures
    * without [data.test]. */
   printf("done: epochs=%lld", (long long)res.epochs);
   if (res.test_loss == res.test_loss)

@@ -115,7 +115,7 @@ static torc_loader *loader(torc_dataset *ds, const torc_transform *tf,
   o.batch_size = batch;
   o.shuffle = shuffle;
   o.transform = tf;
-  /* One loader thread by default, as CONFIG.md's files have: batches are
+  /* One loader thread by default, as the example INI files have: batches are
    * prepared while the model computes (the order does not depend on it). */
   const char *w = getenv("TORC_BENCH_WORKERS");
   o.workers = w ? atoi(w) : 1;

@@ -409,7 +409,7 @@ TORC_API torc_module *torc_module_build(const char *type, const char *spec);
 
 struct torc_config;
 
-/* Builds the model of an INI file (../shared/CONFIG.md): a sequential with
+/* Builds the model of an INI file (docs/config.md): a sequential with
  * one module per [layer] section, in file order, each made by
  * torc_module_create from the section's keys (all but `type`). [model]
  * `input` is the shape of one sample; the model is run once, in eval mode

@@ -1,5 +1,5 @@
 /* torc/train.h — the INI-driven trainer behind `torc train` and `torc
- * eval`: one configuration (see CONFIG.md and `torc help config`) gives the
+ * eval`: one configuration (docs/config.md, `torc help config`) gives the
  * plugins, device, data, model, loss, optimizer, scheduler, the training
  * schedule ([train]) and checkpoints ([checkpoint]); the trainer runs the
  * loop a PyTorch user writes by hand (train mode, forward, loss,

@@ -67,7 +67,7 @@ static inline void *cpu_ptr(const torc_ktensor *t, int64_t i) {
 }
 
 
-/* ---- issue 7: the thread pool (pool.c) ---- */
+/* ---- the thread pool (pool.c) ---- */
 
 /* A slice of a parallel loop: elements [begin, end) of the job. */
 typedef void (*torc_cpu_task)(void *ctx, int64_t begin, int64_t end);
@@ -85,7 +85,7 @@ void torc_cpu__pool_fini(void);
 /* Elementwise work below this many elements runs on the calling thread. */
 enum { TORC_CPU_PAR_MIN = 32768 };
 
-/* ---- issue 7: per-ISA elementwise loops (ew_kern.h, compiled once per
+/* ---- per-ISA elementwise loops (ew_kern.h, compiled once per
  * ISA in ew_scalar.c, ew_avx2.c, ew_avx512.c) ---- */
 
 /* Unary op codes (cpu_isa.unary). */
@@ -141,7 +141,7 @@ void torc_cpu__isa_select(void);
  * 1 AVX2 + FMA, 2 AVX-512 (F, DQ, BW, VL). */
 int torc_cpu__machine_isa(void);
 
-/* ---- issue 7: GEMM provider (gemm.c) ---- */
+/* ---- GEMM provider (gemm.c) ---- */
 
 /* Chooses the f32 GEMM provider: "auto", "openblas" or "onednn" (the
  * [plugin.cpu] gemm key). Returns TORC_OK or an error for an unknown or

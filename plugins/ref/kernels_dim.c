@@ -1,4 +1,4 @@
-/* plugins/ref/kernels_dim.c — issue 3's kernels that look at groups of
+/* plugins/ref/kernels_dim.c — the kernels that look at groups of
  * elements: the reductions var, std, logsumexp and norm (each group
  * gathered into a buffer of doubles, then folded), the ops along one dim
  * (cumsum, max_dim/min_dim with indices, softmax, log_softmax) and where.

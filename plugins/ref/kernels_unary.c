@@ -86,7 +86,7 @@ UNARY(tanh, tanh, NULL)
 UNARY(sigmoid, f_sigmoid, NULL)
 UNARY(reciprocal, f_reciprocal, NULL)
 
-/* ---- issue 3: log1p, rsqrt, silu, logical_not ---- */
+/* ---- log1p, rsqrt, silu, logical_not ---- */
 
 static double f_rsqrt(double x) { return 1.0 / sqrt(x); }
 /* x * sigmoid(x), with the stable sigmoid. */

@@ -351,7 +351,7 @@ static inline void ref_store_f(int dt, void *p, double v) {
   X(sum) X(prod) X(mean) X(amax) X(amin)                                       \
   /* kernels_matmul.c */                                                       \
   X(matmul)                                                                    \
-  /* issue 3: kernels_unary.c, kernels_binary.c, kernels_dim.c */              \
+  /* the newer ops: kernels_unary.c, kernels_binary.c, kernels_dim.c */       \
   X(log1p) X(rsqrt) X(silu) X(logical_not) X(leaky_relu) X(elu) X(gelu)       \
   X(softplus) X(clamp) X(gelu_backward) X(relu_backward) X(logical_and)      \
   X(logical_or)                                                                \
