@@ -317,7 +317,7 @@ expect_has err "$tmp/fake.so"
 expect_empty out
 pass "a file that is not a plugin: named, bad input (2)"
 
-# torc describe: the model of an INI file, lazy sizes inferred (README
+# torc describe: the model of an INI file, lazy sizes inferred (docs/training.md
 # shows this output).
 run_torc describe "$TORC_TOP_SRCDIR/tests/data/cnn.ini"
 expect_rc 0
