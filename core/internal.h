@@ -512,6 +512,13 @@ const char *torc__plugin_name(const torc__plugin *p);
 /* The plugin's effective priority. */
 int torc__plugin_priority(const torc__plugin *p);
 
+/* The minor ABI version the plugin was built for (its descriptor's). */
+uint32_t torc__plugin_abi_minor(const torc__plugin *p);
+
+/* Counts a kernel the plugin registered for an op this core lacks;
+ * returns how many it had registered before (0 on the first). */
+int torc__plugin_note_unknown_op(torc__plugin *p);
+
 /* Unloads every plugin (shutdown). */
 void torc__plugins_unload_all(void);
 

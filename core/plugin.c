@@ -35,6 +35,7 @@ struct torc__plugin {
   uint32_t provides, flags;
   uint32_t abi_major, abi_minor;
   int priority;
+  int n_unknown_ops; /* kernels skipped for ops this core lacks */
   int n_keys;
   char **keys, **values;
   int initialised;
@@ -46,6 +47,8 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const char *torc__plugin_name(const torc__plugin *p) { return p->name; }
 int torc__plugin_priority(const torc__plugin *p) { return p->priority; }
+uint32_t torc__plugin_abi_minor(const torc__plugin *p) { return p->abi_minor; }
+int torc__plugin_note_unknown_op(torc__plugin *p) { return p->n_unknown_ops++; }
 
 /* ---- the host table ---- */
 
