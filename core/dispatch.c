@@ -130,9 +130,10 @@ static const char *nearest_op(const char *name) {
 
 /* A kernel for an op this core does not know. A typo in a plugin's kernel
  * table would otherwise leave the op to another provider unnoticed, so it
- * is an error that fails the plugin's load. The one exception is a plugin
- * built for a newer minor ABI than this core's: it may name ops added
- * since, and those kernels are skipped (logged once per plugin). */
+ * is an error that fails the plugin's load (plugin.c fails it even when
+ * init ignores the status). The one exception is a plugin built for a
+ * newer minor ABI than this core's: it may name ops added since, and those
+ * kernels are skipped (logged once per plugin). */
 static int unknown_op(torc__plugin *owner, const char *who, const char *name) {
   if (owner && torc__plugin_abi_minor(owner) > TORC_ABI_MINOR) {
     if (torc__plugin_note_unknown_op(owner) == 0)
@@ -148,11 +149,14 @@ static int unknown_op(torc__plugin *owner, const char *who, const char *name) {
   char hint[96] = "";
   if (near)
     snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-  return torc_set_error(TORC_ERR_PLUGIN,
-                        "plugin '%s': register_kernel: no op is named '%s'%s; "
-                        "the op names are those of torc/ops.h (torc plugins "
-                        "lists them)",
-                        who, name, hint);
+  torc_status st = torc_set_error(
+      TORC_ERR_PLUGIN,
+      "plugin '%s': register_kernel: no op is named '%s'%s; the op names are "
+      "those of torc/ops.h (torc plugins lists them)",
+      who, name, hint);
+  if (owner)
+    torc__plugin_refuse_op(owner, torc_last_error());
+  return st;
 }
 
 /* Recomputes best[] for one key. Called with reg_lock held. */

@@ -612,6 +612,12 @@ static void test_unknown_op_fails_the_load(void **state) {
     assert_ok(torc_kernel_get(i, &k));
     assert_string_not_equal(k.provider, "typo_op");
   }
+  /* An init that ignores the refusal and returns success fails the same. */
+  expect_load_error(tp_path("typo_op_ignores"), NULL, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, "plugin 'typo_op_ignores': register_kernel: no op "
+                           "is named 'rleu' (did you mean 'relu'?)");
+  assert_int_equal(torc_kernel_count(), kernels);
+  assert_int_equal(torc_device_count("typo_op_ignoresdev"), -1);
   /* add and relu run, on ref's kernels, not the priority-1000 add. */
   float a[3] = {-1, 2, 3}, b[3] = {10, 20, 30};
   torc_tensor *ta = torc_from_host(a, TORC_SHAPE(3), TORC_F32, TORC_CPU);

@@ -2,14 +2,20 @@
  * does not have ("rleu" for "relu"), after registering a device type and a
  * good kernel. Built as typo_op, its load must fail naming the typo and the
  * nearest op, with both registrations rolled back; built with
- * TYPO_OP_NEWER as typo_op_newer, a plugin of a newer minor ABI, it loads
- * and its kernels for ops this torc lacks are skipped (tests/test_plugin.c). */
+ * TYPO_OP_IGNORES as typo_op_ignores, whose init ignores that refusal and
+ * returns success, the same; built with TYPO_OP_NEWER as typo_op_newer, a
+ * plugin of a newer minor ABI, it loads and its kernels for ops this torc
+ * lacks are skipped (tests/test_plugin.c). */
 #include "torc/plugin.h"
 
 #ifdef TYPO_OP_NEWER
 #define TYPO_NAME "typo_op_newer"
 #define TYPO_ABI_MINOR (TORC_ABI_MINOR + 1)
 #define TYPO_OP "op_of_a_later_torc"
+#elif defined TYPO_OP_IGNORES
+#define TYPO_NAME "typo_op_ignores"
+#define TYPO_ABI_MINOR TORC_ABI_MINOR
+#define TYPO_OP "rleu"
 #else
 #define TYPO_NAME "typo_op"
 #define TYPO_ABI_MINOR TORC_ABI_MINOR
@@ -98,8 +104,10 @@ static int typo_init(const torc_host *host, torc_plugin *self) {
     reg.dtype = dtypes[i];
     reg.fn = typo_relu;
     st = host->register_kernel(self, &reg);
+#ifndef TYPO_OP_IGNORES
     if (st != TORC_OK)
       return st;
+#endif
   }
   return TORC_OK;
 }
