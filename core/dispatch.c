@@ -3,6 +3,7 @@
  * the call itself (device checks, contiguous inputs on request, the kernel
  * arguments); the opt-in cpu fallback.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -85,6 +86,79 @@ int torc__op_find(const char *name) {
 
 void torc__set_fallback(int on) { fallback_cpu = on; }
 
+/* Optimal string alignment distance (edits: insert, delete, substitute,
+ * swap two neighbours) between a and b, or INT_MAX when either is longer
+ * than an op name can sensibly be. */
+static int edit_distance(const char *a, const char *b) {
+  enum { MAXLEN = 64 };
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > MAXLEN || lb > MAXLEN)
+    return INT_MAX;
+  int d[MAXLEN + 1][MAXLEN + 1];
+  for (size_t i = 0; i <= la; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      int m = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < m)
+        m = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < m)
+        m = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          d[i - 2][j - 2] + 1 < m)
+        m = d[i - 2][j - 2] + 1;
+      d[i][j] = m;
+    }
+  return d[la][lb];
+}
+
+/* The known op name nearest to `name`, or NULL when none is near enough
+ * (more edits than half the name) for a suggestion to help. */
+static const char *nearest_op(const char *name) {
+  const char *win = NULL;
+  int win_d = INT_MAX;
+  for (int i = 0; i < TORC__OP_COUNT; i++) {
+    int d = edit_distance(name, torc__ops[i].name);
+    if (d < win_d)
+      win = torc__ops[i].name, win_d = d;
+  }
+  int len = (int)strlen(name);
+  return win && win_d <= (len > 4 ? len / 2 : 2) ? win : NULL;
+}
+
+/* A kernel for an op this core does not know. A typo in a plugin's kernel
+ * table would otherwise leave the op to another provider unnoticed, so it
+ * is an error that fails the plugin's load (plugin.c fails it even when
+ * init ignores the status). The one exception is a plugin built for a
+ * newer minor ABI than this core's: it may name ops added since, and those
+ * kernels are skipped (logged once per plugin). */
+static int unknown_op(torc__plugin *owner, const char *who, const char *name) {
+  if (owner && torc__plugin_abi_minor(owner) > TORC_ABI_MINOR) {
+    if (torc__plugin_note_unknown_op(owner) == 0)
+      torc_logf(TORC_LOG_INFO,
+                "plugin '%s' was built for torc ABI %d.%u, newer than this "
+                "torc's %d.%d: its kernels for ops this torc lacks ('%s' "
+                "and any others) are skipped",
+                who, TORC_ABI_MAJOR, (unsigned)torc__plugin_abi_minor(owner),
+                TORC_ABI_MAJOR, TORC_ABI_MINOR, name);
+    return TORC_OK;
+  }
+  const char *near = nearest_op(name);
+  char hint[96] = "";
+  if (near)
+    snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+  torc_status st = torc_set_error(
+      TORC_ERR_PLUGIN,
+      "plugin '%s': register_kernel: no op is named '%s'%s; the op names are "
+      "those of torc/ops.h (torc plugins lists them)",
+      who, name, hint);
+  if (owner)
+    torc__plugin_refuse_op(owner, torc_last_error());
+  return st;
+}
+
 /* Recomputes best[] for one key. Called with reg_lock held. */
 static void recompute(int devtype, int op, int dtype) {
   const kentry *win = NULL;
@@ -121,12 +195,8 @@ int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
                           "must be set",
                           who);
   int op = torc__op_find(reg->op);
-  if (op < 0) {
-    torc_logf(TORC_LOG_DEBUG,
-             "plugin %s: kernel for unknown op '%s' ignored (newer plugin?)",
-             who, reg->op);
-    return TORC_OK;
-  }
+  if (op < 0)
+    return unknown_op(owner, who, reg->op);
   if (reg->dtype != TORC_DTYPE_ANY && !torc_dtype_valid(reg->dtype))
     return torc_set_error(TORC_ERR_PLUGIN,
                           "plugin %s: register_kernel '%s': invalid dtype %d",

@@ -512,6 +512,18 @@ const char *torc__plugin_name(const torc__plugin *p);
 /* The plugin's effective priority. */
 int torc__plugin_priority(const torc__plugin *p);
 
+/* The minor ABI version the plugin was built for (its descriptor's). */
+uint32_t torc__plugin_abi_minor(const torc__plugin *p);
+
+/* Counts a kernel the plugin registered for an op this core lacks;
+ * returns how many it had registered before (0 on the first). */
+int torc__plugin_note_unknown_op(torc__plugin *p);
+
+/* Records that a kernel of the plugin was refused for naming an op this
+ * core lacks (`msg`, the error): its load fails with the first such
+ * message even when its init goes on and returns success. */
+void torc__plugin_refuse_op(torc__plugin *p, const char *msg);
+
 /* Unloads every plugin (shutdown). */
 void torc__plugins_unload_all(void);
 

@@ -35,6 +35,10 @@ struct torc__plugin {
   uint32_t provides, flags;
   uint32_t abi_major, abi_minor;
   int priority;
+  int n_unknown_ops; /* kernels skipped for ops this core lacks */
+  /* The first kernel refused for an unknown op: the load fails with this
+   * message even if init ignores register_kernel's status. */
+  char bad_op_msg[512];
   int n_keys;
   char **keys, **values;
   int initialised;
@@ -46,6 +50,12 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const char *torc__plugin_name(const torc__plugin *p) { return p->name; }
 int torc__plugin_priority(const torc__plugin *p) { return p->priority; }
+uint32_t torc__plugin_abi_minor(const torc__plugin *p) { return p->abi_minor; }
+int torc__plugin_note_unknown_op(torc__plugin *p) { return p->n_unknown_ops++; }
+void torc__plugin_refuse_op(torc__plugin *p, const char *msg) {
+  if (p->bad_op_msg[0] == '\0')
+    snprintf(p->bad_op_msg, sizeof p->bad_op_msg, "%s", msg);
+}
 
 /* ---- the host table ---- */
 
@@ -690,6 +700,8 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
   }
   torc_clear_error();
   int rc = info->init(&torc__host, (torc_plugin *)p);
+  if (rc == TORC_OK && p->bad_op_msg[0])
+    rc = torc_set_error(TORC_ERR_PLUGIN, "%s", p->bad_op_msg);
   if (rc != TORC_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", torc_last_error());

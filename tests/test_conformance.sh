@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/test_conformance.sh — `torc test-backend`: the conformance suite
 # (tools/conformance.c) on the sim plugin must pass with a non-trivial
-# number of cases, and a plugin that does not exist is a usage error (2).
+# number of cases, the summary names the ops a backend lacks, and a plugin
+# that does not exist is a usage error (2).
 # Run by `make check` through tests/harness.sh; TORC_VALGRIND=1 runs torc
 # under valgrind.
 
@@ -51,6 +52,24 @@ grep -E '^FAIL: exp f32 contiguous on sim' "$tmp/out" >/dev/null ||
 grep -E '^PASS: add f32 contiguous on sim \(forward\)' "$tmp/out" >/dev/null ||
   fail "expected the other ops to pass"
 echo "PASS: $what: a broken kernel is reported, status 1"
+
+# The summary names the ops a backend lacks: goodkeys (tests/plugins)
+# registers the device type testdev and no kernels, so exp and matmul are
+# among the ops listed, even without --verbose.
+if [ -n "${TORC_TEST_PLUGIN_DIR:-}" ]; then
+  run_torc test-backend "$TORC_TEST_PLUGIN_DIR/goodkeys.so"
+  [ "$rc" -eq 0 ] || fail "expected exit status 0 for a backend with no kernels"
+  grep -E '^conformance on testdev: [0-9]+ passed, 0 failed, [1-9][0-9]* skipped$' \
+    "$tmp/out" >/dev/null || fail "expected the summary line for testdev"
+  lacks=$(grep -E '^ops with no kernel on testdev \([0-9]+; their cases are skipped\): ' "$tmp/out")
+  [ -n "$lacks" ] || fail "expected the summary to list the ops testdev lacks"
+  for op in 'exp (f32, f64' 'matmul (f32'; do
+    case "$lacks" in *" $op"*) ;; *) fail "expected '$op' among the ops testdev lacks" ;; esac
+  done
+  echo "PASS: $what: the summary names the ops a backend lacks"
+else
+  echo "SKIP: $what: TORC_TEST_PLUGIN_DIR is unset, so no backend without kernels to test"
+fi
 
 run_torc test-backend nosuchplugin
 [ "$rc" -eq 2 ] || fail "expected exit status 2"

@@ -1,6 +1,8 @@
 /* tests/test_plugin.c — the plugin loader: each way loading can fail (not
  * found, not a shared object, missing dependency, no entry symbol, ABI
- * mismatch, short or NULL descriptor, failing init, unknown key, insecure
+ * mismatch, short or NULL descriptor, failing init, a kernel for an op
+ * torc lacks (an error, unless the plugin is of a newer ABI; every
+ * in-tree plugin is checked), unknown key, insecure
  * permissions, a truncated or foreign ELF file, something that is not a
  * file) gives its status and one message naming the plugin, the
  * path and the cause; a failed init is rolled back; keys reach the plugin;
@@ -588,6 +590,105 @@ static void test_init_failure_rolls_back(void **state) {
   torc_release(tc);
 }
 
+/* A kernel table that names an op torc lacks ("rleu") fails the load,
+ * naming the plugin, the name and the nearest op; the device type and the
+ * kernel registered before it are rolled back, and ref serves the op. */
+static void test_unknown_op_fails_the_load(void **state) {
+  (void)state;
+  expect_load_error(tp_path("typo_op"), NULL, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, "plugin 'typo_op': register_kernel: no op is "
+                           "named 'rleu' (did you mean 'relu'?); the op "
+                           "names are those of torc/ops.h");
+  assert_int_equal(torc_kernel_count(), 0);
+  assert_int_equal(torc_plugin_count(), 0);
+  assert_int_equal(torc_device_count("typo_opdev"), -1);
+
+  test_load_plugin("ref");
+  int kernels = torc_kernel_count();
+  expect_load_error(tp_path("typo_op"), NULL, TORC_ERR_PLUGIN);
+  assert_int_equal(torc_kernel_count(), kernels);
+  for (int i = 0; i < kernels; i++) {
+    torc_kernel_summary k;
+    assert_ok(torc_kernel_get(i, &k));
+    assert_string_not_equal(k.provider, "typo_op");
+  }
+  /* An init that ignores the refusal and returns success fails the same. */
+  expect_load_error(tp_path("typo_op_ignores"), NULL, TORC_ERR_PLUGIN);
+  assert_contains(err_msg, "plugin 'typo_op_ignores': register_kernel: no op "
+                           "is named 'rleu' (did you mean 'relu'?)");
+  assert_int_equal(torc_kernel_count(), kernels);
+  assert_int_equal(torc_device_count("typo_op_ignoresdev"), -1);
+  /* add and relu run, on ref's kernels, not the priority-1000 add. */
+  float a[3] = {-1, 2, 3}, b[3] = {10, 20, 30};
+  torc_tensor *ta = torc_from_host(a, TORC_SHAPE(3), TORC_F32, TORC_CPU);
+  torc_tensor *tb = torc_from_host(b, TORC_SHAPE(3), TORC_F32, TORC_CPU);
+  torc_tensor *tc = torc_add(ta, tb), *tr = torc_relu(ta);
+  assert_torc(tc);
+  assert_torc(tr);
+  const double want_add[3] = {9, 22, 33}, want_relu[3] = {0, 2, 3};
+  test_assert_values(tc, want_add, 3, 0);
+  test_assert_values(tr, want_relu, 3, 0);
+  torc_release(ta), torc_release(tb), torc_release(tc), torc_release(tr);
+}
+
+/* A plugin built for a newer minor ABI may name ops this torc lacks: it
+ * loads, those kernels are skipped, logged once at INFO, and its other
+ * kernels stay. */
+static void test_newer_plugin_unknown_op_skipped(void **state) {
+  (void)state;
+  torc_set_log_level(TORC_LOG_INFO);
+  if (try_load(tp_path("typo_op_newer"), NULL) != TORC_OK) {
+    print_error("loading typo_op_newer: %s\n", err_msg);
+    fail();
+  }
+  assert_int_equal(log_count("its kernels for ops this torc lacks "
+                             "('op_of_a_later_torc' and any others) are "
+                             "skipped"),
+                   1);
+  assert_int_equal(torc_kernel_count(), 1);
+  torc_kernel_summary k;
+  assert_ok(torc_kernel_get(0, &k));
+  assert_string_equal(k.provider, "typo_op_newer");
+  assert_string_equal(k.op, "add");
+}
+
+/* Every in-tree plugin loads, alone and on a fresh torc: the loader fails
+ * any whose kernel table names an op torc lacks, and none may claim a
+ * newer ABI than the core it ships with (which would hide such a name). */
+static void test_in_tree_plugins_load(void **state) {
+  (void)state;
+  static const struct {
+    const char *name, *package;
+  } in_tree[] = {
+      {"ref", "nothing (always built)"},
+      {"sim", "nothing (always built)"},
+      {"cpu", "libopenblas-dev"},
+      {"onednn", "libdnnl-dev"},
+      {"data", "nothing (always built)"},
+      {"losses", "nothing (always built)"},
+      {"optim", "nothing (always built)"},
+  };
+  int loaded = 0;
+  for (size_t i = 0; i < sizeof in_tree / sizeof in_tree[0]; i++) {
+    if (!test_plugin_built(in_tree[i].name, in_tree[i].package))
+      continue;
+    torc_shutdown();
+    test_load_plugin(in_tree[i].name);
+    int found = 0;
+    for (int j = 0; j < torc_plugin_count(); j++) {
+      torc_plugin_summary p;
+      assert_ok(torc_plugin_get(j, &p));
+      assert_int_equal(p.abi_major, TORC_ABI_MAJOR);
+      assert_true(p.abi_minor <= TORC_ABI_MINOR);
+      found += strcmp(p.name, in_tree[i].name) == 0;
+    }
+    assert_int_equal(found, 1);
+    print_message("    %s loads\n", in_tree[i].name);
+    loaded++;
+  }
+  assert_true(loaded >= 5); /* ref, sim, data, losses, optim: always built */
+}
+
 /* NULL or empty module: an error, not a crash. */
 static void test_bad_arguments(void **state) {
   (void)state;
@@ -1017,6 +1118,9 @@ int main(void) {
       T(test_descriptor_too_short),
       T(test_entry_returns_null),
       T(test_init_failure_rolls_back),
+      T(test_unknown_op_fails_the_load),
+      T(test_newer_plugin_unknown_op_skipped),
+      T(test_in_tree_plugins_load),
       T(test_bad_arguments),
       T(test_keys_reach_the_plugin),
       T(test_missing_kernel_and_fallback),

@@ -767,7 +767,12 @@ typedef struct suite {
   FILE *out;
   torc_conformance_result *res;
   const char *pin; /* a cpu provider certified against ref, or NULL */
+  /* Per row: bit d set when dtypes[d] had no kernel forward; LACK_BACKWARD
+   * when the backward or the gradcheck had none. */
+  uint32_t *lacks;
 } suite;
+
+#define LACK_BACKWARD (1u << 31)
 
 /* The dispatcher's provider pin (core/dispatch.c; exported for tools). */
 TORC_API void torc__dispatch_pin(const char *provider);
@@ -870,6 +875,47 @@ static torc_status backward_weighted(torc_tensor *out) {
   return torc_backward(loss, NULL, 0);
 }
 
+/* Records a case skipped for want of a kernel, for the summary. */
+static void note_lack(suite *s, const op_row *r, torc_dtype dt, int backward) {
+  uint32_t bit = LACK_BACKWARD;
+  if (backward && (s->lacks[r - rows] & 1u << 1) && dt == TORC_F64)
+    return; /* gradcheck in f64 where the forward has no f64 kernel */
+  if (!backward)
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+      if (dtypes[d] == dt)
+        bit = 1u << d;
+  s->lacks[r - rows] |= bit;
+}
+
+/* The summary's second line: the ops whose cases were skipped because the
+ * backend has no kernel for them, each with the dtypes it lacks. */
+static void print_lacks(const suite *s) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    n += s->lacks[i] != 0;
+  if (n == 0)
+    return;
+  fprintf(s->out, "ops with no kernel on %s (%d; their cases are skipped):",
+          s->pin ? s->pin : s->type, n);
+  const char *sep = " ";
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    if (s->lacks[i] == 0)
+      continue;
+    fprintf(s->out, "%s%s (", sep, rows[i].name);
+    const char *dsep = "";
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+      if (s->lacks[i] & (1u << d)) {
+        fprintf(s->out, "%s%s", dsep, torc_dtype_name(dtypes[d]));
+        dsep = ", ";
+      }
+    if (s->lacks[i] & LACK_BACKWARD)
+      fprintf(s->out, "%sbackward", dsep);
+    fputc(')', s->out);
+    sep = ", ";
+  }
+  fputc('\n', s->out);
+}
+
 static void run_case(suite *s, const op_row *r, torc_dtype dt, int variant) {
   const char *dname = torc_dtype_name(dt), *vname = variant_names[variant];
   shapes sh;
@@ -911,6 +957,7 @@ static void run_case(suite *s, const op_row *r, torc_dtype dt, int variant) {
   } else if (st_d == TORC_ERR_NO_KERNEL) {
     snprintf(why, sizeof why, "no kernel: %s", msg_d);
     report(s, 2, r->name, dname, vname, "forward", 0, why);
+    note_lack(s, r, dt, 0);
   } else if (st_d != TORC_OK) {
     snprintf(why, sizeof why, "%s: %s", torc_status_name(st_d), msg_d);
     report(s, 1, r->name, dname, vname, "forward", 0, why);
@@ -939,6 +986,7 @@ static void run_case(suite *s, const op_row *r, torc_dtype dt, int variant) {
       } else if (bd == TORC_ERR_NO_KERNEL) {
         snprintf(why, sizeof why, "no kernel: %s", msg_d);
         report(s, 2, r->name, dname, vname, "backward", 0, why);
+        note_lack(s, r, dt, 1);
       } else if (bd != TORC_OK) {
         snprintf(why, sizeof why, "%s: %s", torc_status_name(bd), msg_d);
         report(s, 1, r->name, dname, vname, "backward", 0, why);
@@ -1009,6 +1057,7 @@ static void run_gradcheck(suite *s, const op_row *r) {
     if (gs == TORC_ERR_NO_KERNEL) {
       snprintf(why, sizeof why, "no kernel: %s", msg);
       report(s, 2, r->name, "f64", "contiguous", "gradcheck", 0, why);
+      note_lack(s, r, TORC_F64, 1);
     } else {
       snprintf(why, sizeof why, "%s", gs == TORC_OK ? "" : msg);
       report(s, gs != TORC_OK, r->name, "f64", "contiguous", "gradcheck", 0,
@@ -1026,7 +1075,9 @@ static void run_gradcheck(suite *s, const op_row *r) {
 
 static int run_suite(const char *device_type, const char *pin, int verbose,
                      FILE *out, torc_conformance_result *res) {
-  suite s = {device_type, {0, 0}, verbose, out, res, pin};
+  static uint32_t lacks[sizeof rows / sizeof rows[0]];
+  memset(lacks, 0, sizeof lacks);
+  suite s = {device_type, {0, 0}, verbose, out, res, pin, lacks};
   memset(res, 0, sizeof *res);
   char name[64];
   snprintf(name, sizeof name, "%s:0", device_type);
@@ -1054,6 +1105,7 @@ static int run_suite(const char *device_type, const char *pin, int verbose,
   else
     fprintf(out, "conformance on %s: %d passed, %d failed, %d skipped\n",
             device_type, res->passed, res->failed, res->skipped);
+  print_lacks(&s);
   return 0;
 }
 

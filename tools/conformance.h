@@ -14,7 +14,9 @@ typedef struct torc_conformance_result {
 
 /* Runs the suite on device `device_type` (index 0) against the cpu. One
  * line per case goes to `out` when verbose (failures always), then the
- * summary "conformance on TYPE: N passed, N failed, N skipped". Returns 0
+ * summary "conformance on TYPE: N passed, N failed, N skipped" and, when
+ * cases were skipped for want of a kernel, a line "ops with no kernel on
+ * TYPE (N; their cases are skipped): OP (DTYPES), ...". Returns 0
  * when the suite ran (see *res for failures), -1 if the device type
  * cannot be used (message on stderr). */
 int torc_conformance_run(const char *device_type, int verbose, FILE *out,

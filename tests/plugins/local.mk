@@ -34,6 +34,22 @@ tests_plugins_null_info_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT
 tests_plugins_goodkeys_la_SOURCES = tests/plugins/goodkeys.c
 tests_plugins_goodkeys_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
 
+# typo_op's kernel table names an op torc lacks; typo_op_ignores is the
+# same source with an init that ignores the refusal; typo_op_newer has a
+# newer minor ABI, whose unknown ops are skipped.
+check_LTLIBRARIES += tests/plugins/typo_op.la \
+	tests/plugins/typo_op_ignores.la tests/plugins/typo_op_newer.la
+tests_plugins_typo_op_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
+tests_plugins_typo_op_ignores_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_ignores_la_CPPFLAGS = $(AM_CPPFLAGS) -DTYPO_OP_IGNORES
+tests_plugins_typo_op_ignores_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
+	$(TEST_PLUGIN_EXPORT)
+tests_plugins_typo_op_newer_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_newer_la_CPPFLAGS = $(AM_CPPFLAGS) -DTYPO_OP_NEWER
+tests_plugins_typo_op_newer_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
+	$(TEST_PLUGIN_EXPORT)
+
 # missing_dep links against libtorc_missing_dep.so.1, built below by a
 # plain rule (not libtool) into tests/plugins/missing/ as a file named
 # libtorc_missing_dep.so whose soname is libtorc_missing_dep.so.1: the
