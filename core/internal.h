@@ -537,9 +537,9 @@ extern const torc_host torc__host;
 void torc__generator_take(torc_generator *gen, uint64_t n, uint64_t *seed,
                           uint64_t *offset);
 
-/* ---- configuration schema (config.c) ----
+/* ---- configuration schema (config_schema.c) ----
  * The schema registry: each row describes one key of a section, or (key
- * NULL, type TORC__CFG_SECTION) the section itself. Later parts of the core
+ * NULL, type TORC__CFG_SECTION) the section itself. Other parts of the core
  * add their sections ([data.train], [model], [layer], ...) by registering a
  * static table of rows, Lua-style:
  *

@@ -9,7 +9,9 @@ libtorc_la_SOURCES = \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
 	core/ops_elementwise.c core/ops_reduce.c \
 	core/autograd.c core/derivatives.c \
-	core/plugin.c core/elf_check.h core/elf_check.c core/config.c \
+	core/plugin.c core/elf_check.h core/elf_check.c \
+	core/config_internal.h core/config.c core/config_schema.c \
+	core/config_read.c core/config_apply.c \
 	core/runtime.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
 	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS)

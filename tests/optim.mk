@@ -12,8 +12,8 @@ tests_test_optim_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 EXTRA_DIST += tests/fixtures/gen_optim.py tests/fixtures/optim.safetensors
 EXTRA_DIST += tests/fixtures/gen_losses.py tests/fixtures/losses.safetensors
 
-# Issues 4 to 6 together: a model, data, loss, optimizer and scheduler from
-# one INI file; resuming from a checkpoint is bit-exact.
+# The configuration parts together: a model, data, loss, optimizer and
+# scheduler from one INI file; resuming from a checkpoint is bit-exact.
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_train_config
 TESTS += tests/test_train_config

@@ -1,5 +1,5 @@
-/* tests/test_train_config.c — issues 4 to 6 together, as the trainer will
- * use them: one INI file gives the plugins, the model ([model]/[layer]),
+/* tests/test_train_config.c — the configuration parts together, as the
+ * trainer uses them: one INI file has the plugins, model ([model]/[layer]),
  * the data ([data.train], synthetic source, 2 worker threads, a random
  * transform), the loss, the optimizer and the scheduler. Training two
  * epochs straight and training one, checkpointing (model, optimizer,

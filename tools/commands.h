@@ -1,5 +1,6 @@
-/* tools/commands.h — the `torc` subcommands that live in their own files
- * (train_cmd.c), and the exit statuses every command shares. */
+/* tools/commands.h — the `torc` subcommands, each in its own file, that
+ * torc.c dispatches to, their help texts, and the exit statuses every
+ * command shares. */
 #ifndef TORC_TOOLS_COMMANDS_H
 #define TORC_TOOLS_COMMANDS_H
 
@@ -33,5 +34,29 @@ int torc_tool__cmd_bench(int argc, char **argv);
 extern const char torc_tool__usage_train[];
 extern const char torc_tool__usage_eval[];
 extern const char torc_tool__usage_bench[];
+
+/* `torc plugins` (plugins_cmd.c). */
+int torc_tool__cmd_plugins(int argc, char **argv);
+extern const char torc_tool__usage_plugins[];
+
+/* `torc test-backend PLUGIN` (test_backend_cmd.c). */
+int torc_tool__cmd_test_backend(int argc, char **argv);
+extern const char torc_tool__usage_test_backend[];
+
+/* `torc describe FILE.ini`, and `torc layers` / `torc sources` (one
+ * function: argv[0] tells which) (describe_cmd.c). */
+int torc_tool__cmd_describe(int argc, char **argv);
+int torc_tool__cmd_layers(int argc, char **argv);
+extern const char torc_tool__usage_describe[];
+extern const char torc_tool__usage_layers[];
+extern const char torc_tool__usage_sources[];
+
+/* `torc version` and `torc help [COMMAND | config]` (help_cmd.c); the
+ * list of every command, for `torc help` and `torc --help` (torc.c). */
+int torc_tool__cmd_version(int argc, char **argv);
+int torc_tool__cmd_help(int argc, char **argv);
+extern const char torc_tool__usage_version[];
+extern const char torc_tool__usage_help[];
+extern const char torc_tool__usage_main[];
 
 #endif /* TORC_TOOLS_COMMANDS_H */

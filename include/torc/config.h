@@ -64,7 +64,8 @@ TORC_API int torc_config_section_key_count(const torc_config *cfg, int i);
 TORC_API const char *torc_config_section_key(const torc_config *cfg, int i,
                                              int j);
 
-/* Applies [torc] (threads, seed) and [plugins]/[plugin.NAME] (loads each
+/* Applies [torc] (threads, seed, fallback; a key left out keeps the
+ * library's setting) and [plugins]/[plugin.NAME] (loads each
  * plugin; a `required = no` plugin that fails gives a warning and the run
  * goes on). Errors name the file and line of the offending key. */
 TORC_API torc_status torc_config_apply(const torc_config *cfg);

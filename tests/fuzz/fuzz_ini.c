@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_ini.c — libFuzzer harness of the INI reader
- * (core/config.c, through inih) and of the model builder on top of it
+ * (core/config_read.c, through inih) and of the model builder on top of it
  * (core/config_model.c): the input is parsed as a configuration, the model
  * of its [model] and [layer] sections is built (one dry forward on the ref
  * backend) and described as `torc describe` does; a [data.*] transform

@@ -1,0 +1,167 @@
+/* core/config_apply.c — applying a configuration to the process: [torc]
+ * (threads, seed, fallback), [plugins] and each [plugin.NAME] (loading
+ * the plugin with its keys), and the device [device] names.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_internal.h"
+
+/* ---- applying ---- */
+
+/* Rewrites the last error as "FILE:LINE: <it>" unless it already starts
+ * with the file name; keeps its status. */
+static torc_status prefix_error(const torc_config *cfg, int line,
+                                torc_status st) {
+  const char *msg = torc_last_error();
+  size_t lp = strlen(cfg->path);
+  if (strncmp(msg, cfg->path, lp) == 0 && msg[lp] == ':')
+    return st;
+  char loc[MSG_MAX / 2];
+  return torc_set_error(st, "%s: %s", where(cfg, line, loc, sizeof loc), msg);
+}
+
+/* Loads the plugin of section occurrence i. */
+static torc_status apply_plugin(const torc_config *cfg, int i,
+                                const char *search_path, int allow_insecure) {
+  const cfg_section *s = &cfg->s[i];
+  const char *name = s->name + strlen("plugin.");
+  const char *module = torc__config_value(cfg, i, "module");
+  char loc[MSG_MAX / 2];
+  if (module == NULL)
+    return torc_set_error(TORC_ERR_CONFIG,
+                          "%s: section [%s] has no "
+                          "'module' key; add module = NAME (or --set %s."
+                          "module=NAME)",
+                          where(cfg, s->line, loc, sizeof loc), s->name,
+                          s->name);
+  int required = 1;
+  int64_t priority = 0;
+  torc_status st = torc__config_bool(cfg, i, "required", &required);
+  if (st == TORC_OK)
+    st = torc__config_int(cfg, i, "priority", &priority);
+  if (st != TORC_OK)
+    return st;
+
+  const char **keys = torc__malloc(sizeof *keys * (size_t)(s->n + 1));
+  const char **values = torc__malloc(sizeof *values * (size_t)(s->n + 1));
+  int *lines = torc__malloc(sizeof *lines * (size_t)(s->n + 1));
+  if (keys == NULL || values == NULL || lines == NULL) {
+    torc__free(keys);
+    torc__free(values);
+    torc__free(lines);
+    return torc_set_error(TORC_ERR_OOM, "out of memory loading [%s]", s->name);
+  }
+  int n = 0;
+  for (int k = 0; k < s->n; k++) {
+    const cfg_entry *e = &s->e[k];
+    if (strcmp(e->key, "module") == 0 || strcmp(e->key, "required") == 0 ||
+        strcmp(e->key, "priority") == 0)
+      continue;
+    keys[n] = e->key;
+    values[n] = entry_value(e);
+    lines[n] = e->line;
+    n++;
+  }
+  torc_plugin_opts opts;
+  memset(&opts, 0, sizeof opts);
+  opts.name = name;
+  opts.search_path = search_path;
+  opts.priority = (int)priority;
+  opts.allow_insecure = allow_insecure;
+  opts.keys = keys;
+  opts.values = values;
+  opts.n_keys = n;
+  /* Sections added by --set have no line: the loader gets no file then. */
+  opts.file = s->line > 0 ? cfg->path : NULL;
+  opts.line = s->line;
+  opts.key_lines = lines;
+  st = torc_plugin_load(module, &opts);
+  torc__free(keys);
+  torc__free(values);
+  torc__free(lines);
+  if (st == TORC_OK)
+    return TORC_OK;
+  if (!required) {
+    torc_logf(TORC_LOG_WARN,
+              "%s: [%s] has required = no and was not "
+              "loaded; going on without it: %s",
+              where(cfg, s->line, loc, sizeof loc), s->name, torc_last_error());
+    torc_clear_error(); /* handled: must not look like a pending failure */
+    return TORC_OK;
+  }
+  return prefix_error(cfg, s->line, st);
+}
+
+torc_status torc_config_apply(const torc_config *cfg) {
+  if (cfg == NULL)
+    return torc_set_error(TORC_ERR_INVALID, "torc_config_apply: cfg is NULL");
+  torc__ensure_init();
+  torc_status st = TORC_OK;
+  int t = torc__config_find(cfg, "torc");
+  if (t >= 0) {
+    /* Only keys present: one left out keeps the library's setting. */
+    if (entry_at(cfg, t, "threads")) {
+      int64_t n;
+      if ((st = torc__config_int(cfg, t, "threads", &n)) != TORC_OK)
+        return st;
+      if (n > INT_MAX)
+        return torc__config_error(cfg, t, "threads", TORC_ERR_CONFIG,
+                                  "%lld threads is more than the %d torc "
+                                  "can use",
+                                  (long long)n, INT_MAX);
+      if ((st = torc_set_num_threads((int)n)) != TORC_OK)
+        return prefix_error(cfg, torc__config_key_line(cfg, t, "threads"), st);
+    }
+    if (entry_at(cfg, t, "seed")) {
+      uint64_t seed;
+      if ((st = torc__config_uint(cfg, t, "seed", &seed)) != TORC_OK)
+        return st;
+      torc_manual_seed(seed);
+    }
+    const char *fb = entry_value(entry_at(cfg, t, "fallback"));
+    if (fb)
+      torc__set_fallback(strcmp(fb, "cpu") == 0);
+  }
+  int p = torc__config_find(cfg, "plugins");
+  const char *search_path = p >= 0 ? torc__config_value(cfg, p, "path") : NULL;
+  int insecure = 0;
+  if (p >= 0 &&
+      (st = torc__config_bool(cfg, p, "allow_insecure", &insecure)) != TORC_OK)
+    return st;
+  for (int i = 0; i < cfg->n; i++) {
+    if (strncmp(cfg->s[i].name, "plugin.", 7) != 0)
+      continue;
+    if ((st = apply_plugin(cfg, i, search_path, insecure)) != TORC_OK)
+      return st;
+  }
+  return TORC_OK;
+}
+
+torc_status torc_config_device(const torc_config *cfg, torc_device *out) {
+  if (cfg == NULL || out == NULL)
+    return torc_set_error(TORC_ERR_INVALID, "torc_config_device: %s is NULL",
+                          cfg == NULL ? "cfg" : "out");
+  torc__ensure_init();
+  int d = torc__config_find(cfg, "device");
+  const char *type = d >= 0 ? entry_value(entry_at(cfg, d, "type")) : NULL;
+  if (type == NULL) {
+    *out = TORC_CPU;
+    return TORC_OK;
+  }
+  torc_device dev;
+  torc_status st = torc_device_parse(type, &dev);
+  if (st != TORC_OK) {
+    char loc[MSG_MAX / 2];
+    return torc_set_error(
+        st, "%s: key 'type' in [device]: %s",
+        where(cfg, torc__config_key_line(cfg, d, "type"), loc, sizeof loc),
+        torc_last_error());
+  }
+  *out = dev;
+  return TORC_OK;
+}
