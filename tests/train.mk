@@ -6,3 +6,6 @@ TESTS += tests/test_train_callbacks
 endif
 tests_test_train_callbacks_SOURCES = tests/test_train_callbacks.c tests/testutil.h
 tests_test_train_callbacks_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# train/ includes the public headers only.
+TESTS += tests/test_train_layer.sh
+EXTRA_DIST += tests/test_train_layer.sh
