@@ -56,15 +56,13 @@ static const torc__config_row core_rows[] = {
 extern const torc__config_row torc__model_rows[];
 /* [data.NAME], in data_config.c. */
 extern const torc__config_row torc__data_rows[];
-/* [loss], [optimizer], [scheduler], in optim_config.c. */
+/* [loss], [optimizer], [scheduler], in optim_config.c. The trainer's
+ * [train] and [checkpoint] join through torc_config_schema_add. */
 extern const torc__config_row torc__optim_rows[];
-/* [train], [checkpoint], in train.c. */
-extern const torc__config_row torc__train_rows[];
 
 static const torc__config_row *schema_tables[SCHEMA_MAX_TABLES] = {
-    core_rows, torc__model_rows, torc__data_rows, torc__optim_rows,
-    torc__train_rows};
-static _Atomic int schema_n = 5;
+    core_rows, torc__model_rows, torc__data_rows, torc__optim_rows};
+static _Atomic int schema_n = 4;
 static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const torc__config_row *rows_skip_empty(row_iter *it) {

@@ -31,4 +31,4 @@ include core/module.mk
 include core/data.mk
 include core/optim.mk
 include core/fused.mk
-include core/train.mk
+include core/support.mk

@@ -178,6 +178,13 @@ torc_scheduler *torc_scheduler_from_config(const torc_config *cfg,
   return torc__scheduler_from_config(cfg, opt, 0, 0);
 }
 
+torc_scheduler *torc_scheduler_from_config_ex(const torc_config *cfg,
+                                              torc_optimizer *opt,
+                                              int trainer_warmup,
+                                              int64_t run_length) {
+  return torc__scheduler_from_config(cfg, opt, trainer_warmup, run_length);
+}
+
 torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
                                             torc_optimizer *opt,
                                             int drop_warmup,

@@ -638,7 +638,7 @@ static int temp_in_use(long pid, struct timespec mtime) {
  * rename, ".NAME.tmp.PID.N" (regular files only), whose NAME `want`
  * accepts, last changed before this process started, whose process is
  * gone — never a file of another pattern, nor one a live process may still
- * be writing. Also used by core/train.c for its checkpoint folder. */
+ * be writing. Public as torc_safetensors_remove_stale_temps (st_temps.c). */
 void torc__safetensors_remove_stale_temps(const char *dir,
                                           int (*want)(const char *name,
                                                       void *user),

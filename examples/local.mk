@@ -19,7 +19,14 @@ check_PROGRAMS += examples/c-api/train_mlp
 TESTS += examples/c-api/run.sh
 examples_c_api_train_mlp_SOURCES = examples/c-api/train_mlp.c
 examples_c_api_train_mlp_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
-EXTRA_DIST += examples/c-api/run.sh examples/fashion-mnist/mlp.ini \
+# Early stopping on the test loss with the trainer's callbacks
+# (docs/training.md), on a small synthetic problem.
+check_PROGRAMS += examples/c-api/early_stop
+TESTS += examples/c-api/early_stop.sh
+examples_c_api_early_stop_SOURCES = examples/c-api/early_stop.c
+examples_c_api_early_stop_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+EXTRA_DIST += examples/c-api/run.sh examples/c-api/early_stop.sh \
+	examples/fashion-mnist/mlp.ini \
 	examples/fashion-mnist/cnn.ini examples/fashion-mnist/resnet.ini \
 	examples/fashion-mnist/cnn-curves.svg \
 	examples/tabular/README.md examples/tabular/LICENSE \

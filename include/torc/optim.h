@@ -412,6 +412,18 @@ typedef struct torc_adam_step_kparams {
   double bias_correction2_sqrt;
 } torc_adam_step_kparams;
 
+/* torc_scheduler_from_config for a trainer that runs the warm-up itself
+ * and knows the run's length: with `trainer_warmup` non-zero, [scheduler]
+ * warmup_epochs and warmup_start_factor are left to the caller (the
+ * schedule starts after them; torc train raises the lr at every step of
+ * those epochs); `run_length` > 0, the run after the warm-up in scheduler
+ * steps, is cosine's t_max and onecycle's total_steps when the section
+ * leaves them out (0: no such default). NULL with no error when there is
+ * no schedule. */
+TORC_API torc_scheduler *torc_scheduler_from_config_ex(
+    const struct torc_config *cfg, torc_optimizer *opt, int trainer_warmup,
+    int64_t run_length);
+
 TORC_END_DECLS
 
 #endif /* TORC_OPTIM_H */

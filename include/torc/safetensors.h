@@ -106,6 +106,17 @@ TORC_API torc_status torc_safetensors_save(const char *path,
                                            const char *const *meta_values,
                                            int n_meta);
 
+/* Removes from `dir` ("" or NULL: the current folder) the temporary files
+ * that torc_safetensors_save calls killed before their rename left,
+ * ".NAME.tmp.PID.N" (regular files only), whose NAME `want(NAME, user)`
+ * accepts (returns non-zero for), last changed before this process
+ * started, and whose process is gone: never a file of another pattern, nor
+ * one a live process may still be writing. Each removal is logged at
+ * TORC_LOG_INFO. For a program that saves into a folder of its own (the
+ * trainer's checkpoints). A folder that cannot be read is left alone. */
+TORC_API void torc_safetensors_remove_stale_temps(
+    const char *dir, int (*want)(const char *name, void *user), void *user);
+
 TORC_END_DECLS
 
 #endif /* TORC_SAFETENSORS_H */

@@ -4,11 +4,14 @@
  * schedule ([train]) and checkpoints ([checkpoint]); the trainer runs the
  * loop a PyTorch user writes by hand (train mode, forward, loss,
  * zero_grad, backward, clip, step; eval mode under no-grad), and writes
- * the metrics CSV, curves.svg and checkpoints.
+ * the metrics CSV, curves.svg and checkpoints. torc_train_ex takes
+ * callbacks that see every step, evaluation, epoch and checkpoint, and may
+ * end the run early.
  */
 #ifndef TORC_TRAIN_H
 #define TORC_TRAIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -80,6 +83,127 @@ TORC_API torc_status torc_evaluate(const struct torc_config *cfg,
  * `torc bench FILE.ini` prints. */
 TORC_API torc_status torc_bench(const struct torc_config *cfg, int64_t steps,
                                 FILE *out);
+
+/* ---- callbacks: watching a run, and ending it early ----
+ * torc_train_ex calls the functions of a torc_train_callbacks as the run
+ * goes: after every optimizer step, after each evaluation, at the end of
+ * each epoch, after each checkpoint, and once at the end. The progress
+ * lines (or bar), the per-epoch summaries, the metrics CSV and curves.svg
+ * of torc_train are themselves such callbacks, registered first; the
+ * caller's run after them, so a file they write already holds the row of
+ * the event. Callbacks run on the training thread, between steps. */
+
+/* What a callback returns. */
+enum {
+  TORC_TRAIN_CONTINUE = 0, /* go on */
+  /* End the run cleanly: from on_step after this step, as Ctrl-C does
+   * (a checkpoint of the position mid-epoch when [checkpoint] dir is
+   * set); from on_eval, on_epoch_end or on_checkpoint once this epoch is
+   * done (its checkpoint written). torc_train_ex then returns TORC_OK,
+   * and on_end sees TORC_TRAIN_STOPPED; --resume goes on from there. */
+  TORC_TRAIN_STOP = 1,
+  /* End the run with the error the callback recorded with torc_set_error
+   * (TORC_ERR_INVALID when it recorded none); no checkpoint is written.
+   * Any other value but 0 and TORC_TRAIN_STOP counts as this. */
+  TORC_TRAIN_FAIL = -1
+};
+
+/* Why a checkpoint was written (torc_train_event.reason in on_checkpoint),
+ * or how the run ended (in on_end). */
+enum {
+  TORC_TRAIN_SCHEDULED = 0,   /* on_checkpoint: [checkpoint] every, or the
+                                 run's last epoch */
+  TORC_TRAIN_FINISHED = 1,    /* on_end: every epoch ran */
+  TORC_TRAIN_INTERRUPTED = 2, /* SIGINT (Ctrl-C), with handle_sigint */
+  TORC_TRAIN_STOPPED = 3,     /* a callback returned TORC_TRAIN_STOP */
+  TORC_TRAIN_FAILED = 4       /* on_end: an error ended the run */
+};
+
+/* What a callback is told. Fields a kind of event does not fill are 0, or
+ * NaN for the figures. The struct is the library's (valid during the
+ * call only) and may gain fields at its end: struct_size says how many
+ * there are. */
+typedef struct torc_train_event {
+  size_t struct_size;   /* sizeof(torc_train_event) of the library */
+  int64_t epoch;        /* the epoch, from 1 */
+  int64_t epochs;       /* [train] epochs */
+  int64_t batch;        /* batches of this epoch done (on_end, on_checkpoint:
+                           where the run stands) */
+  int64_t batches;      /* batches per epoch */
+  int64_t step;         /* optimizer steps so far, in all */
+  double seconds;       /* wall time of the run so far, earlier processes'
+                           part of a resumed run included */
+  double epoch_seconds; /* since this epoch (or this process's part of it)
+                           began */
+  double lr;            /* the learning rate of parameter group 0 now */
+  /* on_step: this batch. */
+  double loss;        /* its loss (mean over the batch) */
+  double accuracy;    /* its accuracy; NaN unless the target is class
+                         indices */
+  int64_t samples;    /* its samples (on_eval: the test samples) */
+  /* on_step: the log window ([train] log_every steps, or up to the
+   * epoch's last batch) so far; `logged` 1 when it ends at this step (a
+   * progress line and a metrics row are written). */
+  int logged;
+  double window_loss;     /* mean over the window's samples */
+  double window_accuracy; /* NaN as accuracy */
+  double samples_per_sec; /* of the window (on_eval: of the evaluation) */
+  double eta_seconds;     /* the rest of this epoch, estimated */
+  /* on_epoch_end: the epoch's figures; on_eval: test_loss and
+   * test_accuracy. */
+  double train_loss;     /* mean over the epoch's samples */
+  double train_accuracy; /* NaN as accuracy */
+  int evaluated;         /* [data.test] was evaluated this epoch */
+  double test_loss;      /* NaN when not evaluated */
+  double test_accuracy;  /* NaN when not evaluated or for regression */
+  /* on_checkpoint: the file written; on_end: the last one, or "". */
+  const char *checkpoint;
+  int reason;         /* TORC_TRAIN_SCHEDULED ... TORC_TRAIN_FAILED */
+  torc_status status; /* on_end: what torc_train_ex returns */
+} torc_train_event;
+
+/* A callback: `ev` the event, `user` the struct's user pointer. Returns
+ * TORC_TRAIN_CONTINUE, TORC_TRAIN_STOP or TORC_TRAIN_FAIL. */
+typedef int (*torc_train_callback)(const torc_train_event *ev, void *user);
+
+/* Flags of torc_train_callbacks: leave out a built-in reporter. */
+enum {
+  TORC_TRAIN_NO_PROGRESS = 1u << 0, /* no progress lines, bar, per-epoch
+                                       summaries or stop messages on out */
+  TORC_TRAIN_NO_METRICS = 1u << 1   /* no metrics CSV or curves.svg, even
+                                       with [train] metrics */
+};
+
+/* The callbacks of a run; any may be NULL. Zero-initialise, set
+ * struct_size = sizeof(torc_train_callbacks) (the library reads only the
+ * fields that size covers, so a program built against an older header
+ * keeps working), then what you need. */
+typedef struct torc_train_callbacks {
+  size_t struct_size;
+  void *user; /* handed to every callback */
+  torc_train_callback on_step;       /* after each optimizer step */
+  torc_train_callback on_eval;       /* after each evaluation on
+                                        [data.test] */
+  torc_train_callback on_epoch_end;  /* after each epoch (its evaluation
+                                        and the scheduler's step done),
+                                        before its checkpoint */
+  torc_train_callback on_checkpoint; /* after each checkpoint is written */
+  torc_train_callback on_end;        /* once the loop ends, however it
+                                        ended (its return value is
+                                        ignored); not called when the run
+                                        fails before its first step */
+  unsigned flags; /* TORC_TRAIN_NO_PROGRESS, TORC_TRAIN_NO_METRICS */
+} torc_train_callbacks;
+
+/* torc_train with callbacks (NULL: none, as torc_train). The run is the
+ * same, step for step, whatever the callbacks do short of stopping it; a
+ * callback's TORC_TRAIN_STOP ends it with TORC_OK (see TORC_TRAIN_STOP),
+ * its TORC_TRAIN_FAIL with its error. A struct_size smaller than the first
+ * version of the struct: TORC_ERR_INVALID. */
+TORC_API torc_status torc_train_ex(const struct torc_config *cfg,
+                                   const torc_train_opts *opts,
+                                   const torc_train_callbacks *callbacks,
+                                   torc_train_result *res);
 
 TORC_END_DECLS
 

@@ -1,0 +1,15 @@
+# tests/train.mk — the trainer's callbacks (torc_train_ex): the events in
+# order, stopping early from a callback, the built-in reporters; and the
+# public calls the trainer builds on (torc_config_get_*, schema tables,
+# stale temporary files, the scheduler for a trainer's warm-up).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_train_callbacks tests/test_config_get
+TESTS += tests/test_train_callbacks tests/test_config_get
+endif
+tests_test_config_get_SOURCES = tests/test_config_get.c tests/testutil.h
+tests_test_config_get_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_train_callbacks_SOURCES = tests/test_train_callbacks.c tests/testutil.h
+tests_test_train_callbacks_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# train/ includes the public headers only.
+TESTS += tests/test_train_layer.sh
+EXTRA_DIST += tests/test_train_layer.sh

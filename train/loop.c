@@ -1,0 +1,873 @@
+/* train/loop.c — the INI-driven trainer (torc/train.h): the [train] and
+ * [checkpoint] sections, building a run from the file, the training loop
+ * with its callbacks, Ctrl-C, the NaN guard, evaluation and the bench. The
+ * progress, metrics CSV and curves.svg are callbacks (report.c);
+ * checkpoints and resume are checkpoint.c's.
+ *
+ * Resuming rebuilds everything from the INI file, loads the checkpoint,
+ * trims the metrics CSV to the rows written before it, and starts the
+ * loader at the saved batch: the run goes on as if it had never stopped
+ * (bit for bit when the data pipeline is deterministic, [torc]
+ * deterministic = yes).
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "train_internal.h"
+
+typedef torc_train__settings settings;
+typedef torc_train__run run;
+typedef torc_train__position position;
+
+static const torc_config_row train_rows[] = {
+    {"train", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
+     "the training schedule: epochs, clipping, logging, evaluation"},
+    {"train", "epochs", TORC_CONFIG_INT, "1", "1..", 0, "passes over the data"},
+    {"train", "clip_grad_norm", TORC_CONFIG_FLOAT, "0", "0..", 0,
+     "scale gradients to this total 2-norm before each step (0 = off)"},
+    {"train", "clip_grad_value", TORC_CONFIG_FLOAT, "0", "0..", 0,
+     "clamp each gradient element to [-v, v] (0 = off)"},
+    {"train", "precision", TORC_CONFIG_ENUM, "fp32", "fp32", 0,
+     "arithmetic precision (fp32; mixed precision is not available yet)"},
+    {"train", "log_every", TORC_CONFIG_INT, "100", "1..", 0,
+     "steps per progress line and metrics row"},
+    {"train", "eval_every", TORC_CONFIG_INT, "1", "0..", 0,
+     "epochs between evaluations on [data.test] (0 = only after the last)"},
+    {"train", "metrics", TORC_CONFIG_PATH, NULL, NULL, 0,
+     "the metrics CSV (curves.svg is written next to it)"},
+    {"checkpoint", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
+     "checkpoints: model, optimizer, scheduler, RNG and position"},
+    {"checkpoint", "dir", TORC_CONFIG_PATH, NULL, NULL, TORC_CONFIG_REQUIRED,
+     "the folder checkpoints are written to (created if missing)"},
+    {"checkpoint", "every", TORC_CONFIG_INT, "1", "0..", 0,
+     "epochs between checkpoints (0 = only at the end and on Ctrl-C)"},
+    {"checkpoint", "keep", TORC_CONFIG_INT, "3", "1..", 0,
+     "how many of the newest checkpoints to keep"},
+    {NULL, NULL, TORC_CONFIG_SECTION, NULL, NULL, 0, NULL}};
+
+/* The trainer's sections join the schema when libtorc loads, before any
+ * file is read, as the core's own do. The table is static and valid, so
+ * this cannot fail short of a broken build; if it did, files with these
+ * sections would be refused as unknown, and the reason is printed. */
+__attribute__((constructor)) static void train_rows_register(void) {
+  if (torc_config_schema_add(train_rows) != TORC_OK) {
+    fprintf(stderr, "torc: the [train] and [checkpoint] sections are not "
+                    "available: %s\n", torc_last_error());
+    torc_clear_error();
+  }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A NULL argument: TORC_ERR_NULL, keeping the message of the failed call
+ * that produced it when there is one. */
+static torc_status null_input(const char *fn) {
+  if (torc_last_status() == TORC_OK)
+    torc_set_error(TORC_ERR_NULL,
+                   "%s: an input tensor is NULL; an earlier call failed "
+                   "without its error being checked",
+                   fn);
+  return TORC_ERR_NULL;
+}
+
+/* ---- SIGINT ---- */
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+
+/* ---- the parts of a run ---- */
+
+/* The folders the run writes to exist (made if missing) and are
+ * writable: checked before the first step, so a bad path is a
+ * configuration error, not a lost run. */
+static torc_status outputs_ok(const run *r) {
+  if (r->s.metrics) {
+    char d[1024];
+    snprintf(d, sizeof d, "%s", r->s.metrics);
+    char *slash = strrchr(d, '/');
+    if (slash && slash != d) {
+      *slash = '\0';
+      torc_status st = torc_train__mkdirs(d, "[train] metrics");
+      if (st)
+        return st;
+    } else {
+      snprintf(d, sizeof d, ".");
+    }
+    if (access(d, W_OK) != 0)
+      return torc_set_error(TORC_ERR_IO, "cannot write the metrics file %s "
+                            "(folder %s: %s); check [train] metrics",
+                            r->s.metrics, d, strerror(errno));
+  }
+  if (r->s.ck_dir) {
+    torc_status st = torc_train__mkdirs(r->s.ck_dir, "[checkpoint] dir");
+    if (st)
+      return st;
+    if (access(r->s.ck_dir, W_OK) != 0)
+      return torc_set_error(TORC_ERR_IO, "cannot write checkpoints to %s: %s; "
+                            "check [checkpoint] dir",
+                            r->s.ck_dir, strerror(errno));
+  }
+  return TORC_OK;
+}
+
+static torc_status read_settings(const torc_config *cfg, settings *s) {
+  memset(s, 0, sizeof *s);
+  int t = torc_config_find(cfg, "train");
+  s->epochs = 1;
+  s->log_every = 100;
+  s->eval_every = 1;
+  if (t >= 0) {
+    torc_status st;
+    if ((st = torc_config_get_int(cfg, t, "epochs", &s->epochs)) ||
+        (st = torc_config_get_int(cfg, t, "log_every", &s->log_every)) ||
+        (st = torc_config_get_int(cfg, t, "eval_every", &s->eval_every)) ||
+        (st =
+             torc_config_get_double(cfg, t, "clip_grad_norm", &s->clip_norm)) ||
+        (st =
+             torc_config_get_double(cfg, t, "clip_grad_value", &s->clip_value)))
+      return st;
+    s->metrics = torc_config_value(cfg, t, "metrics");
+    if (s->clip_norm > 0 && s->clip_value > 0)
+      return torc_config_error(cfg, t, "clip_grad_value", TORC_ERR_CONFIG,
+                               "clip_grad_norm and clip_grad_value are both "
+                               "set; choose one");
+  }
+  int c = torc_config_find(cfg, "checkpoint");
+  s->ck_every = 1;
+  s->ck_keep = 3;
+  if (c >= 0) {
+    torc_status st;
+    if ((st = torc_config_get_int(cfg, c, "every", &s->ck_every)) ||
+        (st = torc_config_get_int(cfg, c, "keep", &s->ck_keep)))
+      return st;
+    s->ck_dir = torc_config_value(cfg, c, "dir");
+  }
+  int k = torc_config_find(cfg, "scheduler");
+  if (k >= 0) {
+    const char *iv = torc_config_value(cfg, k, "interval");
+    s->sched_per_step = iv && strcmp(iv, "step") == 0;
+  }
+  return TORC_OK;
+}
+
+static void run_free(run *r) {
+  free(r->warm_lr);
+  torc_scheduler_free(r->sched);
+  torc_optimizer_free(r->opt);
+  torc_loss_free(r->loss);
+  torc_loader_free(r->train);
+  torc_loader_free(r->test);
+  torc_module_free(r->model);
+}
+
+static torc_status warmup_build(run *r);
+
+/* Builds the model, data, loss, optimizer and scheduler of cfg. With
+ * `for_train` 0 only the model, the test data and the loss. */
+static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
+  memset(r, 0, sizeof *r);
+  r->cfg = cfg;
+  r->started = time(NULL);
+  torc_status st = read_settings(cfg, &r->s);
+  if (st == TORC_OK)
+    st = torc_config_device(cfg, &r->dev);
+  if (st)
+    return st;
+  int64_t shape[TORC_MAX_DIMS + 1];
+  int nd = 0;
+  r->model = torc_module_from_config(cfg, shape + 1, &nd);
+  if (r->model == NULL)
+    return torc_last_status();
+  /* Materialise lazy sizes with one sample, then move to the device. */
+  shape[0] = 1;
+  {
+    int scope = torc_scope_begin();
+    torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+    torc_module_train(r->model, 0);
+    torc_tensor *x = torc_zeros(shape, nd + 1, TORC_F32, TORC_CPU);
+    st = x && torc_module_forward(r->model, x) ? TORC_OK : torc_last_status();
+    torc_set_grad_mode(gm);
+    torc_scope_end(scope);
+    if (st)
+      return st;
+  }
+  if ((st = torc_module_to(r->model, r->dev)))
+    return st;
+  if (for_train &&
+      (r->train = torc_loader_from_config(cfg, "train", r->dev)) == NULL)
+    return torc_last_status();
+  if (torc_config_find(cfg, "data.test") >= 0 &&
+      (r->test = torc_loader_from_config(cfg, "test", r->dev)) == NULL)
+    return torc_last_status();
+  if (!for_train && r->test == NULL)
+    return torc_set_error(TORC_ERR_CONFIG,
+                          "%s: no [data.test] section to evaluate on; add "
+                          "one (source, and its files)",
+                          torc_config_path(cfg));
+  if ((r->loss = torc_loss_from_config(cfg)) == NULL)
+    return torc_last_status();
+  if (!for_train)
+    return TORC_OK;
+  if ((r->opt = torc_optimizer_from_config(cfg, r->model)) == NULL)
+    return torc_last_status();
+  /* The run after the warm-up, in the schedule's steps: cosine's t_max
+   * and onecycle's total_steps when the file leaves them out. */
+  int k = torc_config_find(cfg, "scheduler");
+  if (k >= 0 && torc_config_section_get(cfg, k, "warmup_epochs") &&
+      (st = torc_config_get_int(cfg, k, "warmup_epochs", &r->warm_epochs)))
+    return st;
+  int64_t len = r->s.epochs - r->warm_epochs;
+  if (r->s.sched_per_step)
+    len *= torc_loader_length(r->train);
+  r->sched = torc_scheduler_from_config_ex(cfg, r->opt, 1, len > 0 ? len : 1);
+  if (r->sched == NULL && torc_last_status() != TORC_OK)
+    return torc_last_status();
+  return warmup_build(r);
+}
+
+/* [scheduler] warmup_epochs, which the trainer runs itself: a LinearLR
+ * raised at every step, not once per epoch (a tenfold jump of the lr at
+ * the first epoch's end is what a warm-up is there to avoid). */
+static torc_status warmup_build(run *r) {
+  int k = torc_config_find(r->cfg, "scheduler");
+  if (k < 0 || r->sched == NULL ||
+      torc_config_section_get(r->cfg, k, "warmup_epochs") == NULL)
+    return TORC_OK; /* r->warm_epochs: read by run_build */
+  r->warm_f = 0.1;
+  const char *f = torc_config_section_get(r->cfg, k, "warmup_start_factor");
+  if (f) {
+    char *end;
+    r->warm_f = strtod(f, &end);
+    if (end == f || *end != '\0' || !(r->warm_f > 0 && r->warm_f <= 1))
+      return torc_config_error(r->cfg, k, "warmup_start_factor",
+                               TORC_ERR_CONFIG,
+                               "'%s' is not a factor in (0, 1]; give one "
+                               "(0.1 starts at a tenth of the lr)",
+                               f);
+  }
+  r->warm_steps = r->warm_epochs * torc_loader_length(r->train);
+  r->warm_groups = torc_optimizer_group_count(r->opt);
+  r->warm_lr = calloc((size_t)r->warm_groups + 1, sizeof *r->warm_lr);
+  if (r->warm_lr == NULL)
+    return torc_set_error(TORC_ERR_OOM, "out of memory building the run");
+  for (int g = 0; g < r->warm_groups; g++)
+    r->warm_lr[g] = torc_optimizer_get_lr(r->opt, g);
+  return TORC_OK;
+}
+
+/* The lr of the step after `gstep` steps, while the warm-up lasts (at its
+ * last step the schedule's first lr). */
+static void warmup_apply(run *r, int64_t gstep) {
+  if (gstep > r->warm_steps || r->warm_steps == 0)
+    return;
+  double f = r->warm_f, a = f + (1.0 - f) * (double)gstep / r->warm_steps;
+  if (gstep == r->warm_steps)
+    a = 1.0;
+  for (int g = 0; g < r->warm_groups; g++)
+    torc_optimizer_set_lr(r->opt, g, r->warm_lr[g] * a);
+}
+
+/* ---- batches ---- */
+
+/* Loss (mean over the batch) and the number of correct predictions (-1
+ * when the target is not class indices). */
+static torc_status batch_metrics(torc_tensor *out, const torc_tensor *target,
+                                 torc_tensor *loss, double *loss_v,
+                                 int64_t *correct) {
+  torc_status st = torc_item(loss, loss_v);
+  if (st)
+    return st;
+  *correct = -1;
+  if (torc_dtype_of(target) == TORC_I64 && torc_ndim(out) == 2 &&
+      torc_ndim(target) == 1) {
+    int dim = 1;
+    double c;
+    torc_tensor *pred = torc_argmax(out, &dim, 0);
+    if ((st = torc_item(torc_sum(torc_eq(pred, target), NULL, 0, 0), &c)))
+      return st;
+    *correct = (int64_t)c;
+  }
+  return TORC_OK;
+}
+
+typedef struct eval_out {
+  double loss, accuracy;
+  int64_t samples, classes;
+  int64_t *confusion;
+} eval_out;
+
+static torc_status evaluate(run *r, int64_t epoch, int want_confusion,
+                            int predict, FILE *pf, eval_out *e) {
+  memset(e, 0, sizeof *e);
+  torc_module_train(r->model, 0);
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  torc_status st = torc_loader_start(r->test, epoch, 0);
+  double lsum = 0;
+  int64_t correct = 0, n = 0, printed = 0;
+  int classify = 1;
+  torc_batch b = {0};
+  int got;
+  while (st == TORC_OK && (got = torc_loader_next(r->test, &b)) == 1) {
+    int scope = torc_scope_begin();
+    torc_tensor *out = torc_module_forward(r->model, b.input);
+    torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b.target) : NULL;
+    double lv;
+    int64_t c;
+    st = loss ? batch_metrics(out, b.target, loss, &lv, &c)
+              : torc_last_status();
+    if (st == TORC_OK) {
+      lsum += lv * (double)b.size;
+      n += b.size;
+      if (c < 0)
+        classify = 0;
+      else
+        correct += c;
+      if (classify && want_confusion) {
+        int64_t k = torc_shape(out)[1];
+        if (e->confusion == NULL) {
+          e->classes = k;
+          e->confusion = calloc((size_t)(k * k), sizeof(int64_t));
+          if (e->confusion == NULL)
+            st = torc_set_error(TORC_ERR_OOM, "out of memory");
+        }
+        int dim = 1;
+        torc_tensor *pred = torc_to(torc_argmax(out, &dim, 0), TORC_CPU);
+        torc_tensor *tgt = torc_to(b.target, TORC_CPU);
+        if (st == TORC_OK && pred && tgt) {
+          const int64_t *p = torc_data(torc_contiguous(pred)),
+                        *t = torc_data(torc_contiguous(tgt));
+          for (int64_t i = 0; i < b.size; i++)
+            if (t[i] >= 0 && t[i] < k && p[i] >= 0 && p[i] < k)
+              e->confusion[t[i] * k + p[i]]++;
+        }
+      }
+      for (int64_t i = 0; i < b.size && printed < predict && st == TORC_OK;
+           i++, printed++) {
+        torc_tensor *row = torc_to(torc_select(out, 0, i), TORC_CPU);
+        torc_tensor *rf = row ? torc_to_dtype(row, TORC_F64) : NULL;
+        if (rf == NULL) {
+          st = torc_last_status();
+          break;
+        }
+        const double *v = torc_data(torc_contiguous(rf));
+        int64_t m = torc_numel(rf);
+        for (int64_t j = 0; j < m; j++)
+          fprintf(pf, "%s%.6g", j ? " " : "", v[j]);
+        fputc('\n', pf);
+      }
+    }
+    torc_scope_end(scope);
+    torc_batch_clear(&b);
+  }
+  if (st == TORC_OK && got < 0)
+    st = torc_last_status();
+  torc_set_grad_mode(gm);
+  e->samples = n;
+  e->loss = n ? lsum / (double)n : NAN;
+  e->accuracy = classify && n ? (double)correct / (double)n : NAN;
+  if (!classify) {
+    free(e->confusion);
+    e->confusion = NULL;
+    e->classes = 0;
+  }
+  return st;
+}
+
+/* ---- the loop ---- */
+
+/* ---- the loop ---- */
+
+static torc_status train_step(run *r, const torc_batch *b, double *lv,
+                              int64_t *correct) {
+  torc_tensor *out = torc_module_forward(r->model, b->input);
+  torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b->target) : NULL;
+  if (loss == NULL)
+    return torc_last_status();
+  torc_status st;
+  if ((st = torc_optimizer_zero_grad(r->opt, 1)) ||
+      (st = torc_backward(loss, NULL, 0)))
+    return st;
+  if (r->s.clip_norm > 0 &&
+      (st = torc_module_clip_grad_norm(r->model, r->s.clip_norm, 2, 0, NULL)))
+    return st;
+  if (r->s.clip_value > 0 &&
+      (st = torc_module_clip_grad_value(r->model, r->s.clip_value)))
+    return st;
+  /* The loss is read before the step so a NaN stops the run before it
+   * spoils the weights. */
+  if ((st = batch_metrics(out, b->target, loss, lv, correct)))
+    return st;
+  if (!isfinite(*lv))
+    return TORC_OK;
+  return torc_optimizer_step(r->opt);
+}
+/* ---- callbacks ---- */
+
+/* The callbacks of a run, called in order: the built-in reporters (the
+ * metrics first, as the CSV row was written before the progress line),
+ * then the caller's. */
+typedef struct cb_list {
+  torc_train_callbacks cb[3];
+  int n;
+} cb_list;
+
+enum { ON_STEP, ON_EVAL, ON_EPOCH_END, ON_CHECKPOINT, ON_END };
+
+static const char *const cb_names[] = {"on_step", "on_eval", "on_epoch_end",
+                                       "on_checkpoint", "on_end"};
+
+static torc_train_callback cb_fn(const torc_train_callbacks *c, int which) {
+  switch (which) {
+  case ON_STEP:
+    return c->on_step;
+  case ON_EVAL:
+    return c->on_eval;
+  case ON_EPOCH_END:
+    return c->on_epoch_end;
+  case ON_CHECKPOINT:
+    return c->on_checkpoint;
+  default:
+    return c->on_end;
+  }
+}
+
+/* Calls `which` of every callback: TORC_TRAIN_STOP when one asked to
+ * stop (each still sees the event), TORC_TRAIN_FAIL with an error
+ * recorded when one failed (those after it are not called), else
+ * TORC_TRAIN_CONTINUE. on_end's return values are ignored. */
+static int fire(const cb_list *l, int which, const torc_train_event *ev) {
+  int stop = 0;
+  for (int i = 0; i < l->n; i++) {
+    torc_train_callback f = cb_fn(&l->cb[i], which);
+    if (f == NULL)
+      continue;
+    int rc = f(ev, l->cb[i].user);
+    if (which == ON_END || rc == TORC_TRAIN_CONTINUE)
+      continue;
+    if (rc == TORC_TRAIN_STOP) {
+      stop = 1;
+      continue;
+    }
+    if (torc_last_status() == TORC_OK)
+      torc_set_error(TORC_ERR_INVALID,
+                     "a train callback's %s returned %d, failing the run "
+                     "without recording why; record the reason with "
+                     "torc_set_error",
+                     cb_names[which], rc);
+    return TORC_TRAIN_FAIL;
+  }
+  return stop ? TORC_TRAIN_STOP : TORC_TRAIN_CONTINUE;
+}
+
+/* An event of run r at (0-based) epoch and batch, the figures NaN. */
+static void ev_init(torc_train_event *ev, const run *r, int64_t epoch,
+                    int64_t batch, int64_t nb, int64_t gstep, double seconds,
+                    double epoch_seconds) {
+  memset(ev, 0, sizeof *ev);
+  ev->struct_size = sizeof *ev;
+  ev->epoch = epoch + 1;
+  ev->epochs = r->s.epochs;
+  ev->batch = batch;
+  ev->batches = nb;
+  ev->step = gstep;
+  ev->seconds = seconds;
+  ev->epoch_seconds = epoch_seconds;
+  ev->lr = torc_optimizer_get_lr(r->opt, 0);
+  ev->loss = ev->accuracy = ev->window_loss = ev->window_accuracy = NAN;
+  ev->samples_per_sec = ev->eta_seconds = NAN;
+  ev->train_loss = ev->train_accuracy = ev->test_loss = NAN;
+  ev->test_accuracy = NAN;
+  ev->checkpoint = "";
+}
+
+/* The size of the first layout of torc_train_callbacks. */
+#define CALLBACKS_V1 (offsetof(torc_train_callbacks, flags) + sizeof(unsigned))
+
+/* ---- the loop ---- */
+
+torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
+                          const torc_train_callbacks *callbacks,
+                          torc_train_result *res) {
+  torc_train_opts o = {0};
+  if (opts)
+    o = *opts;
+  torc_train_result tmp;
+  if (res == NULL)
+    res = &tmp;
+  memset(res, 0, sizeof *res);
+  res->test_loss = res->test_accuracy = NAN;
+  if (cfg == NULL)
+    return null_input("torc_train");
+  torc_train_callbacks user = {0};
+  if (callbacks) {
+    if (callbacks->struct_size < CALLBACKS_V1)
+      return torc_set_error(TORC_ERR_INVALID,
+                            "torc_train_ex: the callbacks' struct_size is "
+                            "%zu, smaller than the oldest layout (%zu); set "
+                            "it to sizeof(torc_train_callbacks)",
+                            callbacks->struct_size, (size_t)CALLBACKS_V1);
+    memcpy(&user, callbacks,
+           callbacks->struct_size < sizeof user ? callbacks->struct_size
+                                                : sizeof user);
+  }
+  run r;
+  torc_status st = run_build(&r, cfg, 1);
+  position pos = {0};
+  if (st == TORC_OK && o.resume)
+    st = torc_train__load_ckpt(&r, o.resume, &pos);
+  if (st == TORC_OK)
+    st = torc_module_check_device(r.model, r.dev);
+  if (st == TORC_OK)
+    st = outputs_ok(&r);
+  if (st) {
+    run_free(&r);
+    return st;
+  }
+  torc_train__report rp;
+  torc_train__report_init(&rp, &r, o.out ? o.out : stdout, o.progress_bar,
+                          o.resume ? pos.gstep : -1);
+  cb_list cbs = {.n = 0};
+  if (!(user.flags & TORC_TRAIN_NO_METRICS))
+    cbs.cb[cbs.n++] = torc_train__metrics_callbacks(&rp);
+  if (!(user.flags & TORC_TRAIN_NO_PROGRESS))
+    cbs.cb[cbs.n++] = torc_train__progress_callbacks(&rp);
+  if (callbacks)
+    cbs.cb[cbs.n++] = user;
+  struct sigaction old_sa, sa;
+  if (o.handle_sigint) {
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+  }
+  interrupted = 0;
+  double t_start = now_s() - pos.seconds, t_proc = now_s();
+  int64_t nb = torc_loader_length(r.train), gstep = pos.gstep;
+  double last_finite = NAN;
+  int64_t last_finite_step = -1;
+  /* Where the run stands, and how the loop ended (for on_end). */
+  int64_t at_epoch = pos.epoch, at_batch = pos.batch;
+  double t_at = now_s();
+  int ended = TORC_TRAIN_FINISHED;
+  torc_train_event ev;
+  for (int64_t epoch = pos.epoch; epoch < r.s.epochs && st == TORC_OK;
+       epoch++) {
+    int64_t first = epoch == pos.epoch ? pos.batch : 0;
+    if ((st = torc_loader_start(r.train, epoch, first)))
+      break;
+    torc_module_train(r.model, 1);
+    double wl = 0, ep_l = 0, t_win = now_s(), t_ep = t_win;
+    int64_t wc = 0, wn = 0, ws = 0, ep_c = 0, ep_n = 0;
+    int classify = 1, stop = 0;
+    if (epoch == pos.epoch && first > 0) { /* mid-epoch: the saved sums */
+      wl = pos.wl, wc = pos.wc, wn = pos.wn, ws = pos.ws;
+      ep_l = pos.el, ep_c = pos.ec, ep_n = pos.en;
+      classify = (int)pos.classify;
+    }
+    at_epoch = epoch, at_batch = first, t_at = t_ep;
+    torc_batch b = {0};
+    int got = 0;
+    int64_t bi = first;
+    while ((got = torc_loader_next(r.train, &b)) == 1) {
+      int scope = torc_scope_begin();
+      double lv;
+      int64_t c;
+      warmup_apply(&r, gstep);
+      st = train_step(&r, &b, &lv, &c);
+      torc_scope_end(scope);
+      int64_t bs = b.size;
+      torc_batch_clear(&b);
+      if (st)
+        break;
+      if (!isfinite(lv)) {
+        char last[96];
+        if (last_finite_step >= 0)
+          snprintf(last, sizeof last, "%.6g at step %lld", last_finite,
+                   (long long)last_finite_step);
+        else
+          snprintf(last, sizeof last, "none (the first step)");
+        st = torc_set_error(
+            TORC_ERR_INVALID,
+            "step %lld (epoch %lld, batch %lld): the loss is %s; the last "
+            "finite loss was %s. The weights were not updated by this step. "
+            "Try a lower learning rate ([optimizer] lr), clip gradients "
+            "([train] clip_grad_norm = 1.0), or check the data for NaN/Inf "
+            "(torc_set_anomaly_mode names the op that made one)",
+            (long long)gstep + 1, (long long)epoch + 1, (long long)bi + 1,
+            isnan(lv) ? "NaN" : "infinite", last);
+        break;
+      }
+      last_finite = lv;
+      last_finite_step = gstep + 1;
+      gstep++;
+      bi++;
+      at_batch = bi;
+      if (r.sched && r.s.sched_per_step && gstep > r.warm_steps &&
+          (st = torc_scheduler_step(r.sched, NAN)))
+        break;
+      wl += lv * (double)bs, ep_l += lv * (double)bs;
+      wn += bs, ep_n += bs, ws++;
+      if (c < 0)
+        classify = 0;
+      else
+        wc += c, ep_c += c;
+      /* The step's event: the batch, and the log window so far (ending
+       * here every log_every steps and at the epoch's last batch). */
+      double t = now_s();
+      ev_init(&ev, &r, epoch, bi, nb, gstep, t - t_start, t - t_ep);
+      ev.loss = lv;
+      ev.accuracy = c < 0 ? NAN : (double)c / (double)bs;
+      ev.samples = bs;
+      ev.logged = ws == r.s.log_every || bi == nb;
+      ev.window_loss = wl / wn;
+      ev.window_accuracy = classify ? (double)wc / wn : NAN;
+      ev.samples_per_sec = wn / (t - t_win);
+      ev.eta_seconds = (double)(nb - bi) * (t - t_ep) / (double)(bi - first);
+      int rc = fire(&cbs, ON_STEP, &ev);
+      if (ev.logged) {
+        wl = 0, wc = 0, wn = 0, ws = 0;
+        t_win = t;
+      }
+      if (rc == TORC_TRAIN_FAIL) {
+        st = torc_last_status();
+        break;
+      }
+      stop = rc == TORC_TRAIN_STOP;
+      if (interrupted || stop)
+        break;
+    }
+    if (st == TORC_OK && got < 0)
+      st = torc_last_status();
+    if (st)
+      break;
+    if (interrupted || stop) {
+      ended = interrupted ? TORC_TRAIN_INTERRUPTED : TORC_TRAIN_STOPPED;
+      if (r.s.ck_dir) {
+        position now = {.epoch = epoch, .batch = bi, .gstep = gstep,
+                        .seconds = now_s() - t_start, .wl = wl, .el = ep_l,
+                        .wc = wc, .wn = wn, .ws = ws, .ec = ep_c, .en = ep_n,
+                        .classify = classify};
+        st = torc_train__save_ckpt(&r, &now, res->checkpoint,
+                                   sizeof res->checkpoint);
+        if (st == TORC_OK) {
+          double t = now_s();
+          ev_init(&ev, &r, epoch, bi, nb, gstep, t - t_start, t - t_ep);
+          ev.checkpoint = res->checkpoint;
+          ev.reason = ended;
+          if (fire(&cbs, ON_CHECKPOINT, &ev) == TORC_TRAIN_FAIL)
+            st = torc_last_status();
+        }
+      }
+      if (st == TORC_OK && interrupted)
+        st = torc_set_error(TORC_ERR_INTERRUPTED, "interrupted (SIGINT)");
+      break;
+    }
+    /* End of the epoch: evaluate, schedule, summarise, checkpoint. A
+     * callback's stop here ends the run once the epoch is done. */
+    int last_epoch = epoch + 1 == r.s.epochs, stop_after = 0, rc;
+    eval_out eo = {.loss = NAN, .accuracy = NAN};
+    int evaluated = 0;
+    if (r.test && ((r.s.eval_every > 0 && (epoch + 1) % r.s.eval_every == 0) ||
+                   last_epoch)) {
+      double t0 = now_s();
+      if ((st = evaluate(&r, epoch, 0, 0, NULL, &eo)))
+        break;
+      double t = now_s();
+      evaluated = 1;
+      res->test_loss = eo.loss;
+      res->test_accuracy = eo.accuracy;
+      ev_init(&ev, &r, epoch, bi, nb, gstep, t - t_start, t - t_ep);
+      ev.samples = eo.samples;
+      ev.samples_per_sec = eo.samples / (t - t0);
+      ev.evaluated = 1;
+      ev.test_loss = eo.loss;
+      ev.test_accuracy = eo.accuracy;
+      if ((rc = fire(&cbs, ON_EVAL, &ev)) == TORC_TRAIN_FAIL) {
+        st = torc_last_status();
+        break;
+      }
+      stop_after |= rc == TORC_TRAIN_STOP;
+    }
+    if (r.sched && !r.s.sched_per_step && epoch + 1 > r.warm_epochs) {
+      double metric = evaluated ? eo.loss : (ep_n ? ep_l / ep_n : NAN);
+      if ((st = torc_scheduler_step(r.sched, metric)))
+        break;
+    }
+    double t = now_s();
+    ev_init(&ev, &r, epoch, bi, nb, gstep, t - t_start, t - t_ep);
+    ev.train_loss = ep_n ? ep_l / ep_n : NAN;
+    ev.train_accuracy = classify && ep_n ? (double)ep_c / ep_n : NAN;
+    ev.evaluated = evaluated;
+    ev.test_loss = eo.loss;
+    ev.test_accuracy = eo.accuracy;
+    if ((rc = fire(&cbs, ON_EPOCH_END, &ev)) == TORC_TRAIN_FAIL) {
+      st = torc_last_status();
+      break;
+    }
+    stop_after |= rc == TORC_TRAIN_STOP;
+    res->epochs = epoch + 1;
+    int due =
+        (r.s.ck_every > 0 && (epoch + 1) % r.s.ck_every == 0) || last_epoch;
+    int stopping = stop_after && !last_epoch;
+    if (r.s.ck_dir && (due || stopping)) {
+      if ((st = torc_train__save_ckpt(&r,
+                                      &(position){.epoch = epoch + 1,
+                                                  .gstep = gstep,
+                                                  .seconds = now_s() - t_start,
+                                                  .classify = 1},
+                                      res->checkpoint, sizeof res->checkpoint)))
+        break;
+      t = now_s();
+      ev_init(&ev, &r, epoch, bi, nb, gstep, t - t_start, t - t_ep);
+      ev.checkpoint = res->checkpoint;
+      ev.reason = due ? TORC_TRAIN_SCHEDULED : TORC_TRAIN_STOPPED;
+      if ((rc = fire(&cbs, ON_CHECKPOINT, &ev)) == TORC_TRAIN_FAIL) {
+        st = torc_last_status();
+        break;
+      }
+      stopping |= rc == TORC_TRAIN_STOP && !last_epoch;
+    }
+    if (stopping) {
+      ended = TORC_TRAIN_STOPPED;
+      at_batch = nb;
+      break;
+    }
+  }
+  if (o.handle_sigint)
+    sigaction(SIGINT, &old_sa, NULL);
+  res->steps = gstep;
+  res->seconds = now_s() - t_proc;
+  /* The end, however it came. */
+  if (at_epoch >= r.s.epochs) /* resumed from the end of the run */
+    at_epoch = r.s.epochs - 1, at_batch = nb;
+  double t = now_s();
+  ev_init(&ev, &r, at_epoch, at_batch, nb, gstep, t - t_start, t - t_at);
+  ev.test_loss = res->test_loss;
+  ev.test_accuracy = res->test_accuracy;
+  ev.checkpoint = res->checkpoint;
+  ev.reason = st == TORC_OK ? ended
+              : st == TORC_ERR_INTERRUPTED && ended == TORC_TRAIN_INTERRUPTED
+                  ? TORC_TRAIN_INTERRUPTED
+                  : TORC_TRAIN_FAILED;
+  ev.status = st;
+  fire(&cbs, ON_END, &ev);
+  torc_train__report_close(&rp);
+  run_free(&r);
+  return st;
+}
+
+torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
+                       torc_train_result *res) {
+  return torc_train_ex(cfg, opts, NULL, res);
+}
+
+/* ---- evaluation and the bench ---- */
+
+torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
+                          int predict, FILE *out, torc_eval_result *res) {
+  if (cfg == NULL || checkpoint == NULL)
+    return null_input("torc_evaluate");
+  if (res)
+    memset(res, 0, sizeof *res);
+  run r;
+  torc_status st = run_build(&r, cfg, 0);
+  if (st == TORC_OK) {
+    /* A torc checkpoint (its "model." part) or a plain state dict. */
+    torc_state_dict *sd = torc_state_dict_load(checkpoint, r.dev);
+    if (sd == NULL) {
+      st = torc_last_status();
+    } else {
+      const char *fmt = torc_state_dict_meta(sd, "torc.format");
+      if (fmt && strcmp(fmt, "checkpoint") == 0)
+        st = torc_checkpoint_load_module(sd, r.model, NULL, NULL);
+      else
+        st = torc_module_load_state_dict(r.model, sd, NULL, NULL);
+    }
+    torc_state_dict_free(sd);
+  }
+  eval_out ev = {0};
+  if (st == TORC_OK)
+    st = evaluate(&r, 0, 1, predict, out ? out : stdout, &ev);
+  run_free(&r);
+  if (st == TORC_OK && res) {
+    res->loss = ev.loss;
+    res->accuracy = ev.accuracy;
+    res->samples = ev.samples;
+    res->classes = ev.classes;
+    res->confusion = ev.confusion;
+  } else {
+    free(ev.confusion);
+  }
+  return st;
+}
+
+torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
+  if (cfg == NULL)
+    return null_input("torc_bench");
+  if (out == NULL)
+    out = stdout;
+  if (steps < 1)
+    steps = 50;
+  run r;
+  torc_status st = run_build(&r, cfg, 1);
+  if (st == TORC_OK)
+    st = torc_module_check_device(r.model, r.dev);
+  int64_t done = 0, samples = 0, epoch = 0, warm = 5;
+  double t0 = 0;
+  torc_module_train(r.model, 1);
+  if (st == TORC_OK)
+    st = torc_loader_start(r.train, epoch, 0);
+  while (st == TORC_OK && done < warm + steps) {
+    torc_batch b = {0};
+    int got = torc_loader_next(r.train, &b);
+    if (got < 0) {
+      st = torc_last_status();
+      break;
+    }
+    if (got == 0) { /* a short epoch: go round again */
+      st = torc_loader_start(r.train, ++epoch, 0);
+      continue;
+    }
+    if (done == warm) { /* warmed up: caches full, pools started */
+      torc_profile_enable(1);
+      t0 = now_s();
+    }
+    int scope = torc_scope_begin();
+    double lv;
+    int64_t c;
+    st = train_step(&r, &b, &lv, &c);
+    torc_scope_end(scope);
+    if (done >= warm)
+      samples += b.size;
+    torc_batch_clear(&b);
+    done++;
+  }
+  double secs = now_s() - t0;
+  char *rep = st == TORC_OK ? torc_profile_report(15, steps) : NULL;
+  torc_profile_enable(0);
+  if (st == TORC_OK && rep == NULL)
+    st = torc_last_status();
+  if (st == TORC_OK) {
+    fprintf(out, "%lld training steps (after %lld of warm-up): %.3f ms/step, "
+                 "%.0f samples/s\n\n%s",
+            (long long)steps, (long long)warm, secs * 1e3 / (double)steps,
+            (double)samples / secs, rep);
+  }
+  free(rep);
+  run_free(&r);
+  return st;
+}

@@ -1,0 +1,100 @@
+/* train/train_internal.h — what the trainer's files share: its settings
+ * and the parts of a run (loop.c), the position a checkpoint holds
+ * (checkpoint.c) and the built-in reporters (report.c). The trainer is a
+ * layer above the core: it includes the public headers only.
+ */
+#ifndef TORC_TRAIN_INTERNAL_H
+#define TORC_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+#include <time.h>
+
+#include "torc/torc.h"
+
+/* [train], [checkpoint] and [scheduler] interval, as read. */
+typedef struct torc_train__settings {
+  int64_t epochs, log_every, eval_every, ck_every, ck_keep;
+  double clip_norm, clip_value;
+  const char *metrics; /* or NULL */
+  const char *ck_dir;  /* or NULL */
+  int sched_per_step;
+} torc_train__settings;
+
+typedef struct torc_train__run {
+  const torc_config *cfg;
+  torc_train__settings s;
+  torc_device dev;
+  torc_module *model;
+  torc_loader *train, *test;
+  torc_loss *loss;
+  torc_optimizer *opt;
+  torc_scheduler *sched;
+  /* [scheduler] warmup_epochs: the lr of group g at step k < warm_steps is
+   * warm_lr[g] * (f + (1 - f) * k / warm_steps); the schedule starts
+   * after (warm_lr: the schedule's first lr). */
+  int64_t warm_epochs, warm_steps;
+  double warm_f;
+  double *warm_lr;
+  int warm_groups;
+  time_t started; /* files older than this were left by earlier runs */
+} torc_train__run;
+
+/* Creates `dir` and its parents; `what` (the key) for the message. */
+torc_status torc_train__mkdirs(const char *dir, const char *what);
+
+/* ---- checkpoints (checkpoint.c) ---- */
+
+/* Where a run is: the next epoch and batch, the steps so far, the
+ * seconds so far, and the running sums of the current log window (w*) and
+ * epoch (e*) — loss * samples, correct predictions, samples, steps — so
+ * that a run resumed mid-window writes the rows it would have written. */
+typedef struct torc_train__position {
+  int64_t epoch, batch, gstep;
+  double seconds;
+  double wl, el;
+  int64_t wc, wn, ws, ec, en, classify;
+} torc_train__position;
+
+/* Writes ckpt-<gstep>.safetensors in [checkpoint] dir (its path into
+ * path) and keeps the newest [checkpoint] keep. */
+torc_status torc_train__save_ckpt(torc_train__run *r,
+                                  const torc_train__position *pos,
+                                  char *path, size_t psize);
+
+/* Loads checkpoint `want` ("": the newest in [checkpoint] dir) into the
+ * run, and the position it holds, checked against the run. */
+torc_status torc_train__load_ckpt(torc_train__run *r, const char *want,
+                                  torc_train__position *pos);
+
+/* ---- the built-in reporters (report.c) ---- */
+
+typedef struct torc_train__report {
+  /* progress: lines or a bar, per-epoch summaries, stop messages */
+  FILE *out;
+  int bar;
+  int64_t newline_epoch; /* the epoch whose bar line was ended */
+  int64_t draw_epoch;    /* the epoch of the last draw, and its time */
+  double draw_seconds;
+  /* metrics: the CSV and curves.svg */
+  const char *metrics;   /* [train] metrics, or NULL */
+  FILE *csv;
+  int csv_opened;        /* tried: opened lazily, at the first row */
+  int64_t csv_keep_upto; /* resuming: keep the rows up to this step */
+  char csv_path[1024];
+  time_t started;
+} torc_train__report;
+
+/* Sets up the reporters of run r: progress on `out` (a bar when `bar`),
+ * metrics as [train] metrics says; resuming at global step keep_upto >= 0
+ * keeps the CSV's rows up to there (-1: a fresh file). */
+void torc_train__report_init(torc_train__report *rp, const torc_train__run *r,
+                             FILE *out, int bar, int64_t keep_upto);
+
+/* The reporters as callbacks (user: rp). */
+torc_train_callbacks torc_train__progress_callbacks(torc_train__report *rp);
+torc_train_callbacks torc_train__metrics_callbacks(torc_train__report *rp);
+
+/* Closes the CSV. */
+void torc_train__report_close(torc_train__report *rp);
+
+#endif /* TORC_TRAIN_INTERNAL_H */
