@@ -22,7 +22,8 @@ tests_plugins_no_entry_la_SOURCES = tests/plugins/no_entry.c
 tests_plugins_no_entry_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	-export-symbols-regex '^torc_plugin_entrypoint$$'
 
-tests_plugins_init_fail_la_SOURCES = tests/plugins/init_fail.c
+tests_plugins_init_fail_la_SOURCES = tests/plugins/init_fail.c \
+	tests/plugins/noop_device.h
 tests_plugins_init_fail_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
 
 tests_plugins_short_info_la_SOURCES = tests/plugins/short_info.c
@@ -39,13 +40,16 @@ tests_plugins_goodkeys_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
 # newer minor ABI, whose unknown ops are skipped.
 check_LTLIBRARIES += tests/plugins/typo_op.la \
 	tests/plugins/typo_op_ignores.la tests/plugins/typo_op_newer.la
-tests_plugins_typo_op_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_la_SOURCES = tests/plugins/typo_op.c \
+	tests/plugins/noop_device.h
 tests_plugins_typo_op_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
-tests_plugins_typo_op_ignores_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_ignores_la_SOURCES = tests/plugins/typo_op.c \
+	tests/plugins/noop_device.h
 tests_plugins_typo_op_ignores_la_CPPFLAGS = $(AM_CPPFLAGS) -DTYPO_OP_IGNORES
 tests_plugins_typo_op_ignores_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	$(TEST_PLUGIN_EXPORT)
-tests_plugins_typo_op_newer_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_newer_la_SOURCES = tests/plugins/typo_op.c \
+	tests/plugins/noop_device.h
 tests_plugins_typo_op_newer_la_CPPFLAGS = $(AM_CPPFLAGS) -DTYPO_OP_NEWER
 tests_plugins_typo_op_newer_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	$(TEST_PLUGIN_EXPORT)
