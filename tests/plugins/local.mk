@@ -1,5 +1,6 @@
 # tests/plugins/local.mk — tiny plugins that exercise each way loading a
-# plugin can fail, and one good plugin with keys (tests/test_plugin.c).
+# plugin can fail, and one good plugin with keys (tests/test_plugin.c,
+# tests/test_plugin_keys.c).
 # check_LTLIBRARIES are static archives unless given -rpath: with it (and
 # -module) libtool builds them as shared modules in tests/plugins/.libs,
 # which the tests find through $TORC_TEST_PLUGIN_DIR. They are never
