@@ -20,11 +20,12 @@ tests_test_error_SOURCES = tests/test_error.c tests/testutil.h
 tests_test_dtype_SOURCES = tests/test_dtype.c tests/testutil.h
 tests_test_tensor_SOURCES = tests/test_tensor.c tests/testutil.h
 tests_test_random_SOURCES = tests/test_random.c tests/testutil.h
-tests_test_ops_SOURCES = tests/test_ops.c tests/testutil.h
-tests_test_sim_SOURCES = tests/test_sim.c tests/testutil.h
+tests_test_ops_SOURCES = tests/test_ops.c tests/testutil.h tests/ops_testutil.h
+tests_test_sim_SOURCES = tests/test_sim.c tests/testutil.h tests/sim_testutil.h
 tests_test_config_SOURCES = tests/test_config.c tests/testutil.h
 tests_test_print_SOURCES = tests/test_print.c tests/testutil.h
-tests_test_plugin_SOURCES = tests/test_plugin.c tests/testutil.h
+tests_test_plugin_SOURCES = tests/test_plugin.c tests/testutil.h \
+	tests/plugin_testutil.h
 tests_test_abi_SOURCES = tests/test_abi.c tests/testutil.h
 tests_test_autograd_SOURCES = tests/test_autograd.c tests/testutil.h
 tests_test_elementwise_SOURCES = tests/test_elementwise.c tests/testutil.h
@@ -44,6 +45,25 @@ tests_test_abi_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_autograd_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_elementwise_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_reduce_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+
+# The second parts of test_ops (reductions, matmul, casts, random), test_sim
+# (its other configurations) and test_plugin (keys, tables, permissions,
+# configuration files), sharing their first parts' helpers.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_ops_reduce_cast tests/test_sim_configs \
+	tests/test_plugin_keys
+TESTS += tests/test_ops_reduce_cast tests/test_sim_configs \
+	tests/test_plugin_keys
+endif
+tests_test_ops_reduce_cast_SOURCES = tests/test_ops_reduce_cast.c \
+	tests/testutil.h tests/ops_testutil.h
+tests_test_ops_reduce_cast_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_sim_configs_SOURCES = tests/test_sim_configs.c tests/testutil.h \
+	tests/sim_testutil.h
+tests_test_sim_configs_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_plugin_keys_SOURCES = tests/test_plugin_keys.c tests/testutil.h \
+	tests/plugin_testutil.h
+tests_test_plugin_keys_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 
 # Every test runs through tests/harness.sh (valgrind on request); tests
 # find the build tree's plugins and the test plugins through the path.

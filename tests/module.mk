@@ -1,16 +1,29 @@
 # tests/module.mk — tests of modules, layers, init and state dicts.
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_module tests/test_layers tests/test_state \
+check_PROGRAMS += tests/test_module tests/test_layers tests/test_layers_init \
+	tests/test_layers_errors tests/test_state tests/test_state_checkpoint \
 	tests/test_model
-TESTS += tests/test_module tests/test_layers tests/test_state \
+TESTS += tests/test_module tests/test_layers tests/test_layers_init \
+	tests/test_layers_errors tests/test_state tests/test_state_checkpoint \
 	tests/test_model
 endif
 tests_test_module_SOURCES = tests/test_module.c tests/testutil.h
 tests_test_module_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
-tests_test_layers_SOURCES = tests/test_layers.c tests/testutil.h
+tests_test_layers_SOURCES = tests/test_layers.c tests/testutil.h \
+	tests/layers_testutil.h
 tests_test_layers_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
-tests_test_state_SOURCES = tests/test_state.c tests/testutil.h
+tests_test_layers_init_SOURCES = tests/test_layers_init.c tests/testutil.h \
+	tests/layers_testutil.h
+tests_test_layers_init_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_layers_errors_SOURCES = tests/test_layers_errors.c \
+	tests/testutil.h tests/layers_testutil.h
+tests_test_layers_errors_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_state_SOURCES = tests/test_state.c tests/testutil.h \
+	tests/state_testutil.h
 tests_test_state_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_state_checkpoint_SOURCES = tests/test_state_checkpoint.c \
+	tests/testutil.h tests/state_testutil.h tests/st_testutil.h
+tests_test_state_checkpoint_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_model_SOURCES = tests/test_model.c tests/testutil.h
 tests_test_model_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 # Models and INI files of 100,000 layers: linear cost, counted, not timed.

@@ -1,10 +1,16 @@
 # tests/optim.mk — losses, optimizers, schedulers and clipping.
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_optim_core tests/test_losses tests/test_optim
-TESTS += tests/test_optim_core tests/test_losses tests/test_optim
+check_PROGRAMS += tests/test_optim_core tests/test_optim_core_sched \
+	tests/test_losses tests/test_optim
+TESTS += tests/test_optim_core tests/test_optim_core_sched \
+	tests/test_losses tests/test_optim
 endif
-tests_test_optim_core_SOURCES = tests/test_optim_core.c tests/testutil.h
+tests_test_optim_core_SOURCES = tests/test_optim_core.c tests/testutil.h \
+	tests/optim_core_testutil.h
 tests_test_optim_core_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_optim_core_sched_SOURCES = tests/test_optim_core_sched.c \
+	tests/testutil.h tests/optim_core_testutil.h
+tests_test_optim_core_sched_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_losses_SOURCES = tests/test_losses.c tests/testutil.h
 tests_test_losses_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h
@@ -12,8 +18,8 @@ tests_test_optim_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 EXTRA_DIST += tests/fixtures/gen_optim.py tests/fixtures/optim.safetensors
 EXTRA_DIST += tests/fixtures/gen_losses.py tests/fixtures/losses.safetensors
 
-# The configuration parts together: a model, data, loss, optimizer and
-# scheduler from one INI file; resuming from a checkpoint is bit-exact.
+# A model, data, loss, optimizer and scheduler together from one INI file;
+# resuming from a checkpoint is bit-exact.
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_train_config
 TESTS += tests/test_train_config

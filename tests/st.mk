@@ -8,7 +8,8 @@ TESTS += tests/test_fixtures
 check_PROGRAMS += tests/test_mlp
 TESTS += tests/test_mlp
 endif
-tests_test_safetensors_SOURCES = tests/test_safetensors.c tests/testutil.h
+tests_test_safetensors_SOURCES = tests/test_safetensors.c tests/testutil.h \
+	tests/st_testutil.h
 tests_test_safetensors_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_fixtures_SOURCES = tests/test_fixtures.c tests/testutil.h
 tests_test_fixtures_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "st_testutil.h"
 
 /* Exported by core/safetensors.c for this test only (see there). */
 TORC_API void torc__safetensors_fail_before_rename(int on);
@@ -88,21 +89,6 @@ static const char *tpath(const char *name) {
   k = (k + 1) % 4;
   snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
   return p[k];
-}
-
-/* A safetensors file from a header text and `data_len` data bytes (the
- * bytes 0, 1, 2, ...), written byte for byte as given. */
-static void write_st(const char *path, const char *header, size_t data_len) {
-  size_t hl = strlen(header);
-  unsigned char *b = malloc(8 + hl + data_len + 1);
-  assert_non_null(b);
-  for (int i = 0; i < 8; i++)
-    b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-  memcpy(b + 8, header, hl);
-  for (size_t i = 0; i < data_len; i++)
-    b[8 + hl + i] = (unsigned char)i;
-  test_write_file(path, b, 8 + hl + data_len);
-  free(b);
 }
 
 /* The raw bytes of t (any device) into a malloc'd buffer. */

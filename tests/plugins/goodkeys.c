@@ -3,7 +3,7 @@
  * Its tables are written as by a plugin built against an older minor
  * version: the descriptor stops before `fini` and the device table before
  * `host_alloc`; the slots past struct_size hold functions that report
- * being called, so tests/test_plugin.c can check the core honours
+ * being called, so tests/test_plugin_keys.c can check the core honours
  * struct_size. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
@@ -18,7 +18,7 @@ TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
 
 /* Marks that the file was mapped: dlopen runs constructors before the core
  * sees the entry symbol, so a file the loader refuses for its permissions
- * must never get this far (tests/test_plugin.c checks the variable). */
+ * must never get this far (tests/test_plugin_keys.c checks it). */
 __attribute__((constructor)) static void gk_mapped(void) {
   setenv("TORC_TEST_GOODKEYS_MAPPED", "1", 1);
 }

@@ -8,6 +8,10 @@ TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
 
 static const torc_host *init_fail_host;
 
+#define NOOP_DEVICE_HOST init_fail_host
+#define NOOP_DEVICE_USED "init_fail: device used after a failed init"
+#include "noop_device.h"
+
 /* Would shadow the cpu add kernel if the registration survived. */
 static int init_fail_add(const torc_kernel_args *args) {
   (void)args;
@@ -15,51 +19,9 @@ static int init_fail_add(const torc_kernel_args *args) {
       TORC_ERR_INTERNAL, "init_fail: kernel called after a failed init");
 }
 
-static int init_fail_count(void *user) {
-  (void)user;
-  return 1;
-}
-
-static int init_fail_alloc(void *user, int index, size_t nbytes, void **out) {
-  (void)user, (void)index, (void)nbytes, (void)out;
-  return init_fail_host->set_error(
-      TORC_ERR_INTERNAL, "init_fail: device used after a failed init");
-}
-
-static void init_fail_free(void *user, int index, void *ptr) {
-  (void)user, (void)index, (void)ptr;
-}
-
-static int init_fail_copy_from(void *user, int index, void *dst, size_t off,
-                               const void *src, size_t n, uint32_t flags) {
-  (void)user, (void)index, (void)dst, (void)off, (void)src, (void)n,
-      (void)flags;
-  return TORC_ERR_INTERNAL;
-}
-
-static int init_fail_copy_to(void *user, int index, void *dst, const void *src,
-                             size_t off, size_t n) {
-  (void)user, (void)index, (void)dst, (void)src, (void)off, (void)n;
-  return TORC_ERR_INTERNAL;
-}
-
-static int init_fail_sync(void *user, int index) {
-  (void)user, (void)index;
-  return TORC_OK;
-}
-
 static int init_fail_init(const torc_host *host, torc_plugin *self) {
   init_fail_host = host;
-  torc_device_ops dev = {
-      .struct_size = sizeof dev,
-      .type = "initfaildev",
-      .count = init_fail_count,
-      .alloc = init_fail_alloc,
-      .free = init_fail_free,
-      .copy_from_host = init_fail_copy_from,
-      .copy_to_host = init_fail_copy_to,
-      .synchronize = init_fail_sync,
-  };
+  torc_device_ops dev = noop_device_ops("initfaildev");
   int st = host->register_device(self, &dev);
   if (st != TORC_OK)
     return st;

@@ -1,5 +1,6 @@
 # tests/plugins/local.mk — tiny plugins that exercise each way loading a
-# plugin can fail, and one good plugin with keys (tests/test_plugin.c).
+# plugin can fail, and one good plugin with keys (tests/test_plugin.c,
+# tests/test_plugin_keys.c).
 # check_LTLIBRARIES are static archives unless given -rpath: with it (and
 # -module) libtool builds them as shared modules in tests/plugins/.libs,
 # which the tests find through $TORC_TEST_PLUGIN_DIR. They are never
@@ -22,7 +23,8 @@ tests_plugins_no_entry_la_SOURCES = tests/plugins/no_entry.c
 tests_plugins_no_entry_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	-export-symbols-regex '^torc_plugin_entrypoint$$'
 
-tests_plugins_init_fail_la_SOURCES = tests/plugins/init_fail.c
+tests_plugins_init_fail_la_SOURCES = tests/plugins/init_fail.c \
+	tests/plugins/noop_device.h
 tests_plugins_init_fail_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
 
 tests_plugins_short_info_la_SOURCES = tests/plugins/short_info.c
@@ -39,13 +41,16 @@ tests_plugins_goodkeys_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
 # newer minor ABI, whose unknown ops are skipped.
 check_LTLIBRARIES += tests/plugins/typo_op.la \
 	tests/plugins/typo_op_ignores.la tests/plugins/typo_op_newer.la
-tests_plugins_typo_op_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_la_SOURCES = tests/plugins/typo_op.c \
+	tests/plugins/noop_device.h
 tests_plugins_typo_op_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
-tests_plugins_typo_op_ignores_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_ignores_la_SOURCES = tests/plugins/typo_op.c \
+	tests/plugins/noop_device.h
 tests_plugins_typo_op_ignores_la_CPPFLAGS = $(AM_CPPFLAGS) -DTYPO_OP_IGNORES
 tests_plugins_typo_op_ignores_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	$(TEST_PLUGIN_EXPORT)
-tests_plugins_typo_op_newer_la_SOURCES = tests/plugins/typo_op.c
+tests_plugins_typo_op_newer_la_SOURCES = tests/plugins/typo_op.c \
+	tests/plugins/noop_device.h
 tests_plugins_typo_op_newer_la_CPPFLAGS = $(AM_CPPFLAGS) -DTYPO_OP_NEWER
 tests_plugins_typo_op_newer_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	$(TEST_PLUGIN_EXPORT)

@@ -26,6 +26,10 @@ TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
 
 static const torc_host *typo_host;
 
+#define NOOP_DEVICE_HOST typo_host
+#define NOOP_DEVICE_USED TYPO_NAME ": device used"
+#include "noop_device.h"
+
 /* Would shadow ref's cpu add kernel if the registration survived. */
 static int typo_add(const torc_kernel_args *args) {
   (void)args;
@@ -39,50 +43,9 @@ static int typo_relu(const torc_kernel_args *args) {
                               TYPO_NAME ": kernel of an unknown op called");
 }
 
-static int typo_count(void *user) {
-  (void)user;
-  return 1;
-}
-
-static int typo_alloc(void *user, int index, size_t nbytes, void **out) {
-  (void)user, (void)index, (void)nbytes, (void)out;
-  return typo_host->set_error(TORC_ERR_INTERNAL, TYPO_NAME ": device used");
-}
-
-static void typo_free(void *user, int index, void *ptr) {
-  (void)user, (void)index, (void)ptr;
-}
-
-static int typo_copy_from(void *user, int index, void *dst, size_t off,
-                          const void *src, size_t n, uint32_t flags) {
-  (void)user, (void)index, (void)dst, (void)off, (void)src, (void)n,
-      (void)flags;
-  return TORC_ERR_INTERNAL;
-}
-
-static int typo_copy_to(void *user, int index, void *dst, const void *src,
-                        size_t off, size_t n) {
-  (void)user, (void)index, (void)dst, (void)src, (void)off, (void)n;
-  return TORC_ERR_INTERNAL;
-}
-
-static int typo_sync(void *user, int index) {
-  (void)user, (void)index;
-  return TORC_OK;
-}
-
 static int typo_init(const torc_host *host, torc_plugin *self) {
   typo_host = host;
-  torc_device_ops dev = {
-      .struct_size = sizeof dev,
-      .type = TYPO_NAME "dev",
-      .count = typo_count,
-      .alloc = typo_alloc,
-      .free = typo_free,
-      .copy_from_host = typo_copy_from,
-      .copy_to_host = typo_copy_to,
-      .synchronize = typo_sync,
-  };
+  torc_device_ops dev = noop_device_ops(TYPO_NAME "dev");
   int st = host->register_device(self, &dev);
   if (st != TORC_OK)
     return st;
