@@ -13,6 +13,7 @@
 
 static _Thread_local torc_grad_mode tl_mode = TORC_GRAD_ENABLED;
 static _Thread_local int tl_anomaly;
+static _Thread_local torc__grad_scope tl_scope; /* innermost open scope */
 static _Atomic uint64_t node_seq;
 
 typedef struct hook_entry {
@@ -47,6 +48,30 @@ int torc__should_record(const torc_tensor *const *in, int n) {
     if (in[i] && in[i]->requires_grad)
       return 1;
   return 0;
+}
+
+/* ---- the current scope (internal.h) ----
+ *
+ * Kept here, not in the module code, so recording a node never calls up
+ * into modules: the module forward wrapper enters a scope per module with
+ * a label function of its own, and nodes take the key and label from it. */
+
+torc__grad_scope torc__grad_scope_enter(const void *key,
+                                        torc__scope_label_fn label) {
+  torc__grad_scope outer = tl_scope;
+  tl_scope.key = key;
+  tl_scope.label = label;
+  return outer;
+}
+
+void torc__grad_scope_restore(torc__grad_scope outer) { tl_scope = outer; }
+
+const void *torc__grad_scope_key(void) { return tl_scope.key; }
+
+const char *torc__grad_scope_label(char *buf, size_t size) {
+  if (tl_scope.key == NULL || tl_scope.label == NULL)
+    return NULL;
+  return tl_scope.label(tl_scope.key, buf, size);
 }
 
 /* ---- nodes ---- */
@@ -110,10 +135,10 @@ torc__node *torc__node_new(const char *name, const char *op,
   n->op = op;
   n->fn = fn;
   if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed))
-    n->prof_module = torc__current_module_ptr();
+    n->prof_module = tl_scope.key;
   if (tl_anomaly) {
     char where[256];
-    const char *mod = torc__current_module(where, sizeof where);
+    const char *mod = torc__grad_scope_label(where, sizeof where);
     if (mod)
       n->module = torc__strdup(mod); /* NULL on OOM: the message just omits it */
   }

@@ -536,9 +536,14 @@ int torc__module_lazy_paths(const torc_module *m, const char **names,
 /* ---- forward ---- */
 
 _Thread_local recorder *torc__summary_on; /* module_internal.h */
-static _Thread_local torc_module *tl_cur; /* innermost running module */
 static _Thread_local int tl_depth;
 static _Thread_local int tl_annotated;
+
+/* The label of a module's autograd scope (anomaly messages): who() of
+ * it. */
+static const char *scope_label(const void *key, char *buf, size_t size) {
+  return who(key, buf, size);
+}
 
 static int rec_begin(const torc_module *m) {
   recorder *r = torc__summary_on;
@@ -616,8 +621,7 @@ torc_tensor *torc_module_forward_n(torc_module *m,
   if (scope < 0)
     return NULL;
   tl_depth++;
-  torc_module *outer = tl_cur;
-  tl_cur = m;
+  torc__grad_scope outer = torc__grad_scope_enter(m, scope_label);
   int prof = atomic_load_explicit(&torc__prof_on, memory_order_relaxed);
   uint64_t t0 = prof ? torc__prof_now() : 0;
   torc_tensor *out = m->vt->forward(m, in, n_in);
@@ -625,7 +629,7 @@ torc_tensor *torc_module_forward_n(torc_module *m,
     char w[160];
     torc__prof_module(m, who(m, w, sizeof w), torc__prof_now() - t0, 0);
   }
-  tl_cur = outer;
+  torc__grad_scope_restore(outer);
   tl_depth--;
   if (out)
     torc_scope_keep(out);
@@ -651,14 +655,6 @@ torc_tensor *torc_module_forward_n(torc_module *m,
     r->done = 1;
   }
   return out;
-}
-
-const void *torc__current_module_ptr(void) { return tl_cur; }
-
-const char *torc__current_module(char *buf, size_t size) {
-  if (tl_cur == NULL)
-    return NULL;
-  return who(tl_cur, buf, size);
 }
 
 torc_tensor *torc_module_forward(torc_module *m, const torc_tensor *x) {
