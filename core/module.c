@@ -502,6 +502,20 @@ void torc__module_set_from(torc_module *m, int from) {
 int torc_module_from(const torc_module *m) {
   return m && (m->kind == KIND_ADD || m->kind == KIND_CONCAT) ? m->from : 0;
 }
+torc_status torc__module_reset(torc_module *m, const char *scheme,
+                               torc_generator *gen) {
+  if (!TORC_HAS_SLOT(m->vt, torc_module_vtable, reset) || !m->vt->reset)
+    return TORC_OK;
+  torc_status st = m->vt->reset(m, scheme, gen);
+  if (st != TORC_OK && torc_last_status() == TORC_OK) {
+    char w[160];
+    torc_set_error(st, "torc_module_init: the reset of %s failed without "
+                       "saying why",
+                   who(m, w, sizeof w));
+  }
+  return st;
+}
+
 void torc__module_set_lazy(torc_module *m, int lazy) {
   if (m)
     m->lazy = lazy != 0;

@@ -105,9 +105,10 @@ static int sequential_describe(const torc_module *m, char *buf, size_t size) {
 }
 
 static const torc_module_vtable sequential_vt = {
-    sizeof(torc_module_vtable), sequential_forward, NULL, sequential_describe};
+    sizeof(torc_module_vtable), sequential_forward, NULL, sequential_describe,
+    NULL};
 static const torc_module_vtable list_vt = {sizeof(torc_module_vtable), NULL,
-                                           NULL, NULL};
+                                           NULL, NULL, NULL};
 
 static torc_module *container_new(const char *type,
                                   const torc_module_vtable *vt, int kind) {
@@ -211,8 +212,8 @@ static int add_describe(const torc_module *m, char *buf, size_t size) {
   return snprintf(buf, size, "from=%d", m->from);
 }
 
-static const torc_module_vtable add_vt = {sizeof(torc_module_vtable),
-                                          add_forward, NULL, add_describe};
+static const torc_module_vtable add_vt = {
+    sizeof(torc_module_vtable), add_forward, NULL, add_describe, NULL};
 
 torc_module *torc_add_node_new(int from) {
   torc_module *m = container_new("add", &add_vt, KIND_ADD);

@@ -32,10 +32,10 @@ int torc__module_lazy_paths(const torc_module *m, const char **names, int max);
 /* Built-in module types, defined in layers.c: a NULL-terminated array. */
 extern const torc_module_type *const torc__builtin_module_types[];
 
-/* Re-initialisation hook of a layer type, called by torc_module_init for
- * every module; defined in layers.c. Returns TORC_OK for modules without
- * parameters. */
-torc_status torc__layer_reinit(torc_module *m, const char *scheme,
+/* Re-initialises m's own parameters and buffers through its type's reset
+ * slot (torc_module_vtable.reset), called by torc_module_init for every
+ * module (module.c). TORC_OK for a type without the slot. */
+torc_status torc__module_reset(torc_module *m, const char *scheme,
                                torc_generator *gen);
 
 /* Replaces t's storage by a copy on dev / in dtype (keeping the tensor
