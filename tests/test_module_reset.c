@@ -2,9 +2,11 @@
  * type defined here re-initialises through it, both by torc_module_init and
  * by an INI model's [model] init (the trainer's path); a reset's errors come
  * back; a table from before the slot (struct_size ending before it) still
- * works and is never read past its end; and the built-in layers, which now
- * re-initialise through their own slots, draw exactly what the init
- * functions draw for PyTorch's schemes from the same seed.
+ * works and is never read past its end, in a program and in a plugin
+ * (tests/plugins/modreset.c, built with and without the slot); and the
+ * built-in layers, which now re-initialise through their own slots, draw
+ * exactly what the init functions draw for PyTorch's schemes from the same
+ * seed.
  */
 #include <math.h>
 
@@ -240,6 +242,41 @@ static void test_old_vtable(void **state) {
   torc_module_free(m);
 }
 
+/* ---- plugins: one with the slot, one built before it ---- */
+
+/* "$TORC_TEST_PLUGIN_DIR/<name>.so". */
+static const char *tp_path(const char *name, char *buf, size_t size) {
+  const char *dir = getenv("TORC_TEST_PLUGIN_DIR");
+  snprintf(buf, size, "%s/%s.so", dir ? dir : ".", name);
+  return buf;
+}
+
+static void test_plugin_types(void **state) {
+  (void)state;
+  char path[4096];
+  assert_ok(torc_plugin_load(tp_path("modreset", path, sizeof path), NULL));
+  assert_ok(
+      torc_plugin_load(tp_path("modreset_old", path, sizeof path), NULL));
+  torc_module *m = model_from("[model]\ninput = 3\ninit = orthogonal\n"
+                              "[layer]\ntype = plug_alpha\nfeatures = 3\n"
+                              "[layer]\ntype = plug_alpha_old\n"
+                              "features = 3\n");
+  assert_torc(m);
+  /* the plugin's reset ran with the scheme; the old table was not read
+   * past its struct_size (its slot would have set 100) */
+  double a = first_value(torc_module_parameter(torc_module_child(m, "0"),
+                                               "alpha"));
+  assert_true(a >= 2 && a < 2 + 1.0 / 16);
+  assert_true(first_value(torc_module_parameter(torc_module_child(m, "1"),
+                                                "alpha")) == 0.5);
+  assert_ok(torc_module_init(m, "default", NULL));
+  a = first_value(torc_module_parameter(torc_module_child(m, "0"), "alpha"));
+  assert_true(a >= 1 && a < 1 + 1.0 / 16);
+  assert_true(first_value(torc_module_parameter(torc_module_child(m, "1"),
+                                                "alpha")) == 0.5);
+  torc_module_free(m);
+}
+
 /* ---- the built-in layers: the same draws as before ---- */
 
 /* What torc_module_init does to a built-in layer under `scheme`, done by
@@ -418,6 +455,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_reset_errors, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_old_vtable, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_plugin_types, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_builtin_layers_unchanged,
                                       test_live_setup, test_live_teardown),
