@@ -2,7 +2,8 @@
  * record a node (formula, saved tensors with their versions, edges to the
  * inputs' producers); backward walks the nodes in dependency order,
  * summing gradients per node output, and accumulates into leaves' .grad.
- * The formulas themselves live in derivatives.c.
+ * The formulas themselves live in derivatives.c, torc_gradcheck in
+ * gradcheck.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 static _Thread_local torc_grad_mode tl_mode = TORC_GRAD_ENABLED;
 static _Thread_local int tl_anomaly;
+static _Thread_local torc__grad_scope tl_scope; /* innermost open scope */
 static _Atomic uint64_t node_seq;
 
 typedef struct hook_entry {
@@ -46,6 +48,30 @@ int torc__should_record(const torc_tensor *const *in, int n) {
     if (in[i] && in[i]->requires_grad)
       return 1;
   return 0;
+}
+
+/* ---- the current scope (internal.h) ----
+ *
+ * Kept here, not in the module code, so recording a node never calls up
+ * into modules: the module forward wrapper enters a scope per module with
+ * a label function of its own, and nodes take the key and label from it. */
+
+torc__grad_scope torc__grad_scope_enter(const void *key,
+                                        torc__scope_label_fn label) {
+  torc__grad_scope outer = tl_scope;
+  tl_scope.key = key;
+  tl_scope.label = label;
+  return outer;
+}
+
+void torc__grad_scope_restore(torc__grad_scope outer) { tl_scope = outer; }
+
+const void *torc__grad_scope_key(void) { return tl_scope.key; }
+
+const char *torc__grad_scope_label(char *buf, size_t size) {
+  if (tl_scope.key == NULL || tl_scope.label == NULL)
+    return NULL;
+  return tl_scope.label(tl_scope.key, buf, size);
 }
 
 /* ---- nodes ---- */
@@ -109,10 +135,10 @@ torc__node *torc__node_new(const char *name, const char *op,
   n->op = op;
   n->fn = fn;
   if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed))
-    n->prof_module = torc__current_module_ptr();
+    n->prof_module = tl_scope.key;
   if (tl_anomaly) {
     char where[256];
-    const char *mod = torc__current_module(where, sizeof where);
+    const char *mod = torc__grad_scope_label(where, sizeof where);
     if (mod)
       n->module = torc__strdup(mod); /* NULL on OOM: the message just omits it */
   }
@@ -894,118 +920,5 @@ torc_status torc_grad(torc_tensor *const *outputs,
   torc__free(caps);
   if (st == TORC_OK)
     st = torc__ret_all(grads_out, n_inputs);
-  return st;
-}
-
-/* ---- gradcheck ---- */
-
-torc_status torc_gradcheck(torc_fn fn, void *user, torc_tensor *const *inputs,
-                           int n, double eps, double atol, double rtol) {
-  if (fn == NULL || inputs == NULL || n < 1)
-    return torc_set_error(TORC_ERR_INVALID, "torc_gradcheck: no function or "
-                                            "inputs");
-  for (int i = 0; i < n; i++)
-    if (inputs[i] && inputs[i]->requires_grad && inputs[i]->dtype != TORC_F64)
-      return torc_set_error(TORC_ERR_DTYPE,
-                            "torc_gradcheck: input %d is %s; gradcheck needs "
-                            "f64 inputs for finite differences to be "
-                            "meaningful",
-                            i, torc_dtype_name(inputs[i]->dtype));
-  /* Everything below is owned by this scope: nothing is released by hand. */
-  int scope = torc_scope_begin();
-  torc_status st = TORC_OK;
-  torc_tensor *out = fn(inputs, n, user);
-  if (out == NULL) {
-    st = torc_last_status();
-    goto done;
-  }
-  int64_t n_out = torc__numel(out->shape, out->ndim);
-  for (int i = 0; i < n && st == TORC_OK; i++) {
-    torc_tensor *x = inputs[i];
-    if (x == NULL || !x->requires_grad)
-      continue;
-    int64_t nx = torc__numel(x->shape, x->ndim);
-    /* Numeric Jacobian column by column: perturb element j of x. */
-    double *num = torc__calloc((size_t)(nx * n_out + 1), sizeof(double));
-    double *ana = torc__calloc((size_t)(nx * n_out + 1), sizeof(double));
-    double *xv = torc__malloc(sizeof(double) * (size_t)(nx + 1));
-    if (!num || !ana || !xv) {
-      st = torc_set_error(TORC_ERR_OOM, "torc_gradcheck: out of memory");
-    } else if ((st = torc_to_host(x, xv, sizeof(double) * (size_t)nx)) ==
-               TORC_OK) {
-      torc_tensor *flat = torc_reshape(x, (const int64_t[]){nx}, 1);
-      torc_grad_mode m = torc_set_grad_mode(TORC_NO_GRAD);
-      for (int64_t j = 0; j < nx && st == TORC_OK; j++) {
-        double v[2];
-        torc_tensor *elem = torc_select(flat, 0, j);
-        for (int side = 0; side < 2 && st == TORC_OK; side++) {
-          torc_tensor *val =
-              torc_full(NULL, 0, xv[j] + (side ? -eps : eps), TORC_F64,
-                        x->storage->device);
-          st = torc_copy_(elem, val);
-          torc_tensor *o = st == TORC_OK ? fn(inputs, n, user) : NULL;
-          torc_tensor *od = o ? torc_to_dtype(o, TORC_F64) : NULL;
-          double *ov = torc__malloc(sizeof(double) * (size_t)(n_out + 1));
-          if (od == NULL || ov == NULL)
-            st = st ? st : torc_last_status();
-          else if ((st = torc_to_host(od, ov, sizeof(double) * (size_t)n_out)) ==
-                   TORC_OK)
-            for (int64_t k = 0; k < n_out; k++)
-              num[k * nx + j] += (side ? -ov[k] : ov[k]) / (2 * eps);
-          torc__free(ov);
-          (void)v;
-        }
-        torc_tensor *orig = torc_full(NULL, 0, xv[j], TORC_F64,
-                                      x->storage->device);
-        if (st == TORC_OK)
-          st = torc_copy_(elem, orig);
-      }
-      torc_set_grad_mode(m);
-      /* The writes above bumped x's version; the graph of `out` saved x
-       * before them, so recompute the output for the analytic pass. */
-      torc_tensor *out2 = st == TORC_OK ? fn(inputs, n, user) : NULL;
-      if (st == TORC_OK && out2 == NULL)
-        st = torc_last_status();
-      /* Analytic Jacobian row by row: backward of each output element. */
-      for (int64_t k = 0; k < n_out && st == TORC_OK; k++) {
-        torc_tensor *go = torc_zeros(out2->shape, out2->ndim, out2->dtype,
-                                     out2->storage->device);
-        torc_tensor *gof = torc_reshape(go, (const int64_t[]){n_out}, 1);
-        torc_tensor *one = torc_full(NULL, 0, 1.0, out2->dtype,
-                                     out2->storage->device);
-        torc_tensor *gk = torc_select(gof, 0, k);
-        torc_tensor *gx = NULL;
-        if ((st = torc_copy_(gk, one)) == TORC_OK)
-          st = torc_grad(&out2, (const torc_tensor *const *)&go, 1, &x, 1, &gx,
-                         1, 1);
-        if (st == TORC_OK && gx) {
-          double *gv = torc__malloc(sizeof(double) * (size_t)(nx + 1));
-          torc_tensor *gd = torc_to_dtype(gx, TORC_F64);
-          if (gv && gd &&
-              (st = torc_to_host(gd, gv, sizeof(double) * (size_t)nx)) ==
-                  TORC_OK)
-            for (int64_t j = 0; j < nx; j++)
-              ana[k * nx + j] = gv[j];
-          torc__free(gv);
-        }
-      }
-      for (int64_t k = 0; k < n_out && st == TORC_OK; k++)
-        for (int64_t j = 0; j < nx; j++) {
-          double a = ana[k * nx + j], nm = num[k * nx + j];
-          if (!(fabs(a - nm) <= atol + rtol * fabs(nm))) {
-            st = torc_set_error(
-                TORC_ERR_AUTOGRAD,
-                "gradcheck: input %d, element %lld, output element %lld: "
-                "analytic gradient %.10g but numeric %.10g (difference %.3g; "
-                "atol %g, rtol %g)",
-                i, (long long)j, (long long)k, a, nm, fabs(a - nm), atol, rtol);
-            break;
-          }
-        }
-    }
-    torc__free(num), torc__free(ana), torc__free(xv);
-  }
-done:
-  torc_scope_end(scope);
   return st;
 }

@@ -369,7 +369,7 @@ static const char *const schemes[] = {
 static torc_status init_tree(torc_module *m, const char *scheme,
                              torc_generator *gen) {
   torc__module_set_init_scheme(m, scheme);
-  torc_status st = torc__layer_reinit(m, scheme, gen);
+  torc_status st = torc__module_reset(m, scheme, gen);
   for (int i = 0; st == TORC_OK && i < torc_module_child_count(m); i++)
     st = init_tree(torc_module_child_at(m, i), scheme, gen);
   return st;

@@ -370,13 +370,30 @@ void torc__prof_module(const void *m, const char *name, uint64_t fwd_ns,
                        uint64_t bwd_ns);
 /* Frees the profiler's tables (torc_shutdown). */
 void torc__profile_clear(void);
-/* The module whose forward is running on this thread, or NULL. */
-const void *torc__current_module_ptr(void);
+/* The current scope of autograd (autograd.c), per thread: the region of
+ * code whose ops are running (the module forward wrapper enters one per
+ * module). Nodes recorded in it carry its key for the profiler and, in
+ * anomaly mode, its label, so a NaN gradient names the layer. `label`
+ * writes the key's name into buf and returns it (NULL: no name). */
+typedef const char *(*torc__scope_label_fn)(const void *key, char *buf,
+                                            size_t size);
+typedef struct torc__grad_scope {
+  const void *key;
+  torc__scope_label_fn label;
+} torc__grad_scope;
 
-/* The module whose forward is running on this thread, as "PATH (TYPE)",
- * or NULL outside any module (module.c); recorded in nodes in anomaly
- * mode so a NaN gradient names the layer. */
-const char *torc__current_module(char *buf, size_t size);
+/* Makes (key, label) the current scope and returns the one it replaces,
+ * which the caller hands back to torc__grad_scope_restore when its region
+ * ends. */
+torc__grad_scope torc__grad_scope_enter(const void *key,
+                                        torc__scope_label_fn label);
+void torc__grad_scope_restore(torc__grad_scope outer);
+
+/* The current scope's key, or NULL outside any scope. */
+const void *torc__grad_scope_key(void);
+
+/* The current scope's label written into buf, or NULL outside any scope. */
+const char *torc__grad_scope_label(char *buf, size_t size);
 
 /* 1 if ops should record: grad mode enabled and some input requires grad. */
 int torc__should_record(const torc_tensor *const *in, int n);

@@ -1,7 +1,7 @@
 /* core/layers.c — the built-in layers with weights (nn.Linear, nn.Conv2d,
- * nn.ConvTranspose2d, nn.Embedding), the helpers every layer file shares
- * (parameter creation, lazy shapes, PyTorch's repr formatting), and
- * torc__layer_reinit, which torc_module_init calls on every module.
+ * nn.ConvTranspose2d, nn.Embedding) and their reset slots, and the helpers
+ * every layer file shares (parameter creation, lazy shapes, PyTorch's repr
+ * formatting).
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,12 +28,6 @@ torc_module *torc__layer_new(const char *type, const torc_module_vtable *vt,
 }
 
 void torc__layer_destroy(torc_module *m) { torc__free(torc_module_state(m)); }
-
-int torc__layer_is(const torc_module *m, const char *type) {
-  const char *t = torc_module_type_name(m);
-  const torc__layer_head *h = torc_module_state(m);
-  return t && h && strcmp(t, type) == 0 && h->self == m;
-}
 
 /* Creates a tensor in a scope of its own and registers it, so that the
  * module holds the only reference whether or not the caller has a scope
@@ -129,7 +123,8 @@ static char *shape_of(const torc_tensor *x, char *buf, size_t size) {
   return torc__shape_str(torc_shape(x), torc_ndim(x), buf, size);
 }
 
-/* Initialises a freshly created (or existing) weight and bias by scheme:
+/* Initialises a freshly created (or existing) weight and bias by scheme
+ * (and so is the reset slot of linear and the convolutions):
  * "default" is PyTorch's reset_parameters of Linear and the convolutions
  * (kaiming_uniform with a = sqrt(5), so U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
  * and the bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the weight's fan_in);
@@ -234,7 +229,7 @@ static int linear_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable linear_vt = {
     sizeof(torc_module_vtable), linear_forward, torc__layer_destroy,
-    linear_describe};
+    linear_describe, init_weight_bias};
 
 torc_module *torc_linear_new(int64_t in_features, int64_t out_features,
                              int bias) {
@@ -370,10 +365,10 @@ static int conv_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable conv_vt = {
     sizeof(torc_module_vtable), conv_forward, torc__layer_destroy,
-    conv_describe};
+    conv_describe, init_weight_bias};
 static const torc_module_vtable convt_vt = {
     sizeof(torc_module_vtable), conv_forward, torc__layer_destroy,
-    conv_describe};
+    conv_describe, init_weight_bias};
 
 /* Checks the arguments and fills PyTorch's defaults into s->p. */
 static torc_status conv_check(conv_state *s, const torc_conv2d_params *p) {
@@ -506,9 +501,16 @@ static int embedding_describe(const torc_module *m, char *buf, size_t size) {
                   (long long)s->dim);
 }
 
+/* nn.Embedding's reset_parameters: N(0, 1), whatever the scheme. */
+static torc_status embedding_reset(torc_module *m, const char *scheme,
+                                   torc_generator *gen) {
+  (void)scheme;
+  return torc_init_normal_(torc_module_parameter(m, "weight"), 0, 1, gen);
+}
+
 static const torc_module_vtable embedding_vt = {
     sizeof(torc_module_vtable), embedding_forward, torc__layer_destroy,
-    embedding_describe};
+    embedding_describe, embedding_reset};
 
 torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim) {
   if (num_embeddings < 1 || dim < 1) {
@@ -533,17 +535,4 @@ torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim) {
     return NULL;
   }
   return m;
-}
-
-/* ---- re-initialisation ---- */
-
-torc_status torc__layer_reinit(torc_module *m, const char *scheme,
-                               torc_generator *gen) {
-  if (torc__layer_is(m, "linear") || torc__layer_is(m, "conv2d") ||
-      torc__layer_is(m, "conv_transpose2d"))
-    return init_weight_bias(m, scheme, gen);
-  if (torc__layer_is(m, "embedding"))
-    return torc_init_normal_(torc_module_parameter(m, "weight"), 0, 1, gen);
-  int handled = 0;
-  return torc__norm_reinit(m, &handled);
 }

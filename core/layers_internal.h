@@ -1,5 +1,5 @@
 /* core/layers_internal.h — what the built-in layer files share (layers.c:
- * helpers, linear, conv, embedding, re-init; layers_norm.c; layers_simple.c:
+ * helpers, linear, conv, embedding; layers_norm.c; layers_simple.c:
  * dropout, pools, flatten, identity, activations; layers_types.c: the
  * module type table). Not installed. */
 #ifndef TORC_LAYERS_INTERNAL_H
@@ -10,8 +10,8 @@
 #include "internal.h"
 #include "module_internal.h"
 
-/* Every built-in layer's state starts with this, so torc__layer_reinit can
- * tell the built-in layers from a user's module of the same type name. */
+/* Every built-in layer's state starts with this: the module it belongs
+ * to, set by torc__layer_new. */
 typedef struct torc__layer_head {
   torc_module *self;
 } torc__layer_head;
@@ -23,9 +23,6 @@ torc_module *torc__layer_new(const char *type, const torc_module_vtable *vt,
 
 /* The vtables' destroy: frees the state. */
 void torc__layer_destroy(torc_module *m);
-
-/* 1 if m is a built-in layer (made by torc__layer_new) of type `type`. */
-int torc__layer_is(const torc_module *m, const char *type);
 
 /* Registers a parameter of `shape` (zeros, on m's device and dtype) under
  * `name`; returns it (borrowed from m) or NULL with the error. */
@@ -58,10 +55,6 @@ char *torc__pair_str(char *buf, size_t size, const int64_t p[2], int tuple);
 
 /* "True" / "False". */
 static inline const char *torc__pybool(int b) { return b ? "True" : "False"; }
-
-/* Re-initialises a norm layer (layers_norm.c): ones / zeros and reset
- * running statistics. Sets *handled when m is one. */
-torc_status torc__norm_reinit(torc_module *m, int *handled);
 
 /* The activation modules (layers_simple.c): `type` is one of relu,
  * leaky_relu (a = negative slope), elu (a = alpha), gelu (flags 1 = tanh

@@ -31,6 +31,14 @@ static torc_status affine_create(torc_module *m, const int64_t *shape,
   return affine_reset(m);
 }
 
+/* The reset slot of layer norm and group norm: ones and zeros, whatever
+ * the scheme (PyTorch's reset_parameters). */
+static torc_status norm_reset(torc_module *m, const char *scheme,
+                              torc_generator *gen) {
+  (void)scheme, (void)gen;
+  return affine_reset(m);
+}
+
 /* ---- nn.BatchNorm1d / nn.BatchNorm2d ---- */
 
 typedef struct bn_state {
@@ -125,12 +133,33 @@ static int bn_describe(const torc_module *m, char *buf, size_t size) {
                   torc__pyfloat(mo, sizeof mo, s->momentum));
 }
 
+/* nn.BatchNorm's reset_parameters: ones and zeros, and the running
+ * statistics too (any scheme). */
+static torc_status bn_reset(torc_module *m, const char *scheme,
+                            torc_generator *gen) {
+  (void)scheme, (void)gen;
+  torc_tensor *rm = torc_module_buffer(m, "running_mean");
+  torc_tensor *rv = torc_module_buffer(m, "running_var");
+  torc_tensor *nb = torc_module_buffer(m, "num_batches_tracked");
+  torc_status st = affine_reset(m);
+  if (st == TORC_OK && rm)
+    st = torc_init_zeros_(rm);
+  if (st == TORC_OK && rv)
+    st = torc_init_ones_(rv);
+  if (st == TORC_OK && nb) {
+    torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+    st = torc_zero_(nb);
+    torc_set_grad_mode(gm);
+  }
+  return st;
+}
+
 static const torc_module_vtable bn1_vt = {
     sizeof(torc_module_vtable), bn_forward, torc__layer_destroy,
-    bn_describe};
+    bn_describe, bn_reset};
 static const torc_module_vtable bn2_vt = {
     sizeof(torc_module_vtable), bn_forward, torc__layer_destroy,
-    bn_describe};
+    bn_describe, bn_reset};
 
 static torc_module *bn_new(int image, int64_t c, double eps,
                            double momentum) {
@@ -255,7 +284,7 @@ static int ln_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable ln_vt = {
     sizeof(torc_module_vtable), ln_forward, torc__layer_destroy,
-    ln_describe};
+    ln_describe, norm_reset};
 
 torc_module *torc_layernorm_new(const int64_t *normalized_shape, int n,
                                 double eps, int elementwise_affine) {
@@ -360,7 +389,7 @@ static int gn_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable gn_vt = {
     sizeof(torc_module_vtable), gn_forward, torc__layer_destroy,
-    gn_describe};
+    gn_describe, norm_reset};
 
 torc_module *torc_groupnorm_new(int64_t groups, int64_t num_channels,
                                 double eps, int affine) {
@@ -395,32 +424,4 @@ torc_module *torc_groupnorm_new(int64_t groups, int64_t num_channels,
     return NULL;
   }
   return m;
-}
-
-/* ---- re-initialisation ---- */
-
-torc_status torc__norm_reinit(torc_module *m, int *handled) {
-  if (torc__layer_is(m, "batchnorm1d") || torc__layer_is(m, "batchnorm2d")) {
-    *handled = 1;
-    /* PyTorch's reset_parameters: running statistics too */
-    torc_tensor *rm = torc_module_buffer(m, "running_mean");
-    torc_tensor *rv = torc_module_buffer(m, "running_var");
-    torc_tensor *nb = torc_module_buffer(m, "num_batches_tracked");
-    torc_status st = affine_reset(m);
-    if (st == TORC_OK && rm)
-      st = torc_init_zeros_(rm);
-    if (st == TORC_OK && rv)
-      st = torc_init_ones_(rv);
-    if (st == TORC_OK && nb) {
-      torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
-      st = torc_zero_(nb);
-      torc_set_grad_mode(gm);
-    }
-    return st;
-  }
-  if (torc__layer_is(m, "layernorm") || torc__layer_is(m, "groupnorm")) {
-    *handled = 1;
-    return affine_reset(m);
-  }
-  return TORC_OK;
 }

@@ -49,7 +49,7 @@ static int dropout_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable dropout_vt = {
     sizeof(torc_module_vtable), dropout_forward, torc__layer_destroy,
-    dropout_describe};
+    dropout_describe, NULL};
 
 torc_module *torc_dropout_new(double p) {
   if (!(p >= 0 && p <= 1)) {
@@ -108,10 +108,10 @@ static int pool_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable maxpool_vt = {
     sizeof(torc_module_vtable), pool_forward, torc__layer_destroy,
-    pool_describe};
+    pool_describe, NULL};
 static const torc_module_vtable avgpool_vt = {
     sizeof(torc_module_vtable), pool_forward, torc__layer_destroy,
-    pool_describe};
+    pool_describe, NULL};
 
 static torc_module *pool_new(int max, const torc_pool2d_params *p) {
   const char *t = max ? "maxpool2d" : "avgpool2d";
@@ -206,7 +206,7 @@ static int adaptive_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable adaptive_vt = {
     sizeof(torc_module_vtable), adaptive_forward, torc__layer_destroy,
-    adaptive_describe};
+    adaptive_describe, NULL};
 
 torc_module *torc_adaptive_avgpool2d_new(int64_t out_h, int64_t out_w) {
   if (out_h < 1 || out_w < 1) {
@@ -246,7 +246,7 @@ static int flatten_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable flatten_vt = {
     sizeof(torc_module_vtable), flatten_forward, torc__layer_destroy,
-    flatten_describe};
+    flatten_describe, NULL};
 
 torc_module *torc_flatten_new(int start_dim, int end_dim) {
   if (start_dim >= 0 && end_dim >= 0 && start_dim > end_dim) {
@@ -277,7 +277,7 @@ static int identity_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable identity_vt = {
     sizeof(torc_module_vtable), identity_forward, torc__layer_destroy,
-    identity_describe};
+    identity_describe, NULL};
 
 torc_module *torc_identity_new(void) {
   return torc__layer_new("identity", &identity_vt,
@@ -347,7 +347,7 @@ static int act_describe(const torc_module *m, char *buf, size_t size) {
 
 static const torc_module_vtable act_vt = {
     sizeof(torc_module_vtable), act_forward, torc__layer_destroy,
-    act_describe};
+    act_describe, NULL};
 
 torc_module *torc__activation_new(const char *type, double a, double b,
                                   int dim, int flags) {

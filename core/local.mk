@@ -4,11 +4,11 @@ lib_LTLIBRARIES += libtorc.la
 libtorc_la_SOURCES = \
 	core/internal.h include/torc/testing.h core/ops.def core/ops_fused.def core/ops_nn.def \
 	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
-	core/tensor.c \
+	core/tensor_internal.h core/tensor.c core/tensor_views.c \
 	core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \
 	core/ops_elementwise.c core/ops_reduce.c \
-	core/autograd.c core/derivatives.c \
+	core/autograd.c core/gradcheck.c core/derivatives.c \
 	core/plugin.c core/elf_check.h core/elf_check.c \
 	core/config_internal.h core/config.c core/config_schema.c \
 	core/config_read.c core/config_apply.c \

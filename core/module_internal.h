@@ -1,5 +1,7 @@
-/* core/module_internal.h — what the module files (module.c, layers.c,
- * init.c, state.c) share beyond include/torc/module.h. Not installed. */
+/* core/module_internal.h — what the module files (module*.c, layers*.c,
+ * init.c, state*.c) share beyond include/torc/module.h: the module struct
+ * itself, which only the module*.c files touch, and internal hooks. Not
+ * installed. */
 #ifndef TORC_MODULE_INTERNAL_H
 #define TORC_MODULE_INTERNAL_H
 
@@ -7,8 +9,8 @@
 #include "torc/module.h"
 #include "torc/state.h"
 
-/* Sets the `from` offset of an add/concat node (module.c checks it in
- * torc_sequential_append). */
+/* Sets the `from` offset of an add/concat node (module_containers.c checks
+ * it in torc_sequential_append). */
 void torc__module_set_from(torc_module *m, int from);
 
 /* The init scheme set on m by torc_module_init ("default" unless set);
@@ -30,10 +32,10 @@ int torc__module_lazy_paths(const torc_module *m, const char **names, int max);
 /* Built-in module types, defined in layers.c: a NULL-terminated array. */
 extern const torc_module_type *const torc__builtin_module_types[];
 
-/* Re-initialisation hook of a layer type, called by torc_module_init for
- * every module; defined in layers.c. Returns TORC_OK for modules without
- * parameters. */
-torc_status torc__layer_reinit(torc_module *m, const char *scheme,
+/* Re-initialises m's own parameters and buffers through its type's reset
+ * slot (torc_module_vtable.reset), called by torc_module_init for every
+ * module (module.c). TORC_OK for a type without the slot. */
+torc_status torc__module_reset(torc_module *m, const char *scheme,
                                torc_generator *gen);
 
 /* Replaces t's storage by a copy on dev / in dtype (keeping the tensor
@@ -46,16 +48,85 @@ void torc__commit_move(torc_tensor *t, torc_tensor *prepared);
 
 /* Module types registered by a plugin (owner: the core's handle of the
  * plugin, as in torc__kernel_register), and their removal when it
- * unloads; module.c. torc_module_type_register registers with owner NULL
- * (the program itself). */
+ * unloads; module_types.c. torc_module_type_register registers with owner
+ * NULL (the program itself). */
 struct torc__plugin;
 torc_status torc__module_type_register_owned(struct torc__plugin *owner,
                                              const torc_module_type *type);
 void torc__module_types_unregister_owner(struct torc__plugin *owner);
 
-/* The steps module.c's searches took on this thread so far (name
- * comparisons, a sequential's checks of what to free): building or running
+/* The steps the module searches took on this thread so far (module.c's
+ * name comparisons, a sequential's checks of what to free): building or running
  * a model of n layers costs O(n) of them. Exported for the tests. */
 TORC_API uint64_t torc__module_work(void);
+
+/* ---- the module struct (module*.c only) ---- */
+
+/* A parameter or buffer (persistent: part of the state dict). */
+typedef struct torc__module_slot {
+  char *name;
+  torc_tensor *t;
+  int persistent;
+} torc__module_slot;
+
+/* A child under its local name. */
+typedef struct torc__module_kid {
+  char *name;
+  torc_module *m;
+} torc__module_kid;
+
+enum { KIND_PLAIN, KIND_SEQUENTIAL, KIND_LIST, KIND_DICT, KIND_ADD,
+       KIND_CONCAT };
+
+struct torc_module {
+  char *type;
+  const torc_module_vtable *vt;
+  void *state;
+  torc_module *parent;
+  char *name;          /* local name under the parent */
+  char *path;          /* cached dotted path, valid when path_gen matches */
+  uint64_t path_gen;
+  torc__module_slot *params, *bufs;
+  int n_params, n_bufs;
+  torc__module_kid *kids;
+  int n_kids, cap_kids;
+  int *names_ix;       /* the index of the names above, or NULL */
+  size_t names_slots;  /* its size, a power of two */
+  int training;
+  int lazy;
+  int kind;
+  int from;            /* add/concat nodes */
+  int concat_dim;
+  torc_device dev;
+  torc_dtype dtype;
+  const char *init_scheme;
+};
+
+/* "linear 'features.3'", or "sequential (the root module)", for messages;
+ * returns buf (module.c). */
+const char *torc__module_who(const torc_module *m, char *buf, size_t size);
+
+/* The steps counted by torc__module_work, on this thread (module.c). */
+extern _Thread_local uint64_t torc__module_steps;
+
+/* The summary recorder (torc_module_summary, module_print.c): while
+ * torc__summary_on is set on a thread, the forward wrapper (module.c)
+ * appends a row per module run, in call order. */
+typedef struct torc__summary_row {
+  const torc_module *m;
+  int depth;
+  int ndim;
+  int64_t shape[TORC_MAX_DIMS];
+  int done;
+  int64_t out_bytes;
+} torc__summary_row;
+
+typedef struct torc__summary {
+  torc__summary_row *rows;
+  int n, cap;
+  int oom;
+} torc__summary;
+
+extern _Thread_local torc__summary *torc__summary_on;
 
 #endif /* TORC_MODULE_INTERNAL_H */

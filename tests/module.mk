@@ -49,3 +49,12 @@ TESTS += tests/test_modplug
 endif
 tests_test_modplug_SOURCES = tests/test_modplug.c tests/testutil.h
 tests_test_modplug_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+
+# The reset slot of torc_module_vtable: torc_module_init and [model] init,
+# for types of the program and of plugins (tests/plugins/modreset.c).
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_module_reset
+TESTS += tests/test_module_reset
+endif
+tests_test_module_reset_SOURCES = tests/test_module_reset.c tests/testutil.h
+tests_test_module_reset_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -98,7 +98,7 @@ static inline void reg_buffer(torc_module *m, const char *name, torc_tensor *t,
 }
 
 static const torc_module_vtable plain_vt = {sizeof(torc_module_vtable), NULL,
-                                            NULL, NULL};
+                                            NULL, NULL, NULL};
 
 /* The test network, values shifted by `off`:
  *   net: a [3] (param), rb [2] (persistent buffer), tmp [1] (not persistent)

@@ -350,7 +350,8 @@ FROZEN(torc_module_vtable, struct_size, 0);
 FROZEN(torc_module_vtable, forward, 8);
 FROZEN(torc_module_vtable, destroy, 16);
 FROZEN(torc_module_vtable, describe, 24);
-static_assert(sizeof(torc_module_vtable) >= 32, "torc_module_vtable shrank");
+FROZEN(torc_module_vtable, reset, 32);
+static_assert(sizeof(torc_module_vtable) >= 40, "torc_module_vtable shrank");
 
 FROZEN(torc_module_key, name, 0);
 FROZEN(torc_module_key, help, 8);

@@ -39,7 +39,7 @@ static torc_tensor *net_forward(torc_module *m, const torc_tensor *const *in,
 }
 
 static const torc_module_vtable net_vtable = {sizeof(torc_module_vtable),
-                                              net_forward, NULL, NULL};
+                                              net_forward, NULL, NULL, NULL};
 
 /* A sequential of n layers (taking ownership of all of them, also on
  * failure); NULL after the first error. */

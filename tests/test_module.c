@@ -25,7 +25,7 @@ static int scale_describe(const torc_module *m, char *buf, size_t size) {
 }
 
 static const torc_module_vtable scale_vt = {
-    sizeof(torc_module_vtable), scale_forward, NULL, scale_describe};
+    sizeof(torc_module_vtable), scale_forward, NULL, scale_describe, NULL};
 
 static torc_module *scale_new(int64_t n, double w) {
   torc_module *m = torc_module_new("scale", &scale_vt, NULL);
@@ -59,7 +59,7 @@ static torc_tensor *net_forward(torc_module *m, const torc_tensor *const *in,
 }
 
 static const torc_module_vtable net_vt = {sizeof(torc_module_vtable),
-                                          net_forward, NULL, NULL};
+                                          net_forward, NULL, NULL, NULL};
 
 static torc_module *net_new(void) {
   torc_module *net = torc_module_new("Net", &net_vt, NULL);
@@ -484,7 +484,7 @@ static torc_tensor *logm_forward(torc_module *m, const torc_tensor *const *in,
 }
 
 static const torc_module_vtable logm_vt = {sizeof(torc_module_vtable),
-                                           logm_forward, NULL, NULL};
+                                           logm_forward, NULL, NULL, NULL};
 
 static void test_anomaly_names_module(void **state) {
   (void)state;
@@ -639,9 +639,9 @@ static torc_tensor *probe_forward(torc_module *m, const torc_tensor *const *in,
   return torc_neg(in[0]);
 }
 static const torc_module_vtable neg_vt = {sizeof(torc_module_vtable),
-                                          neg_forward, NULL, NULL};
+                                          neg_forward, NULL, NULL, NULL};
 static const torc_module_vtable probe_vt = {sizeof(torc_module_vtable),
-                                            probe_forward, NULL, NULL};
+                                            probe_forward, NULL, NULL, NULL};
 
 static void test_sequential_frees_early(void **state) {
   (void)state;

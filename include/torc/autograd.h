@@ -108,8 +108,10 @@ TORC_API torc_grad_mode torc_get_grad_mode(void);
 
 /* Anomaly mode (thread-local): every gradient computed in backward is
  * checked for NaN/Inf; the first one stops backward with an error naming
- * the forward op that produced the node (and, once modules exist, the
- * module path). Slower; for debugging. */
+ * the forward op that produced the node and, for an op run inside
+ * torc_module_forward, the module ("in module linear 'features.3'"): each
+ * node records the module whose forward was running when the op ran.
+ * Slower; for debugging. */
 TORC_API void torc_set_anomaly_mode(int on);
 
 /* 1 if anomaly mode is on for this thread. */

@@ -68,9 +68,11 @@ TORC_API torc_status torc_init_orthogonal_(torc_tensor *t, double gain,
  * "kaiming_uniform", "kaiming_normal" (relu gain, fan_in), "xavier_uniform",
  * "xavier_normal", "orthogonal" for the weights of linear and conv layers,
  * whose biases are then zeroed. Norm layers keep ones/zeros; embeddings
- * N(0, 1). Errors: TORC_ERR_INVALID for an unknown scheme (the message
- * lists them). Lazy parameters not yet created get the scheme when they
- * are. */
+ * N(0, 1). Each module is re-initialised by its type's reset slot
+ * (torc_module_vtable.reset), so the module types of programs and plugins
+ * take part; a type without one is left as it is. Errors: TORC_ERR_INVALID
+ * for an unknown scheme (the message lists them), and a reset's own error.
+ * Lazy parameters not yet created get the scheme when they are. */
 struct torc_module;
 TORC_API torc_status torc_module_init(struct torc_module *m,
                                       const char *scheme,

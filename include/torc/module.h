@@ -62,6 +62,20 @@ typedef struct torc_module_vtable {
   /* (optional) Writes the module's settings, as PyTorch's extra_repr:
    * "784, 128, bias=True". Returns the length it wanted (snprintf). */
   int (*describe)(const torc_module *m, char *buf, size_t size);
+  /* (optional; a table whose struct_size ends before this slot, such as
+   * one built against an older torc, has none) Re-initialises the module's
+   * own parameters and buffers, as PyTorch's reset_parameters():
+   * torc_module_init, and so an INI model's [model] init, calls it for
+   * every module of the tree (a module before its children), with
+   * autograd off. `scheme` is "default" (the type's own init, as at
+   * construction) or another scheme torc_module_init accepts
+   * ("kaiming_normal", ...); a type with no use for a scheme applies its
+   * default. Draw random numbers from `gen` (NULL: the default generator)
+   * so that one seed gives one model. Children are reset by their own
+   * slot. Returns TORC_OK, or an error status after setting the error.
+   * NULL = nothing to re-initialise (activations, containers). */
+  torc_status (*reset)(torc_module *m, const char *scheme,
+                       torc_generator *gen);
 } torc_module_vtable;
 
 /* A new, empty module of type `type` (a short name shown in messages and

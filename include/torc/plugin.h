@@ -37,8 +37,8 @@ TORC_BEGIN_DECLS
  * torc_host.register_module_type. 1.2: torc_host.register_data_source.
  * 1.3: torc_host.register_loss, register_optimizer, register_scheduler.
  * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
- * 1.5: torc_plugin_info.requires. */
-#define TORC_ABI_MINOR 5
+ * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset. */
+#define TORC_ABI_MINOR 6
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"

@@ -87,3 +87,14 @@ tests_plugins_modplug_bare_la_SOURCES = tests/plugins/modplug.c
 tests_plugins_modplug_bare_la_CPPFLAGS = $(AM_CPPFLAGS) -DMODPLUG_BARE
 tests_plugins_modplug_bare_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	$(TEST_PLUGIN_EXPORT)
+
+# modreset's module type implements the vtable's reset slot; modreset_old
+# is the same source with a vtable from before the slot
+# (tests/test_module_reset.c).
+check_LTLIBRARIES += tests/plugins/modreset.la tests/plugins/modreset_old.la
+tests_plugins_modreset_la_SOURCES = tests/plugins/modreset.c
+tests_plugins_modreset_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) $(TEST_PLUGIN_EXPORT)
+tests_plugins_modreset_old_la_SOURCES = tests/plugins/modreset.c
+tests_plugins_modreset_old_la_CPPFLAGS = $(AM_CPPFLAGS) -DMODRESET_OLD
+tests_plugins_modreset_old_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
+	$(TEST_PLUGIN_EXPORT)

@@ -1,0 +1,232 @@
+/* core/module_containers.c — the containers (nn.Sequential, nn.ModuleList,
+ * nn.ModuleDict) and the add/concat nodes of skip connections
+ * (torc/module.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "module_internal.h"
+#include "torc/ops.h"
+
+/* The module as messages name it (module.c). */
+static const char *who(const torc_module *m, char *buf, size_t size) {
+  return torc__module_who(m, buf, size);
+}
+
+/* ---- containers ---- */
+
+static torc_tensor *sequential_forward(torc_module *m,
+                                       const torc_tensor *const *in,
+                                       int n_in) {
+  char w[160];
+  if (n_in != 1) {
+    torc_set_error(TORC_ERR_INVALID, "%s takes one input, given %d",
+                   who(m, w, sizeof w), n_in);
+    return NULL;
+  }
+  if (m->n_kids == 0) /* nn.Sequential() passes its input through */
+    return torc__ret(torc_retain((torc_tensor *)in[0]));
+  /* Each child's output is ours (a reference of our own) until its last
+   * reader has run: the next child, or a later add/concat node that
+   * reaches back to it. Freed then, not at the end of the forward, so an
+   * eval pass holds only what later layers still read (as PyTorch, which
+   * frees a tensor when its last Python reference goes). */
+  int n = m->n_kids;
+  torc_tensor **outs = torc__calloc((size_t)n, sizeof *outs);
+  int *last = torc__calloc((size_t)n, sizeof *last);
+  /* The outputs whose last reader is child i, in order: first[i], then
+   * next[] of it, ..., -1; each output is checked once, at its last
+   * reader, so a forward of n children costs O(n) here. */
+  int *first = torc__malloc((size_t)n * sizeof *first);
+  int *next = torc__malloc((size_t)n * sizeof *next);
+  if (outs == NULL || last == NULL || first == NULL || next == NULL) {
+    torc__free(outs), torc__free(last), torc__free(first), torc__free(next);
+    torc_set_error(TORC_ERR_OOM, "out of memory running %s",
+                   who(m, w, sizeof w));
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    last[i] = i + 1;
+    first[i] = -1;
+    torc_module *c = m->kids[i].m;
+    if ((c->kind == KIND_ADD || c->kind == KIND_CONCAT) && i + c->from >= 0 &&
+        last[i + c->from] < i)
+      last[i + c->from] = i;
+  }
+  for (int k = n - 1; k >= 0; k--)
+    if (last[k] < n) {
+      next[k] = first[last[k]];
+      first[last[k]] = k;
+    }
+  const torc_tensor *x = in[0];
+  torc_tensor *y = NULL;
+  for (int i = 0; i < n; i++) {
+    torc_module *c = m->kids[i].m;
+    int scope = torc_scope_begin();
+    if (scope < 0) {
+      y = NULL;
+      break;
+    }
+    if (c->kind == KIND_ADD || c->kind == KIND_CONCAT) {
+      int j = i + c->from;
+      const torc_tensor *pair[2] = {x, j < 0 ? in[0] : outs[j]};
+      y = torc_module_forward_n(c, pair, 2);
+    } else {
+      y = torc_module_forward(c, x);
+    }
+    if (y)
+      torc_retain(y); /* ours; the scope's reference goes now */
+    torc_scope_end(scope);
+    if (y == NULL)
+      break;
+    outs[i] = y;
+    x = y;
+    for (int k = first[i]; k >= 0; k = next[k])
+      if (torc__module_steps++, outs[k]) {
+        torc_release(outs[k]);
+        outs[k] = NULL;
+      }
+  }
+  /* y (outs[n - 1] when all ran) goes to the caller; the rest is freed,
+   * by index: an identity child returns its input, a second reference. */
+  for (int k = 0; k < n; k++)
+    if (outs[k] && !(y && k == n - 1))
+      torc_release(outs[k]);
+  torc__free(outs), torc__free(last), torc__free(first), torc__free(next);
+  return y ? torc__ret(y) : NULL;
+}
+
+static int sequential_describe(const torc_module *m, char *buf, size_t size) {
+  (void)m;
+  if (size)
+    buf[0] = '\0';
+  return 0;
+}
+
+static const torc_module_vtable sequential_vt = {
+    sizeof(torc_module_vtable), sequential_forward, NULL, sequential_describe,
+    NULL};
+static const torc_module_vtable list_vt = {sizeof(torc_module_vtable), NULL,
+                                           NULL, NULL, NULL};
+
+static torc_module *container_new(const char *type,
+                                  const torc_module_vtable *vt, int kind) {
+  torc_module *m = torc_module_new(type, vt, NULL);
+  if (m)
+    m->kind = kind;
+  return m;
+}
+
+torc_module *torc_sequential_new(void) {
+  return container_new("sequential", &sequential_vt, KIND_SEQUENTIAL);
+}
+torc_module *torc_module_list_new(void) {
+  return container_new("module_list", &list_vt, KIND_LIST);
+}
+torc_module *torc_module_dict_new(void) {
+  return container_new("module_dict", &list_vt, KIND_DICT);
+}
+
+torc_status torc_sequential_append(torc_module *seq, torc_module *child) {
+  if (seq == NULL || child == NULL) {
+    torc_module_free(child && child->parent == NULL ? child : NULL);
+    return torc__null_input("torc_sequential_append");
+  }
+  char w[160];
+  if (seq->kind != KIND_SEQUENTIAL && seq->kind != KIND_LIST) {
+    torc_status st =
+        torc_set_error(TORC_ERR_INVALID,
+                       "torc_sequential_append: %s is not a sequential or a "
+                       "module list; use torc_module_add_child with a name",
+                       who(seq, w, sizeof w));
+    if (child->parent == NULL)
+      torc_module_free(child);
+    return st;
+  }
+  int idx = seq->n_kids;
+  if ((child->kind == KIND_ADD || child->kind == KIND_CONCAT) &&
+      seq->kind == KIND_SEQUENTIAL) {
+    if (child->from >= 0 || idx + child->from < -1) {
+      torc_status st = torc_set_error(
+          TORC_ERR_INVALID,
+          "torc_sequential_append: %s node at index %d has from = %d; it "
+          "must be negative and reach at most back to the sequential's input "
+          "(from >= %d here)",
+          child->type, idx, child->from, -idx - 1);
+      if (child->parent == NULL)
+        torc_module_free(child);
+      return st;
+    }
+  }
+  char name[24];
+  snprintf(name, sizeof name, "%d", idx);
+  return torc_module_add_child(seq, name, child);
+}
+
+/* ---- skip-connection nodes ---- */
+
+static torc_tensor *add_forward(torc_module *m, const torc_tensor *const *in,
+                                int n_in) {
+  char w[160];
+  if (n_in != 2) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s takes two inputs (inside a sequential: the previous "
+                   "layer's output and that of layer %+d), given %d",
+                   who(m, w, sizeof w), m->from, n_in);
+    return NULL;
+  }
+  const torc_tensor *a = in[0], *b = in[1];
+  if (m->kind == KIND_ADD) {
+    if (a->ndim != b->ndim ||
+        memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0])) {
+      char sa[96], sb[96], what[64];
+      torc__shape_str(a->shape, a->ndim, sa, sizeof sa);
+      torc__shape_str(b->shape, b->ndim, sb, sizeof sb);
+      /* Inside a sequential the node's name is its index: from it, say
+       * whether the other path is an earlier layer or the input. */
+      int at = m->parent && m->parent->kind == KIND_SEQUENTIAL
+                   ? atoi(m->name) + m->from
+                   : 0;
+      if (at < 0)
+        snprintf(what, sizeof what, "the sequential's input");
+      else
+        snprintf(what, sizeof what, "the output of the layer %d back",
+                 -m->from);
+      torc_set_error(TORC_ERR_SHAPE,
+                     "add: the input %s and %s %s differ in shape; both "
+                     "paths must give the same shape (match channels and "
+                     "strides, or use a 1x1 conv on the skip path)",
+                     sa, what, sb);
+      return NULL;
+    }
+    return torc_add(a, b);
+  }
+  const torc_tensor *pair[2] = {a, b};
+  return torc_cat(pair, 2, m->concat_dim);
+}
+
+static int add_describe(const torc_module *m, char *buf, size_t size) {
+  if (m->kind == KIND_CONCAT)
+    return snprintf(buf, size, "from=%d, dim=%d", m->from, m->concat_dim);
+  return snprintf(buf, size, "from=%d", m->from);
+}
+
+static const torc_module_vtable add_vt = {
+    sizeof(torc_module_vtable), add_forward, NULL, add_describe, NULL};
+
+torc_module *torc_add_node_new(int from) {
+  torc_module *m = container_new("add", &add_vt, KIND_ADD);
+  if (m)
+    m->from = from;
+  return m;
+}
+
+torc_module *torc_concat_node_new(int from, int dim) {
+  torc_module *m = container_new("concat", &add_vt, KIND_CONCAT);
+  if (m) {
+    m->from = from;
+    m->concat_dim = dim;
+  }
+  return m;
+}
