@@ -228,7 +228,7 @@ typedef enum torc__op_kind {
   TORC__OPK_NN     /* nn ops (ops_nn.def): shape logic per op, ops_nn.c */
 } torc__op_kind;
 
-/* Dtype rules of ops.def. */
+/* Dtype rules of the op table (torc/ops.def's rule column). */
 typedef enum torc__op_rule {
   TORC__R_NONE,
   TORC__R_NUMERIC,  /* unary on any non-bool dtype, same dtype out */
@@ -244,9 +244,10 @@ typedef enum torc__op_rule {
   TORC__R_LOGICAL   /* unary on any dtype, bool out */
 } torc__op_rule;
 
+/* The op ids, in the order of the op table (torc/ops.def). */
 enum {
-#define TORC_OP(name, kind, rule) TORC__OP_##name,
-#include "ops.def"
+#define TORC_OP(name, ...) TORC__OP_##name,
+#include "torc/ops.def"
 #undef TORC_OP
   TORC__OP_COUNT
 };
