@@ -344,6 +344,25 @@ static torc_status silu_bw(torc__node *n, torc_tensor *const *gout,
   return DONE(gin[0]);
 }
 
+/* hardswish: 0 where x < -3, g (x / 3 + 1/2) where x <= 3, else g
+ * (PyTorch's hardswish_backward, boundaries included). */
+static torc_status hardswish_bw(torc__node *n, torc_tensor *const *gout,
+                                torc_tensor **gin) {
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[9] = {K(-3, x), K(3, x), K(0, x), K(1, x)};
+  t[4] = t[0] ? torc_lt(x, t[0]) : NULL;
+  t[5] = t[1] ? torc_le(x, t[1]) : NULL;
+  t[6] = torc_div_scalar(x, 3);
+  t[7] = t[6] ? torc_add_scalar(t[6], 0.5) : NULL;
+  t[8] = t[5] && t[7] && t[3] ? torc_where(t[5], t[7], t[3]) : NULL;
+  torc_tensor *slope = t[4] && t[2] && t[8] ? torc_where(t[4], t[2], t[8])
+                                            : NULL;
+  gin[0] = slope ? torc_mul(G, slope) : NULL;
+  torc_release(slope);
+  drop(t, 9);
+  return DONE(gin[0]);
+}
+
 /* where(mask, a, b) * g, mask = x > 0 (for leaky_relu, elu). */
 static torc_tensor *positive_mask(const torc_tensor *x) {
   torc_tensor *z = K(0, x);
