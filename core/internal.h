@@ -407,7 +407,7 @@ static inline int torc__needs_grad(const torc__node *n, int i) {
   return n->next[i].node != NULL;
 }
 
-/* Records op `op` from ops.def for a unary/binary op with the formula in
+/* Records op `op` of torc/ops.def for a unary/binary op with the formula in
  * derivatives.c's table (no-op if the op is not differentiable or nothing
  * requires grad). Returns an error only on OOM. */
 torc_status torc__record_op(int op, const torc_tensor *const *in, int n_in,

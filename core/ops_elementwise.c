@@ -1,8 +1,8 @@
 /* core/ops_elementwise.c — the newer elementwise ops with their own
  * functions: the activations with parameters, clamp, in-place
  * relu_/clamp_, where, and the ops with a Python-number scalar (PyTorch's
- * rule: the scalar never promotes within a category). The plain ones
- * (log1p, rsqrt, silu, the logical ops) come from the op table in ops.c.
+ * rule: the scalar never promotes within a category). The plain unary
+ * and binary ones come from the op table, in ops.c.
  */
 #include <math.h>
 #include <stdio.h>

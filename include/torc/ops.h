@@ -40,16 +40,12 @@ TORC_BEGIN_DECLS
 
 /* ---- the plain elementwise ops, declared from the op table ----
  * One function per row of torc/ops.def whose fn column is UNARY or
- * UNARY_API (torc_tensor *torc_NAME(const torc_tensor *x): same shape as
- * x) or BINARY or BINARY_API (torc_tensor *torc_NAME(const torc_tensor *a, const torc_tensor
- * *b): broadcasting, with PyTorch's type promotion). The row's last column
- * says what it computes and its rule the dtypes it takes: torc_neg,
- * torc_abs, torc_sign, torc_square, torc_relu, torc_exp, torc_log,
- * torc_sqrt, torc_sin, torc_cos, torc_tanh, torc_sigmoid, torc_reciprocal,
- * torc_log1p, torc_rsqrt, torc_silu, torc_logical_not; torc_add, torc_sub,
- * torc_mul, torc_div, torc_pow, torc_maximum, torc_minimum, torc_eq,
- * torc_ne, torc_lt, torc_le, torc_gt, torc_ge, torc_logical_and,
- * torc_logical_or; and those added since. */
+ * UNARY_API, torc_tensor *torc_NAME(const torc_tensor *x) (same shape as
+ * x), or BINARY or BINARY_API, torc_tensor *torc_NAME(const torc_tensor
+ * *a, const torc_tensor *b) (broadcasting, with PyTorch's type
+ * promotion), named for the row: torc_neg, torc_exp, torc_add, torc_eq and
+ * the others. The row's last column says what it computes and its rule
+ * which dtypes it takes. */
 #define TORC_OP_DECL_UNARY(name)                                               \
   TORC_API torc_tensor *torc_##name(const torc_tensor *x);
 #define TORC_OP_DECL_BINARY(name)                                              \
