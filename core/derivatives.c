@@ -344,6 +344,25 @@ static torc_status silu_bw(torc__node *n, torc_tensor *const *gout,
   return DONE(gin[0]);
 }
 
+/* hardswish: 0 where x < -3, g (x / 3 + 1/2) where x <= 3, else g
+ * (PyTorch's hardswish_backward, boundaries included). */
+static torc_status hardswish_bw(torc__node *n, torc_tensor *const *gout,
+                                torc_tensor **gin) {
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[9] = {K(-3, x), K(3, x), K(0, x), K(1, x)};
+  t[4] = t[0] ? torc_lt(x, t[0]) : NULL;
+  t[5] = t[1] ? torc_le(x, t[1]) : NULL;
+  t[6] = torc_div_scalar(x, 3);
+  t[7] = t[6] ? torc_add_scalar(t[6], 0.5) : NULL;
+  t[8] = t[5] && t[7] && t[3] ? torc_where(t[5], t[7], t[3]) : NULL;
+  torc_tensor *slope = t[4] && t[2] && t[8] ? torc_where(t[4], t[2], t[8])
+                                            : NULL;
+  gin[0] = slope ? torc_mul(G, slope) : NULL;
+  torc_release(slope);
+  drop(t, 9);
+  return DONE(gin[0]);
+}
+
 /* where(mask, a, b) * g, mask = x > 0 (for leaky_relu, elu). */
 static torc_tensor *positive_mask(const torc_tensor *x) {
   torc_tensor *z = K(0, x);
@@ -859,54 +878,26 @@ torc_status torc__record_matmul(const torc_tensor *a, const torc_tensor *b,
   return TORC_OK;
 }
 
-/* ---- the table ---- */
+/* ---- the table: the backward column of torc/ops.def ---- */
 
-#define D(op, nm, fn_, save_) [TORC__OP_##op] = {nm, fn_, save_}
+/* BW(Node, formula, saves): what the formula reads is saved at record
+ * time (bit i: input i; bit 7: the output). OWNBW rows record their own
+ * node (matmul, max_dim, the nn and indexing ops); NOBW rows none. */
+#define IN0 0x01u
+#define IN1 0x02u
 #define OUT 0x80u
+#define BW(node, fn_, save_) {#node, fn_, save_}
+#define OWNBW {0}
+#define NOBW {0}
+#define TORC_OP(name, kind, rule, fn, io, params, ref, backward, ...)          \
+  [TORC__OP_##name] = backward,
 const torc__derivative torc__derivatives[TORC__OP_COUNT] = {
-    D(neg, "NegBackward", neg_bw, 0),
-    D(abs, "AbsBackward", abs_bw, 1),
-    D(sign, "SignBackward", zero_bw, 0),
-    D(square, "SquareBackward", square_bw, 1),
-    D(relu, "ReluBackward", relu_bw, OUT),
-    D(exp, "ExpBackward", exp_bw, OUT),
-    D(log, "LogBackward", log_bw, 1),
-    D(sqrt, "SqrtBackward", sqrt_bw, OUT),
-    D(sin, "SinBackward", sin_bw, 1),
-    D(cos, "CosBackward", cos_bw, 1),
-    D(tanh, "TanhBackward", tanh_bw, OUT),
-    D(sigmoid, "SigmoidBackward", sigmoid_bw, OUT),
-    D(reciprocal, "ReciprocalBackward", reciprocal_bw, OUT),
-    D(add, "AddBackward", add_bw, 0),
-    D(sub, "SubBackward", sub_bw, 0),
-    D(mul, "MulBackward", mul_bw, 3),
-    D(div, "DivBackward", div_bw, 3),
-    D(pow, "PowBackward", pow_bw, 3 | OUT),
-    D(maximum, "MaximumBackward", maximum_bw, 3),
-    D(minimum, "MinimumBackward", minimum_bw, 3),
-    D(sum, "SumBackward", sum_bw, 0),
-    D(mean, "MeanBackward", mean_bw, 0),
-    D(prod, "ProdBackward", prod_bw, 1 | OUT),
-    D(amax, "AmaxBackward", extreme_reduce_bw, 1 | OUT),
-    D(amin, "AminBackward", extreme_reduce_bw, 1 | OUT),
-    D(log1p, "Log1pBackward", log1p_bw, 1),
-    D(rsqrt, "RsqrtBackward", rsqrt_bw, OUT),
-    D(silu, "SiluBackward", silu_bw, 1),
-    D(leaky_relu, "LeakyReluBackward", leaky_relu_bw, 1),
-    D(elu, "EluBackward", elu_bw, 1),
-    D(gelu, "GeluBackward", gelu_bw, 1),
-    D(softplus, "SoftplusBackward", softplus_bw, 1),
-    D(clamp, "ClampBackward", clamp_bw, 1),
-    D(where, "WhereBackward", where_bw, 1),
-    D(var, "VarBackward", var_bw, 1),
-    D(std, "StdBackward", std_bw, 1 | OUT),
-    D(logsumexp, "LogsumexpBackward", logsumexp_bw, 1 | OUT),
-    D(norm, "NormBackward", norm_bw, 1 | OUT),
-    D(cumsum, "CumsumBackward", cumsum_bw, 0),
-    D(softmax, "SoftmaxBackward", softmax_bw, OUT),
-    D(log_softmax, "LogSoftmaxBackward", log_softmax_bw, OUT),
+#include "torc/ops.def"
 };
-#undef D
+#undef TORC_OP
+#undef BW
+#undef OWNBW
+#undef NOBW
 
 torc_status torc__record_reduce(int op, const torc_tensor *in,
                                 torc_tensor *out, uint32_t mask, int keepdim) {

@@ -38,8 +38,9 @@ static int fallback_cpu;
 static unsigned char fallback_logged[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT];
 
 const torc__opinfo torc__ops[TORC__OP_COUNT] = {
-#define TORC_OP(name, kind, rule) {#name, kind, rule},
-#include "ops.def"
+#define TORC_OP(name, kind, rule, ...)                                         \
+  {#name, TORC__OPK_##kind, TORC__R_##rule},
+#include "torc/ops.def"
 #undef TORC_OP
 };
 
@@ -47,30 +48,30 @@ const torc__opinfo torc__ops[TORC__OP_COUNT] = {
  * "_scalar", "_scalar_"): built once, so the hot path never formats. */
 const char *const torc__op_fn[4][TORC__OP_COUNT] = {
     {
-#define TORC_OP(name, kind, rule) "torc_" #name,
-#include "ops.def"
+#define TORC_OP(name, ...) "torc_" #name,
+#include "torc/ops.def"
 #undef TORC_OP
     },
     {
-#define TORC_OP(name, kind, rule) "torc_" #name "_",
-#include "ops.def"
+#define TORC_OP(name, ...) "torc_" #name "_",
+#include "torc/ops.def"
 #undef TORC_OP
     },
     {
-#define TORC_OP(name, kind, rule) "torc_" #name "_scalar",
-#include "ops.def"
+#define TORC_OP(name, ...) "torc_" #name "_scalar",
+#include "torc/ops.def"
 #undef TORC_OP
     },
     {
-#define TORC_OP(name, kind, rule) "torc_" #name "_scalar_",
-#include "ops.def"
+#define TORC_OP(name, ...) "torc_" #name "_scalar_",
+#include "torc/ops.def"
 #undef TORC_OP
     },
 };
 
 static const char *op_name_list[TORC__OP_COUNT + 1] = {
-#define TORC_OP(name, kind, rule) #name,
-#include "ops.def"
+#define TORC_OP(name, ...) #name,
+#include "torc/ops.def"
 #undef TORC_OP
     NULL};
 

@@ -1,4 +1,4 @@
 # core/fused.mk — the fused ops: cross-entropy and the optimizer steps
-# (core/ops_fused.def; torc_cross_entropy in nn.h, torc_sgd_step_ and
+# (torc/ops_fused.def; torc_cross_entropy in nn.h, torc_sgd_step_ and
 # torc_adam_step_ in optim.h).
 libtorc_la_SOURCES += core/ops_fused.c

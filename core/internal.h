@@ -228,7 +228,7 @@ typedef enum torc__op_kind {
   TORC__OPK_NN     /* nn ops (ops_nn.def): shape logic per op, ops_nn.c */
 } torc__op_kind;
 
-/* Dtype rules of ops.def. */
+/* Dtype rules of the op table (torc/ops.def's rule column). */
 typedef enum torc__op_rule {
   TORC__R_NONE,
   TORC__R_NUMERIC,  /* unary on any non-bool dtype, same dtype out */
@@ -244,9 +244,10 @@ typedef enum torc__op_rule {
   TORC__R_LOGICAL   /* unary on any dtype, bool out */
 } torc__op_rule;
 
+/* The op ids, in the order of the op table (torc/ops.def). */
 enum {
-#define TORC_OP(name, kind, rule) TORC__OP_##name,
-#include "ops.def"
+#define TORC_OP(name, ...) TORC__OP_##name,
+#include "torc/ops.def"
 #undef TORC_OP
   TORC__OP_COUNT
 };
@@ -423,7 +424,7 @@ static inline int torc__needs_grad(const torc__node *n, int i) {
   return n->next[i].node != NULL;
 }
 
-/* Records op `op` from ops.def for a unary/binary op with the formula in
+/* Records op `op` of torc/ops.def for a unary/binary op with the formula in
  * derivatives.c's table (no-op if the op is not differentiable or nothing
  * requires grad). Returns an error only on OOM. */
 torc_status torc__record_op(int op, const torc_tensor *const *in, int n_in,

@@ -2,7 +2,7 @@
 lib_LTLIBRARIES += libtorc.la
 # include/torc/testing.h: core/mem.c's test-only controls, not installed.
 libtorc_la_SOURCES = \
-	core/internal.h include/torc/testing.h core/ops.def core/ops_fused.def core/ops_nn.def \
+	core/internal.h include/torc/testing.h \
 	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
 	core/tensor_internal.h core/tensor.c core/tensor_views.c \
 	core/scope.c \
@@ -23,7 +23,9 @@ torcinclude_HEADERS += \
 	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
 	include/torc/philox.h include/torc/autograd.h include/torc/nn.h include/torc/safetensors.h include/torc/indexing.h \
-	include/torc/checked.h
+	include/torc/checked.h \
+	include/torc/ops.def include/torc/ops_nn.def include/torc/ops_index.def \
+	include/torc/ops_fused.def
 include core/nn.mk
 include core/st.mk
 include core/index.mk

@@ -1,3 +1,3 @@
 # core/nn.mk — the neural-network ops (torc/nn.h).
-libtorc_la_SOURCES += core/ops_nn.def core/nn_internal.h \
+libtorc_la_SOURCES += core/nn_internal.h \
 	core/ops_nn.c core/derivatives_nn.c

@@ -120,25 +120,6 @@ torc_tensor *torc__unary(int op, const torc_tensor *x) {
   return torc__unary_p(op, x, NULL, 0);
 }
 
-#define UNARY(name)                                                            \
-  torc_tensor *torc_##name(const torc_tensor *x) {                             \
-    return torc__ret(torc__unary(TORC__OP_##name, x));                         \
-  }
-UNARY(neg)
-UNARY(abs)
-UNARY(sign)
-UNARY(square)
-UNARY(relu)
-UNARY(exp)
-UNARY(log)
-UNARY(sqrt)
-UNARY(sin)
-UNARY(cos)
-UNARY(tanh)
-UNARY(sigmoid)
-UNARY(reciprocal)
-#undef UNARY
-
 /* ---- binary ---- */
 
 /* The dtype the kernel computes in, and the output dtype, for op on a, b. */
@@ -219,24 +200,23 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
   return out;
 }
 
-#define BINARY(name)                                                           \
+/* The public functions of the table's plain ops (fn column UNARY, BINARY
+ * or their _API forms; declared in torc/ops.h from the same rows). */
+#define TORC_OP_FN_UNARY(name)                                                 \
+  torc_tensor *torc_##name(const torc_tensor *x) {                             \
+    return torc__ret(torc__unary(TORC__OP_##name, x));                         \
+  }
+#define TORC_OP_FN_BINARY(name)                                                \
   torc_tensor *torc_##name(const torc_tensor *a, const torc_tensor *b) {       \
     return torc__ret(torc__binary(TORC__OP_##name, a, b));                     \
   }
-BINARY(add)
-BINARY(sub)
-BINARY(mul)
-BINARY(div)
-BINARY(pow)
-BINARY(maximum)
-BINARY(minimum)
-BINARY(eq)
-BINARY(ne)
-BINARY(lt)
-BINARY(le)
-BINARY(gt)
-BINARY(ge)
-#undef BINARY
+#define TORC_OP_FN_UNARY_API(name) TORC_OP_FN_UNARY(name)
+#define TORC_OP_FN_BINARY_API(name) TORC_OP_FN_BINARY(name)
+#define TORC_OP_FN_OWN(name)
+#define TORC_OP_FN_NONE(name)
+#define TORC_OP(name, kind, rule, fn, ...) TORC_OP_FN_##fn(name)
+#include "torc/ops.def"
+#undef TORC_OP
 
 /* a op= b: b broadcasts to a's shape; the result must keep a's dtype. */
 torc_status torc__binary_inplace(int op, torc_tensor *a, const torc_tensor *b) {

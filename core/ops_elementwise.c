@@ -1,7 +1,8 @@
-/* core/ops_elementwise.c — the newer elementwise ops: log1p, rsqrt, the
- * activations with parameters, clamp, in-place relu_/clamp_, the logical
- * ops, where, and the ops with a Python-number scalar (PyTorch's rule: the
- * scalar never promotes within a category).
+/* core/ops_elementwise.c — the newer elementwise ops with their own
+ * functions: the activations with parameters, clamp, in-place
+ * relu_/clamp_, where, and the ops with a Python-number scalar (PyTorch's
+ * rule: the scalar never promotes within a category). The plain unary
+ * and binary ones come from the op table, in ops.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,20 +33,7 @@ static int integral(double c) {
          c < 9.2233720368547758e18;
 }
 
-/* ---- unary ---- */
-
-torc_tensor *torc_log1p(const torc_tensor *x) {
-  return torc__ret(torc__unary(TORC__OP_log1p, x));
-}
-torc_tensor *torc_rsqrt(const torc_tensor *x) {
-  return torc__ret(torc__unary(TORC__OP_rsqrt, x));
-}
-torc_tensor *torc_silu(const torc_tensor *x) {
-  return torc__ret(torc__unary(TORC__OP_silu, x));
-}
-torc_tensor *torc_logical_not(const torc_tensor *x) {
-  return torc__ret(torc__unary(TORC__OP_logical_not, x));
-}
+/* ---- unary with parameters ---- */
 
 torc_tensor *torc_leaky_relu(const torc_tensor *x, double negative_slope) {
   torc_scalar_params p = {negative_slope, 0, 0, 0, 0, 0};
@@ -220,14 +208,7 @@ torc_status torc_relu_(torc_tensor *x) {
   return unary_inplace(TORC__OP_relu, x, NULL, 0);
 }
 
-/* ---- logical, where ---- */
-
-torc_tensor *torc_logical_and(const torc_tensor *a, const torc_tensor *b) {
-  return torc__ret(torc__binary(TORC__OP_logical_and, a, b));
-}
-torc_tensor *torc_logical_or(const torc_tensor *a, const torc_tensor *b) {
-  return torc__ret(torc__binary(TORC__OP_logical_or, a, b));
-}
+/* ---- where ---- */
 
 static torc_tensor *where(const torc_tensor *cond, const torc_tensor *a,
                           const torc_tensor *b) {

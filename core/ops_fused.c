@@ -1,4 +1,4 @@
-/* core/ops_fused.c — the fused ops of ops_fused.def: cross-entropy (one
+/* core/ops_fused.c — the fused ops of torc/ops_fused.def: cross-entropy (one
  * kernel forward, one backward, recorded as one CrossEntropyBackward
  * node) and the in-place SGD and Adam steps (no autograd). Each checks its
  * inputs with messages naming the shapes and dtypes involved, lays the

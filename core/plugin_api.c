@@ -177,4 +177,15 @@ const torc_api torc__api = {
     .cross_entropy = torc_cross_entropy,
     .sgd_step_ = torc_sgd_step_,
     .adam_step_ = torc_adam_step_,
+
+/* The op table's slots (torc/ops.def's fn UNARY_API, BINARY_API rows). */
+#define TORC_API_SET_UNARY_API(name) .name = torc_##name,
+#define TORC_API_SET_BINARY_API(name) .name = torc_##name,
+#define TORC_API_SET_UNARY(name)
+#define TORC_API_SET_BINARY(name)
+#define TORC_API_SET_OWN(name)
+#define TORC_API_SET_NONE(name)
+#define TORC_OP(name, kind, rule, fn, ...) TORC_API_SET_##fn(name)
+#include "torc/ops.def"
+#undef TORC_OP
 };

@@ -8,48 +8,27 @@
  * a NULL input gives NULL while keeping the first error. Inputs on two
  * different devices are an error naming both (torc never copies silently).
  *
+ * The op table, torc/ops.def, is the reference for every op: one row per
+ * op with its dtype rule, its kernel's inputs, outputs and params, its
+ * backward and a line saying what it computes; docs/plugins.md lists the
+ * rows. The plain unary and binary ops are declared from it (below), so
+ * their row is their documentation.
+ *
  * Kernel contracts (what a backend's kernel for each op receives; the core
  * checks shapes, broadcasts, promotes and allocates before calling):
  *  - unary ops: in[0] and out[0] have the same shape; out is contiguous;
  *    in may be strided. Kernel dtype = in's dtype; out's dtype is the same,
- *    except for the floating ops on integers (exp, log, sqrt, sin, cos,
- *    tanh, sigmoid, reciprocal), which the core first casts to f32.
+ *    except for the rows with rule FLOAT on integers, which the core first
+ *    casts to f32, and LOGICAL, which write bool. FLOATONLY ops take
+ *    floating dtypes only.
  *  - binary ops: in[0], in[1] already broadcast to out's shape (stride 0 on
  *    broadcast dims) and cast to one dtype, the kernel dtype; comparisons
- *    write bool, the others the kernel dtype. For in-place ops out[0] is
- *    in[0] itself.
+ *    (rule CMP) write bool, the others the kernel dtype. For in-place ops
+ *    out[0] is in[0] itself.
  *  - reductions: see torc_reduce_params in plugin.h; out has dtype i64 for
  *    sum/prod of integers and bools, else the input dtype.
- *  - matmul: in[0] is [B..., M, K], in[1] is [B..., K, N] with equal batch
- *    dims (stride 0 where broadcast), out is [B..., M, N], contiguous.
- *  - copy: in[0] and out[0] have the same shape and any two dtypes (the
- *    kernel casts as a C cast would, bool as != 0); both may be strided
- *    (torc_copy_ into a view writes through out's strides).
- *  - fill_, uniform_, normal_, randint_: no input; out[0] is contiguous.
- *  - log1p, rsqrt, silu, leaky_relu, elu, gelu, softplus, clamp: unary as
- *    above (integers reach log1p/rsqrt as f32; the activations take
- *    floating dtypes only; clamp any dtype but bool, in place with out[0]
- *    == in[0]); params torc_scalar_params (plugin.h) for those with
- *    parameters. logical_not: any dtype in, bool out.
- *  - logical_and, logical_or: binary as above, bool out.
- *  - where: in[0] bool, in[1], in[2] of the kernel dtype, all three
- *    broadcast to out's shape; out has the kernel dtype.
- *  - var, std, logsumexp: as reductions, floating dtypes, the correction in
- *    torc_reduce_params; norm: torc_norm_params (p is 1, 2 or inf).
- *  - cumsum: out has in's shape; dtype i64 for integers and bool, else
- *    in's; params torc_dim_params.
- *  - max_dim, min_dim: out[0] (values, in's dtype) and out[1] (indices,
- *    i64) have in's shape with size 1 at dim; the first index wins ties and
- *    a NaN wins over numbers (the first NaN). torc_dim_params.
- *  - softmax, log_softmax: out has in's shape and dtype (floating);
- *    torc_dim_params.
- *  - gelu_backward (used by gelu's backward formula): in[0] the incoming
- *    gradient and in[1] x, same shape and floating dtype; out = g * gelu'(x);
- *    torc_scalar_params as gelu.
- *  - relu_backward (used by relu's backward formula): in[0] the incoming
- *    gradient and in[1] relu's output, same shape and floating dtype;
- *    out = in[1] <= 0 ? 0 : in[0] (a NaN output passes the gradient, as
- *    PyTorch's threshold_backward).
+ *  - every other op: its row in torc/ops.def (params, inputs -> outputs),
+ *    with the params struct's comment in torc/plugin.h.
  *  - linear has no kernel of its own: the core composes matmul and add.
  */
 #ifndef TORC_OPS_H
@@ -59,44 +38,35 @@
 
 TORC_BEGIN_DECLS
 
-/* ---- elementwise unary (same shape as x) ---- */
+/* ---- the plain elementwise ops, declared from the op table ----
+ * One function per row of torc/ops.def whose fn column is UNARY or
+ * UNARY_API, torc_tensor *torc_NAME(const torc_tensor *x) (same shape as
+ * x), or BINARY or BINARY_API, torc_tensor *torc_NAME(const torc_tensor
+ * *a, const torc_tensor *b) (broadcasting, with PyTorch's type
+ * promotion), named for the row: torc_neg, torc_exp, torc_add, torc_eq and
+ * the others. The row's last column says what it computes and its rule
+ * which dtypes it takes. */
+#define TORC_OP_DECL_UNARY(name)                                               \
+  TORC_API torc_tensor *torc_##name(const torc_tensor *x);
+#define TORC_OP_DECL_BINARY(name)                                              \
+  TORC_API torc_tensor *torc_##name(const torc_tensor *a, const torc_tensor *b);
+#define TORC_OP_DECL_UNARY_API(name) TORC_OP_DECL_UNARY(name)
+#define TORC_OP_DECL_BINARY_API(name) TORC_OP_DECL_BINARY(name)
+#define TORC_OP_DECL_OWN(name)
+#define TORC_OP_DECL_NONE(name)
+#define TORC_OP(name, kind, rule, fn, ...) TORC_OP_DECL_##fn(name)
+#include "torc/ops.def"
+#undef TORC_OP
+#undef TORC_OP_DECL_UNARY
+#undef TORC_OP_DECL_BINARY
+#undef TORC_OP_DECL_UNARY_API
+#undef TORC_OP_DECL_BINARY_API
+#undef TORC_OP_DECL_OWN
+#undef TORC_OP_DECL_NONE
 
-/* -x. */
-TORC_API torc_tensor *torc_neg(const torc_tensor *x);
-/* |x|. */
-TORC_API torc_tensor *torc_abs(const torc_tensor *x);
-/* -1, 0 or 1 by the sign of x. */
-TORC_API torc_tensor *torc_sign(const torc_tensor *x);
-/* x * x. */
-TORC_API torc_tensor *torc_square(const torc_tensor *x);
-/* max(x, 0). */
-TORC_API torc_tensor *torc_relu(const torc_tensor *x);
-/* e^x (integers promote to f32, as all the floating ops below). */
-TORC_API torc_tensor *torc_exp(const torc_tensor *x);
-/* Natural logarithm. */
-TORC_API torc_tensor *torc_log(const torc_tensor *x);
-/* Square root. */
-TORC_API torc_tensor *torc_sqrt(const torc_tensor *x);
-/* Sine. */
-TORC_API torc_tensor *torc_sin(const torc_tensor *x);
-/* Cosine. */
-TORC_API torc_tensor *torc_cos(const torc_tensor *x);
-/* Hyperbolic tangent. */
-TORC_API torc_tensor *torc_tanh(const torc_tensor *x);
-/* 1 / (1 + e^-x), computed stably for large |x|. */
-TORC_API torc_tensor *torc_sigmoid(const torc_tensor *x);
-/* 1 / x. */
-TORC_API torc_tensor *torc_reciprocal(const torc_tensor *x);
+/* ---- activations with parameters (floating dtypes only, as in
+ * PyTorch) ---- */
 
-/* log(1 + x), accurate for small |x|. */
-TORC_API torc_tensor *torc_log1p(const torc_tensor *x);
-/* 1 / sqrt(x). */
-TORC_API torc_tensor *torc_rsqrt(const torc_tensor *x);
-
-/* ---- activations (floating dtypes only, as in PyTorch) ---- */
-
-/* x * sigmoid(x). */
-TORC_API torc_tensor *torc_silu(const torc_tensor *x);
 /* x where x > 0, else negative_slope * x (PyTorch's default slope 0.01). */
 TORC_API torc_tensor *torc_leaky_relu(const torc_tensor *x,
                                       double negative_slope);
@@ -126,51 +96,15 @@ TORC_API torc_status torc_clamp_(torc_tensor *x, int has_min, double min,
 /* In place: max(x, 0). */
 TORC_API torc_status torc_relu_(torc_tensor *x);
 
-/* ---- logical (any dtypes, nonzero is true; bool out; not
- * differentiable) ---- */
+/* ---- where ---- */
 
-/* !x. */
-TORC_API torc_tensor *torc_logical_not(const torc_tensor *x);
-/* a && b, broadcasting. */
-TORC_API torc_tensor *torc_logical_and(const torc_tensor *a,
-                                       const torc_tensor *b);
-/* a || b, broadcasting. */
-TORC_API torc_tensor *torc_logical_or(const torc_tensor *a,
-                                      const torc_tensor *b);
 /* cond ? a : b elementwise. cond must be bool; the three broadcast to one
  * shape; a and b promote as in torc_add. Gradients flow to a where cond
  * and to b elsewhere. */
 TORC_API torc_tensor *torc_where(const torc_tensor *cond, const torc_tensor *a,
                                  const torc_tensor *b);
 
-/* ---- binary, broadcasting, with PyTorch's type promotion ---- */
-
-/* a + b. */
-TORC_API torc_tensor *torc_add(const torc_tensor *a, const torc_tensor *b);
-/* a - b (not defined for bool, as in PyTorch). */
-TORC_API torc_tensor *torc_sub(const torc_tensor *a, const torc_tensor *b);
-/* a * b. */
-TORC_API torc_tensor *torc_mul(const torc_tensor *a, const torc_tensor *b);
-/* a / b, true division: integer inputs give f32 (as torch.div). */
-TORC_API torc_tensor *torc_div(const torc_tensor *a, const torc_tensor *b);
-/* a ^ b. */
-TORC_API torc_tensor *torc_pow(const torc_tensor *a, const torc_tensor *b);
-/* Elementwise maximum (NaN propagates). */
-TORC_API torc_tensor *torc_maximum(const torc_tensor *a, const torc_tensor *b);
-/* Elementwise minimum (NaN propagates). */
-TORC_API torc_tensor *torc_minimum(const torc_tensor *a, const torc_tensor *b);
-/* a == b, as bool. */
-TORC_API torc_tensor *torc_eq(const torc_tensor *a, const torc_tensor *b);
-/* a != b, as bool. */
-TORC_API torc_tensor *torc_ne(const torc_tensor *a, const torc_tensor *b);
-/* a < b, as bool. */
-TORC_API torc_tensor *torc_lt(const torc_tensor *a, const torc_tensor *b);
-/* a <= b, as bool. */
-TORC_API torc_tensor *torc_le(const torc_tensor *a, const torc_tensor *b);
-/* a > b, as bool. */
-TORC_API torc_tensor *torc_gt(const torc_tensor *a, const torc_tensor *b);
-/* a >= b, as bool. */
-TORC_API torc_tensor *torc_ge(const torc_tensor *a, const torc_tensor *b);
+/* ---- binary in place ---- */
 
 /* In place: a += b (b broadcast to a's shape; the result dtype must be
  * a's dtype, e.g. an int tensor cannot take a float in place). Bumps a's

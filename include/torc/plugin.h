@@ -87,7 +87,8 @@ typedef struct torc_ktensor {
 } torc_ktensor;
 
 /* The arguments of one kernel call. Inputs and outputs follow the op's
- * contract (include/torc/ops.h, "Kernel contracts"). Pointers are valid
+ * contract (include/torc/ops.h, "Kernel contracts", and the op's row in
+ * the op table, torc/ops.def: its inputs -> outputs and params). Pointers are valid
  * only during the call: a device that runs kernels asynchronously copies
  * what it needs (params_size tells how many bytes of params). */
 typedef struct torc_kernel_args {
@@ -106,7 +107,9 @@ typedef struct torc_kernel_args {
 /* A kernel: returns TORC_OK or an error (after host->set_error). */
 typedef int (*torc_kernel_fn)(const torc_kernel_args *args);
 
-/* Op parameters (the layouts are frozen, as tables are). */
+/* Op parameters (the layouts are frozen, as tables are). Which op takes
+ * which struct is the params column of its row in torc/ops.def; each
+ * comment below says what the fields mean for its ops. */
 
 /* Reductions ("sum", "mean", "prod", "amax", "amin"): reduce the dims whose
  * bit is set in dims_mask. The output always has the input's ndim, with

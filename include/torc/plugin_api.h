@@ -34,7 +34,8 @@
  *    older ones. The slots exist since ABI 1.1 (host->api itself is new
  *    in 1.1: check TORC_HAS_SLOT(host, torc_host, api) first), those
  *    after the "appended in ABI 1.2" mark since 1.2, those after the
- *    "appended in ABI 1.4" mark since 1.4.
+ *    "appended in ABI 1.4" mark since 1.4; the op slots appended from the
+ *    op table say their version in their row of torc/ops.def.
  *
  * The table is a constant owned by the core, valid from init until the
  * plugin is unloaded. Thread safety is that of the functions themselves.
@@ -319,6 +320,29 @@ typedef struct torc_api {
                             torc_tensor *exp_avg, torc_tensor *exp_avg_sq,
                             torc_tensor *max_exp_avg_sq,
                             const torc_adam_step_params *p);
+
+  /* ---- appended from the op table: one slot per row of torc/ops.def's
+   * last section (fn UNARY_API or BINARY_API), in the table's order, each
+   * of the type of its public function. That section is append-only for
+   * this reason: a new op that wants a slot goes at its end, with an ABI
+   * minor bump (tests/test_abi.c freezes the offsets). ---- */
+#define TORC_API_SLOT_UNARY_API(name)                                          \
+  torc_tensor *(*name)(const torc_tensor *x);
+#define TORC_API_SLOT_BINARY_API(name)                                         \
+  torc_tensor *(*name)(const torc_tensor *a, const torc_tensor *b);
+#define TORC_API_SLOT_UNARY(name)
+#define TORC_API_SLOT_BINARY(name)
+#define TORC_API_SLOT_OWN(name)
+#define TORC_API_SLOT_NONE(name)
+#define TORC_OP(name, kind, rule, fn, ...) TORC_API_SLOT_##fn(name)
+#include "torc/ops.def"
+#undef TORC_OP
+#undef TORC_API_SLOT_UNARY_API
+#undef TORC_API_SLOT_BINARY_API
+#undef TORC_API_SLOT_UNARY
+#undef TORC_API_SLOT_BINARY
+#undef TORC_API_SLOT_OWN
+#undef TORC_API_SLOT_NONE
 } torc_api;
 
 TORC_END_DECLS

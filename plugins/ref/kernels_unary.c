@@ -96,6 +96,14 @@ UNARY(log1p, log1p, NULL)
 UNARY(rsqrt, f_rsqrt, NULL)
 UNARY(silu, f_silu, NULL)
 
+/* x * min(max(x + 3, 0), 6) / 6, as PyTorch's kernel; NaN propagates. */
+static double f_hardswish(double x) {
+  double t = x + 3;
+  t = t < 0 ? 0 : t > 6 ? 6 : t;
+  return x * t / 6;
+}
+UNARY(hardswish, f_hardswish, NULL)
+
 /* Any dtype in (nonzero is true; NaN is nonzero), bool out. */
 int torc_ref_k_logical_not(const torc_kernel_args *a) {
   int st = ref_check_args(a, 1, 1);

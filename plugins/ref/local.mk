@@ -7,7 +7,7 @@ plugins_ref_librefkernels_la_SOURCES = \
 	plugins/ref/kernels_binary.c plugins/ref/kernels_reduce.c \
 	plugins/ref/kernels_matmul.c plugins/ref/kernels_random.c \
 	plugins/ref/kernels_dim.c \
-	plugins/ref/kernels_table.c plugins/ref/ref_nn.h plugins/ref/kernels_nn.inc
+	plugins/ref/kernels_table.c plugins/ref/ref_nn.h
 plugins_ref_librefkernels_la_LIBADD = -lm
 
 plugin_LTLIBRARIES += plugins/ref.la

@@ -1,7 +1,8 @@
-/* plugins/ref/ref_nn.h — prototypes of the reference kernels for the
+/* plugins/ref/ref_nn.h — the reference kernels for the
  * neural-network and indexing ops (conv, pooling, normalisation, dropout,
- * embedding, gather/scatter, cat, pad, interpolate, topk). Their table rows
- * are in kernels_nn.inc, included by kernels_table.c. */
+ * embedding, gather/scatter, cat, pad, interpolate, topk): the helpers
+ * they share. Their prototypes and table rows come from the op table
+ * (ref_util.h, kernels_table.c). */
 #ifndef TORC_REF_NN_H
 #define TORC_REF_NN_H
 
@@ -30,22 +31,5 @@ static inline int nn_check(const torc_kernel_args *a, int n_in_lo,
   int n_in = a->n_in >= n_in_lo && a->n_in <= n_in_hi ? a->n_in : n_in_lo;
   return ref_check_args(a, n_in, n_out);
 }
-
-#define REF_NN_KERNEL_LIST(X)                                                  \
-  /* kernels_nn_conv.c */                                                      \
-  X(conv2d) X(conv2d_backward_input) X(conv2d_backward_weight)                 \
-  /* kernels_nn_pool.c */                                                      \
-  X(max_pool2d) X(max_pool2d_backward) X(avg_pool2d) X(avg_pool2d_backward)    \
-  X(adaptive_avg_pool2d) X(adaptive_avg_pool2d_backward)                       \
-  /* kernels_nn_norm.c */                                                      \
-  X(batch_norm) X(batch_norm_backward) X(layer_norm) X(layer_norm_backward)    \
-  X(group_norm) X(group_norm_backward)                                         \
-  /* kernels_nn_misc.c */                                                      \
-  X(dropout) X(embedding) X(embedding_backward)
-
-#define REF_NN_DECLARE_KERNEL(name)                                            \
-  int torc_ref_k_##name(const torc_kernel_args *a);
-REF_NN_KERNEL_LIST(REF_NN_DECLARE_KERNEL)
-#undef REF_NN_DECLARE_KERNEL
 
 #endif /* TORC_REF_NN_H */

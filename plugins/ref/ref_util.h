@@ -334,33 +334,16 @@ static inline void ref_store_f(int dt, void *p, double v) {
   }
 }
 
-/* ---- the kernels (one definition each, in kernels_*.c) ---- */
+/* ---- the kernels (one definition each, in kernels_*.c): the ref column
+ * of the op table, torc/ops.def (a kernel serving two ops is declared
+ * twice, which C allows) ---- */
 
-#define REF_KERNEL_LIST(X)                                                     \
-  /* kernels_copy.c */                                                         \
-  X(copy) X(fill)                                                              \
-  /* kernels_random.c */                                                       \
-  X(uniform) X(normal) X(randint)                                              \
-  /* kernels_unary.c */                                                        \
-  X(neg) X(abs) X(sign) X(square) X(relu) X(exp) X(log) X(sqrt) X(sin)         \
-  X(cos) X(tanh) X(sigmoid) X(reciprocal)                                      \
-  /* kernels_binary.c */                                                       \
-  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt)   \
-  X(le) X(gt) X(ge)                                                            \
-  /* kernels_reduce.c */                                                       \
-  X(sum) X(prod) X(mean) X(amax) X(amin)                                       \
-  /* kernels_matmul.c */                                                       \
-  X(matmul)                                                                    \
-  /* the newer ops: kernels_unary.c, kernels_binary.c, kernels_dim.c */       \
-  X(log1p) X(rsqrt) X(silu) X(logical_not) X(leaky_relu) X(elu) X(gelu)       \
-  X(softplus) X(clamp) X(gelu_backward) X(relu_backward) X(logical_and)      \
-  X(logical_or)                                                                \
-  X(var) X(std) X(logsumexp) X(norm) X(cumsum) X(max_dim) X(min_dim)          \
-  X(softmax) X(log_softmax) X(where)
-
-#define REF_DECLARE_KERNEL(name)                                               \
-  int torc_ref_k_##name(const torc_kernel_args *a);
-REF_KERNEL_LIST(REF_DECLARE_KERNEL)
-#undef REF_DECLARE_KERNEL
+#define REF(set, kernel) int torc_ref_k_##kernel(const torc_kernel_args *a);
+#define NOREF
+#define TORC_OP(name, kind, rule, fn, io, params, ref, ...) ref
+#include "torc/ops.def"
+#undef TORC_OP
+#undef REF
+#undef NOREF
 
 #endif /* TORC_REF_UTIL_H */
