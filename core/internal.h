@@ -13,8 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The core's own layer of the public API; a file that builds on modules,
+ * data, optimizers or state dicts includes their headers itself. */
+#include "torc/autograd.h"
+#include "torc/config.h"
+#include "torc/device.h"
+#include "torc/dtype.h"
+#include "torc/error.h"
+#include "torc/ops.h"
 #include "torc/plugin.h"
-#include "torc/torc.h"
+#include "torc/runtime.h"
+#include "torc/tensor.h"
 
 #define TORC__MAX_DEVICE_TYPES TORC_MAX_DEVICE_TYPES
 
@@ -630,16 +639,6 @@ TORC_API uint64_t torc__config_work(void);
  * (the core's own rows first), or NULL past the end: for `torc help
  * config`. */
 const torc__config_row *torc__config_schema_row(int i);
-
-/* torc_scheduler_from_config; with drop_warmup the section's
- * warmup_epochs and warmup_start_factor are left to the caller (torc
- * train raises the lr at every step of those epochs itself); run_length
- * > 0 (the run after warm-up, in scheduler steps) is cosine's t_max and
- * onecycle's total_steps when the section leaves them out. */
-torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
-                                            torc_optimizer *opt,
-                                            int drop_warmup,
-                                            int64_t run_length);
 
 /* Index of the first occurrence of `section` in cfg, or -1. */
 int torc__config_find(const torc_config *cfg, const char *section);

@@ -7,6 +7,7 @@
 
 #include "internal.h"
 #include "module_internal.h"
+#include "torc/indexing.h"
 #include "torc/ops.h"
 
 /* The module as messages name it (module.c). */

@@ -30,4 +30,16 @@ void torc__optim_types_unregister_owner(struct torc__plugin *owner);
 torc_status torc__optim_parse_double(const char *type, const char *key,
                                      const char *v, double *out);
 
+#include "torc/config.h"
+
+/* torc_scheduler_from_config; with drop_warmup the section's
+ * warmup_epochs and warmup_start_factor are left to the caller (torc
+ * train raises the lr at every step of those epochs itself); run_length
+ * > 0 (the run after warm-up, in scheduler steps) is cosine's t_max and
+ * onecycle's total_steps when the section leaves them out. */
+torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
+                                            torc_optimizer *opt,
+                                            int drop_warmup,
+                                            int64_t run_length);
+
 #endif /* TORC_OPTIM_INTERNAL_H */

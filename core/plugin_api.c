@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 
+#include "torc/indexing.h"
 #include "torc/plugin_api.h"
 
 /* Read by plugin.c's host table. */
