@@ -2,6 +2,8 @@
 # tests/test_docs.sh — docs/config.md documents every section and key that
 # `torc help config` lists: each section as a "## `[SECTION]`" heading, each
 # key as `KEY` under that heading. Prints the missing ones and fails.
+# And `torc help ops` lists every row of the op table (include/torc/ops*.def)
+# in the table's order.
 
 set -u
 
@@ -58,3 +60,30 @@ if [ "$missing" -ne 0 ]; then
 fi
 n=$(wc -l <"$tmp/schema")
 echo "PASS: docs/config.md documents the $n sections and keys of torc help config"
+
+# ---- torc help ops: every op of the table, in order ----
+run_torc help ops
+expect_rc 0
+cat "$TORC_TOP_SRCDIR"/include/torc/ops.def >"$tmp/def"
+# ops.def includes the other tables where their sections go.
+for part in ops_nn ops_index ops_fused; do
+  grep -q "#include \"$part.def\"" "$tmp/def" ||
+    { echo "FAIL: ops.def no longer includes $part.def"; exit 1; }
+done
+awk -v dir="$TORC_TOP_SRCDIR/include/torc" '
+  /^#include "ops_[a-z]*\.def"/ {
+    f = $2; gsub(/"/, "", f)
+    while ((getline line < (dir "/" f)) > 0) print line
+    next
+  }
+  { print }
+' "$tmp/def" | sed -n 's/^TORC_OP(\([a-z0-9_]*\),.*/\1/p' >"$tmp/table_ops"
+sed -n 's/^\([a-z0-9_]*\)  *[A-Z]* .* backward .*/\1/p' "$tmp/out" >"$tmp/help_ops"
+if ! cmp -s "$tmp/table_ops" "$tmp/help_ops"; then
+  echo "FAIL: torc help ops differs from the op table (< table, > help):"
+  diff "$tmp/table_ops" "$tmp/help_ops" | head -20
+  exit 1
+fi
+[ "$(wc -l <"$tmp/table_ops")" -gt 90 ] ||
+  { echo "FAIL: only $(wc -l <"$tmp/table_ops") ops parsed from the table"; exit 1; }
+echo "PASS: torc help ops lists the $(wc -l <"$tmp/table_ops") ops of the op table, in order"

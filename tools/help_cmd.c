@@ -1,6 +1,6 @@
-/* tools/help_cmd.c — `torc help [COMMAND | config]` (the list of commands,
- * a command's help, or every section and key of an INI file) and `torc
- * version`.
+/* tools/help_cmd.c — `torc help [COMMAND | config | ops]` (the list of
+ * commands, a command's help, every section and key of an INI file, or
+ * every op of the op table with its kernel contract) and `torc version`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +18,49 @@ const char torc_tool__usage_version[] =
     "loads when its ABI major equals this one).\n";
 
 const char torc_tool__usage_help[] =
-    "usage: torc help [COMMAND | config]\n"
+    "usage: torc help [COMMAND | config | ops]\n"
     "\n"
-    "Prints the list of commands, or the help of COMMAND.\n";
+    "Prints the list of commands, or the help of COMMAND; `config`: every\n"
+    "section and key of an INI file; `ops`: every op a backend may serve,\n"
+    "with its kernel contract (from the op table, torc/ops.def).\n";
+
+/* ---- the op table, for `torc help ops` ---- */
+
+typedef struct op_row {
+  const char *name, *kind, *rule, *io, *params, *ref, *backward, *doc;
+} op_row;
+
+#define REF(set, kernel) #set
+#define NOREF "none"
+#define BW(node, fn, saves) #node
+#define OWNBW "recorded by the op"
+#define NOBW "none"
+#define TORC_OP(name, kind, rule, fn, io, params, ref, backward, test, doc)    \
+  {#name, #kind, #rule, io, #params, ref, backward, doc},
+static const op_row op_rows[] = {
+#include "torc/ops.def"
+};
+#undef TORC_OP
+#undef REF
+#undef NOREF
+#undef BW
+#undef OWNBW
+#undef NOBW
+
+static void print_ops(void) {
+  printf("Ops a backend registers kernels for (torc/ops.def; plugins name\n"
+         "them by these strings). Per op: kind, dtype rule, kernel inputs ->\n"
+         "outputs, params struct (torc/plugin.h), the reference kernel's\n"
+         "dtypes, the autograd node; then what it computes.\n\n");
+  for (size_t i = 0; i < sizeof op_rows / sizeof op_rows[0]; i++) {
+    const op_row *r = &op_rows[i];
+    printf("%-22s %-7s %-9s %-8s params %-20s ref %-8s backward %s\n"
+           "    %s\n",
+           r->name, r->kind, r->rule, r->io,
+           strcmp(r->params, "void") ? r->params : "none", r->ref,
+           r->backward, r->doc);
+  }
+}
 
 /* ---- torc version ---- */
 
@@ -66,7 +106,9 @@ int torc_tool__cmd_help(int argc, char **argv) {
     free(h);
     return EXIT_OK;
   }
-  if (strcmp(cmd, "plugins") == 0)
+  if (strcmp(cmd, "ops") == 0)
+    print_ops();
+  else if (strcmp(cmd, "plugins") == 0)
     fputs(torc_tool__usage_plugins, stdout);
   else if (strcmp(cmd, "describe") == 0)
     fputs(torc_tool__usage_describe, stdout);
