@@ -30,7 +30,7 @@ const torc__config_row torc__optim_rows[] = {
      "the learning-rate schedule (none when the section is absent)"},
     {"scheduler", "type", TORC__CFG_STRING, NULL,
      "none or a scheduler type: step, multistep, exponential, cosine, "
-     "plateau, onecycle or a plugin's",
+     "plateau, onecycle, cyclic or a plugin's",
      TORC__CFG_REQUIRED,
      "the scheduler type (none: a constant lr); its own keys follow, and "
      "warmup / warmup_start_factor for any type"},

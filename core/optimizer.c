@@ -556,6 +556,78 @@ int64_t torc_optimizer_steps(const torc_optimizer *opt) {
   return opt ? opt->steps : 0;
 }
 
+/* The index of hyper-parameter `key` in the type's keys, or -1. */
+static int hyper_index(const torc_optimizer *opt, const char *key) {
+  for (int j = 0; opt && key && j < opt->nk; j++)
+    if (strcmp(opt->keys[j], key) == 0)
+      return j;
+  return -1;
+}
+
+const char *torc_optimizer_name(const torc_optimizer *opt) {
+  return opt ? opt->type->name : "";
+}
+
+int torc_optimizer_has_hyper(const torc_optimizer *opt, const char *key) {
+  return hyper_index(opt, key) >= 0;
+}
+
+/* The index of `key` (not the lr) in group `group`, or -1 with an error. */
+static int check_hyper(const torc_optimizer *opt, int group, const char *key,
+                       const char *fn) {
+  if (check_group(opt, group, fn))
+    return -1;
+  int j = hyper_index(opt, key);
+  if (j < 0)
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: optimizer '%s' has no hyper-parameter '%s'", fn,
+                   opt->type->name, key ? key : "(null)");
+  else if (j == opt->lr_key)
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: the lr is not set as text; use "
+                   "torc_optimizer_get_lr / torc_optimizer_set_lr",
+                   fn);
+  return j == opt->lr_key ? -1 : j;
+}
+
+const char *torc_optimizer_get_hyper(const torc_optimizer *opt, int group,
+                                     const char *key) {
+  int j = check_hyper(opt, group, key, "torc_optimizer_get_hyper");
+  return j < 0 ? NULL : opt->g[group].vals[j];
+}
+
+torc_status torc_optimizer_set_hyper(torc_optimizer *opt, int group,
+                                     const char *key, const char *value) {
+  int j = check_hyper(opt, group, key, "torc_optimizer_set_hyper");
+  if (j < 0)
+    return torc_last_status();
+  if (value == NULL)
+    return torc_set_error(TORC_ERR_NULL, "torc_optimizer_set_hyper: the "
+                                         "value is NULL");
+  ogroup *G = &opt->g[group];
+  char *copy = torc__strdup(value);
+  const char **vv = torc__calloc((size_t)opt->nk + 1, sizeof *vv);
+  if (copy == NULL || vv == NULL) {
+    torc__free(copy), torc__free(vv);
+    return torc_set_error(TORC_ERR_OOM, "out of memory setting '%s'", key);
+  }
+  for (int k = 0; k < opt->nk; k++)
+    vv[k] = k == j ? copy : G->vals[k];
+  void *hyper;
+  double ignored;
+  torc_status st = make_hyper(opt, vv, &hyper, &ignored);
+  torc__free(vv);
+  if (st != TORC_OK) {
+    torc__free(copy);
+    return st;
+  }
+  destroy_hyper(opt, G->hyper);
+  G->hyper = hyper;
+  torc__free(G->vals[j]);
+  G->vals[j] = copy;
+  return TORC_OK;
+}
+
 /* ---- the state dict ---- */
 
 static void key_of(char *buf, size_t size, const char *prefix, const char *fmt,

@@ -73,7 +73,83 @@ struct torc_scheduler {
   int64_t t;
   int64_t warmup;
   double start_factor;
+  /* The optimizer's hyper-parameter the schedule cycles ("momentum" or
+   * "betas", whose first number is beta1), or NULL. */
+  const char *mom_key;
 };
+
+/* The type's momentum function, or NULL (types built before it existed
+ * have a shorter struct). */
+static double (*type_momentum(const torc_scheduler_type *t))(void *, int,
+                                                             int64_t) {
+  if (t->struct_size < offsetof(torc_scheduler_type, momentum_betas) +
+                           sizeof t->momentum_betas)
+    return NULL;
+  return t->momentum;
+}
+
+/* Sets group g's momentum (or beta1) to the schedule's value at step t. */
+static torc_status set_momentum(torc_scheduler *s, int g, int64_t t) {
+  if (s->mom_key == NULL)
+    return TORC_OK;
+  torc_clear_error();
+  double m = s->type->momentum(s->state, g, t);
+  if (torc_last_status() != TORC_OK)
+    return torc_last_status();
+  if (isnan(m))
+    return TORC_OK;
+  char text[256];
+  if (strcmp(s->mom_key, "betas") == 0) {
+    const char *old = torc_optimizer_get_hyper(s->opt, g, "betas");
+    const char *rest = old ? strchr(old, ',') : NULL;
+    if (rest == NULL)
+      return torc_set_error(TORC_ERR_INVALID,
+                            "scheduler '%s': group %d's betas '%s' have no "
+                            "second number; give betas=beta1,beta2",
+                            s->type->name, g, old ? old : "");
+    snprintf(text, sizeof text, "%.17g%s", m, rest);
+  } else {
+    snprintf(text, sizeof text, "%.17g", m);
+  }
+  torc_status st = torc_optimizer_set_hyper(s->opt, g, s->mom_key, text);
+  if (st != TORC_OK)
+    torc_set_error(st,
+                   "%s (scheduler '%s' cycles the %s from base_momentum to "
+                   "max_momentum; choose values the optimizer accepts, or "
+                   "set cycle_momentum = no)",
+                   torc_last_error(), s->type->name,
+                   strcmp(s->mom_key, "betas") == 0 ? "betas' beta1"
+                                                    : "momentum");
+  return st;
+}
+
+/* Picks the hyper-parameter a momentum-cycling schedule drives, as
+ * PyTorch does: "momentum" when the optimizer has it, else (OneCycleLR)
+ * beta1 of "betas"; neither is an error naming the fix. */
+static torc_status pick_momentum(torc_scheduler *s) {
+  const torc_scheduler_type *t = s->type;
+  if (type_momentum(t) == NULL)
+    return TORC_OK;
+  torc_clear_error();
+  double m0 = t->momentum(s->state, 0, 0);
+  if (torc_last_status() != TORC_OK)
+    return torc_last_status();
+  if (isnan(m0)) /* cycle_momentum = no */
+    return TORC_OK;
+  if (torc_optimizer_has_hyper(s->opt, "momentum"))
+    s->mom_key = "momentum";
+  else if (t->momentum_betas && torc_optimizer_has_hyper(s->opt, "betas"))
+    s->mom_key = "betas";
+  else
+    return torc_set_error(
+        TORC_ERR_INVALID,
+        "%s: cycle_momentum = yes needs an optimizer with momentum%s, but "
+        "optimizer '%s' has none; set cycle_momentum = no, or use %s",
+        t->name, t->momentum_betas ? " or betas" : "",
+        torc_optimizer_name(s->opt),
+        t->momentum_betas ? "sgd, rmsprop, adam or adamw" : "sgd or rmsprop");
+  return TORC_OK;
+}
 
 static torc_status grow_groups(torc_scheduler *s) {
   int n = torc_optimizer_group_count(s->opt);
@@ -165,6 +241,8 @@ torc_scheduler *torc_scheduler_create(const char *type, const char *const *keys,
       s->state = NULL;
   }
   torc__free(vv), torc__free(kk);
+  if (st == TORC_OK)
+    st = pick_momentum(s);
   if (st != TORC_OK) {
     torc_scheduler_free(s);
     return NULL;
@@ -178,6 +256,12 @@ torc_scheduler *torc_scheduler_create(const char *type, const char *const *keys,
       lr0 = s->initial[g] * s->start_factor;
     else if (strcmp(t->name, "plateau") != 0 &&
              schedule_at_zero(s, g, &lr0) != TORC_OK) {
+      torc_scheduler_free(s);
+      return NULL;
+    }
+    /* The momentum at step 0 (max_momentum), also before a warm-up: the
+     * schedule sets it when PyTorch builds it, inside SequentialLR too. */
+    if (set_momentum(s, g, 0) != TORC_OK) {
       torc_scheduler_free(s);
       return NULL;
     }
@@ -245,6 +329,9 @@ torc_status torc_scheduler_step(torc_scheduler *s, double metric) {
                             tn, lr[g], g, (long long)(t - W));
     }
   }
+  /* The momentum follows the lr's step: none during a warm-up. */
+  for (int g = 0; g < s->n_groups && st == TORC_OK && t >= W; g++)
+    st = set_momentum(s, g, t - W);
   if (st == TORC_OK) {
     for (int g = 0; g < s->n_groups; g++)
       torc_optimizer_set_lr(s->opt, g, lr[g]);

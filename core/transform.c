@@ -21,7 +21,8 @@ enum {
   ST_RANDOM_HFLIP,
   ST_CENTER_CROP,
   ST_RESIZE,
-  ST_CAST
+  ST_CAST,
+  ST_RANDOM_VFLIP
 };
 
 typedef struct stage_info {
@@ -38,12 +39,15 @@ static const stage_info stage_infos[] = {
     [ST_RANDOM_CROP] = {"random_crop",
                         "random_crop(size), random_crop(size, padding) or "
                         "random_crop(h, w, padding)"},
-    [ST_RANDOM_HFLIP] = {"random_hflip", "random_hflip(p) with 0 <= p <= 1"},
+    [ST_RANDOM_HFLIP] = {"random_hflip", "random_hflip(p) with 0 <= p <= 1, "
+                                         "or random_hflip (p = 0.5)"},
     [ST_CENTER_CROP] = {"center_crop", "center_crop(size) or "
                                        "center_crop(h, w)"},
     [ST_RESIZE] = {"resize", "resize(h, w) (bilinear)"},
     [ST_CAST] = {"cast", "cast(dtype) with dtype one of f32, f64, f16, bf16, "
                          "i32, i64, u8, bool"},
+    [ST_RANDOM_VFLIP] = {"random_vflip", "random_vflip(p) with 0 <= p <= 1, "
+                                         "or random_vflip (p = 0.5)"},
 };
 
 #define N_STAGE_KINDS ((int)(sizeof stage_infos / sizeof stage_infos[0]))
@@ -52,7 +56,7 @@ typedef struct stage {
   int kind;
   int n;             /* normalize: channels (k) */
   double *mean, *std; /* normalize */
-  double c;           /* scale; random_hflip: p */
+  double c;           /* scale; random_hflip, random_vflip: p */
   int64_t h, w, pad;  /* crops, resize */
   torc_dtype dtype;   /* cast */
   char text[96];      /* the stage as written, for messages */
@@ -169,7 +173,8 @@ static int parse_int(const char *s, int64_t *out) {
 static const char *arg_name(int kind, int n_args, int i) {
   switch (kind) {
   case ST_SCALE: return "c";
-  case ST_RANDOM_HFLIP: return "p";
+  case ST_RANDOM_HFLIP:
+  case ST_RANDOM_VFLIP: return "p";
   case ST_CAST: return "dtype";
   case ST_RESIZE: return i == 0 ? "h" : "w";
   case ST_CENTER_CROP: return n_args == 1 ? "size" : i == 0 ? "h" : "w";
@@ -228,9 +233,12 @@ static torc_status parse_args(const char *spec, int pos, stage *s,
       return arity_error(spec, pos, s, n_args, "1");
     return num_arg(spec, pos, s, n_args, 0, args[0], &s->c);
   case ST_RANDOM_HFLIP:
-    if (n_args != 1)
-      return arity_error(spec, pos, s, n_args, "1");
-    if ((st = num_arg(spec, pos, s, n_args, 0, args[0], &s->c)))
+  case ST_RANDOM_VFLIP:
+    /* torchvision's RandomHorizontalFlip / RandomVerticalFlip: p = 0.5. */
+    if (n_args > 1)
+      return arity_error(spec, pos, s, n_args, "0 or 1");
+    s->c = 0.5;
+    if (n_args == 1 && (st = num_arg(spec, pos, s, n_args, 0, args[0], &s->c)))
       return st;
     if (s->c < 0 || s->c > 1)
       return stage_error(spec, pos, s->text,
@@ -332,6 +340,10 @@ static torc_status parse_stage(const char *spec, int pos, char *text,
                        "unknown stage '%s'%s; the stages are: %s", name, hint,
                        list);
   }
+  /* The flips' one argument has a default: the bare name is enough. */
+  if (open == NULL &&
+      (s->kind == ST_RANDOM_HFLIP || s->kind == ST_RANDOM_VFLIP))
+    return parse_args(spec, pos, s, NULL, 0);
   if (open == NULL)
     return stage_error(spec, pos, s->text,
                        "the arguments must follow in parentheses: %s",
@@ -437,7 +449,8 @@ torc_transform *torc_transform_parse(const char *spec) {
     memset(s, 0, sizeof *s);
     st = parse_stage(spec, pos, text, s);
     if (st == TORC_OK &&
-        (s->kind == ST_RANDOM_CROP || s->kind == ST_RANDOM_HFLIP))
+        (s->kind == ST_RANDOM_CROP || s->kind == ST_RANDOM_HFLIP ||
+         s->kind == ST_RANDOM_VFLIP))
       t->random = 1;
     if (last)
       break;
@@ -613,6 +626,24 @@ static torc_tensor *hflip(const torc_tensor *x) {
   return out;
 }
 
+/* The rows of each plane in reverse order (the last two dims are H, W). */
+static torc_tensor *vflip(const torc_tensor *x) {
+  torc_tensor *out = torc__empty(x->shape, x->ndim, x->dtype, TORC_CPU);
+  if (out == NULL)
+    return NULL;
+  int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
+  int64_t plane = H * W;
+  int64_t planes = plane > 0 ? torc__numel(x->shape, x->ndim) / plane : 0;
+  size_t row = (size_t)W * torc_dtype_size(x->dtype);
+  const char *src = host_ptr(x);
+  char *dst = host_ptr(out);
+  for (int64_t p = 0; p < planes; p++)
+    for (int64_t i = 0; i < H; i++)
+      memcpy(dst + (size_t)(p * H + i) * row,
+             src + (size_t)(p * H + (H - 1 - i)) * row, row);
+  return out;
+}
+
 /* Bilinear resize of the last two dims, as torch.nn.functional.interpolate
  * (mode="bilinear", align_corners=False, no antialias). */
 static torc_tensor *resize(const torc_tensor *x, int64_t oh, int64_t ow) {
@@ -696,6 +727,14 @@ static torc_tensor *apply_stage(const stage *s, const torc_tensor *x,
     double u = rng_uniform(r);
     if (u < s->c)
       return hflip(x);
+    return torc_retain((torc_tensor *)x);
+  }
+  case ST_RANDOM_VFLIP: {
+    if (need_dims(s, x, 2))
+      return NULL;
+    double u = rng_uniform(r); /* one draw, as random_hflip */
+    if (u < s->c)
+      return vflip(x);
     return torc_retain((torc_tensor *)x);
   }
   case ST_RANDOM_CROP: {

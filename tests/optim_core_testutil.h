@@ -184,7 +184,9 @@ static const torc_scheduler_type test_halve = {sizeof(torc_scheduler_type),
                                                halve_lr,
                                                halve_save,
                                                halve_load,
-                                               NULL};
+                                               NULL,
+                                               NULL,
+                                               0};
 
 /* A scheduler named "plateau" (the name the core asks a metric for). */
 static inline double keep_lr(void *state, int group, double initial,
@@ -202,7 +204,9 @@ static const torc_scheduler_type test_plateau = {sizeof(torc_scheduler_type),
                                                  keep_lr,
                                                  NULL,
                                                  NULL,
-                                                 NULL};
+                                                 NULL,
+                                                 NULL,
+                                                 0};
 
 /* ---- fixtures and helpers ---- */
 

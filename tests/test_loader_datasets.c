@@ -416,7 +416,7 @@ static void test_transform_parse_errors(void **state) {
               "argument 5 (a std) = -1 must be > 0");
   parse_fails("random_hflip(1.5)", "argument 1 (p) = 1.5 is not a "
                                    "probability");
-  parse_fails("random_hflip()", "takes 1 argument");
+  parse_fails("random_hflip(0.5, 1)", "takes 0 or 1 arguments, got 2");
   parse_fails("random_crop(0)", "argument 1 (size) = 0 is out of range; it "
                                 "must be from 1 to 2147483648");
   parse_fails("resize(4, 9999999999)", "argument 2 (w) = 9999999999 is out "

@@ -134,7 +134,9 @@ typedef struct torc_transform torc_transform;
  * Stages: scale(c) (x * c, as f32 unless the input is f64), normalize(mean,
  * std) or normalize(m1, .., mk, s1, .., sk) per channel (channel = dim 0 of
  * a sample; f32 unless f64), random_crop(size), random_crop(size, padding)
- * or random_crop(h, w, padding) (zero-padded), random_hflip(p),
+ * or random_crop(h, w, padding) (zero-padded; padding 0 when left out),
+ * random_hflip(p) and random_vflip(p) (p = 0.5 when left out, written
+ * random_hflip or random_hflip(), as torchvision's flips),
  * center_crop(size) or center_crop(h, w) (torchvision's offsets),
  * resize(h, w) (bilinear as F.interpolate with align_corners=False; f32
  * unless f64), cast(dtype). Spatial stages act on the last two dims.

@@ -173,6 +173,33 @@ TORC_API torc_status torc_optimizer_set_lr(torc_optimizer *opt, int group,
 /* Number of step() calls so far. */
 TORC_API int64_t torc_optimizer_steps(const torc_optimizer *opt);
 
+/* The optimizer's type name ("adam"); "" for NULL. */
+TORC_API const char *torc_optimizer_name(const torc_optimizer *opt);
+
+/* 1 if the optimizer's type has the hyper-parameter `key` ("momentum",
+ * "betas"), else 0 (NULL arguments: 0). */
+TORC_API int torc_optimizer_has_hyper(const torc_optimizer *opt,
+                                      const char *key);
+
+/* A group's hyper-parameter `key` as text: the value given for the group
+ * or the optimizer, else the type's default ("0.9,0.999" for Adam's
+ * betas). Borrowed: valid until the next torc_optimizer_set_hyper or load
+ * of that group. NULL with an error for an unknown group or key, and for
+ * "lr" (use torc_optimizer_get_lr: schedulers move it). */
+TORC_API const char *torc_optimizer_get_hyper(const torc_optimizer *opt,
+                                              int group, const char *key);
+
+/* Sets a group's hyper-parameter `key` to `value` (text, as in a spec),
+ * as assigning optimizer.param_groups[g][key] does in PyTorch: the type
+ * parses the group's hyper-parameters again, so a value it refuses is an
+ * error that changes nothing. The new value is used from the next step on
+ * and saved in the state dict. Schedulers that cycle momentum (onecycle,
+ * cyclic) set "momentum" or the first of "betas" with it. "lr" is refused
+ * (use torc_optimizer_set_lr). */
+TORC_API torc_status torc_optimizer_set_hyper(torc_optimizer *opt, int group,
+                                              const char *key,
+                                              const char *value);
+
 /* Adds the optimizer's state to sd under `prefix` ("optimizer."): every
  * state tensor as "PREFIX state.I.NAME" (I = the parameter's index across
  * groups, as PyTorch numbers them) and, as metadata, the type, the step
@@ -221,6 +248,21 @@ typedef struct torc_scheduler_type {
   int (*save)(void *state, char *buf, size_t size);
   int (*load)(void *state, const char *text);
   void *user;
+  /* (optional) For schedules that also cycle momentum (OneCycleLR,
+   * CyclicLR): the momentum of one group after `t` steps (t as for lr:
+   * t = 0 when the scheduler is built and when a warm-up ends; during a
+   * warm-up the momentum stays at its t = 0 value), or NaN when these
+   * options leave the momentum alone (cycle_momentum = no). The core
+   * writes it to the optimizer's "momentum" hyper-parameter (SGD,
+   * RMSprop) or, when momentum_betas is set and the optimizer has no
+   * "momentum" but "betas" (Adam, AdamW), to the first of the betas, as
+   * PyTorch does; an optimizer with neither is an error when the
+   * scheduler is built. */
+  double (*momentum)(void *state, int group, int64_t t);
+  /* With momentum: 1 if beta1 of an optimizer with "betas" may be cycled
+   * (OneCycleLR), 0 if only a "momentum" key is (CyclicLR in PyTorch
+   * 1.13). */
+  int momentum_betas;
 } torc_scheduler_type;
 
 TORC_API torc_status

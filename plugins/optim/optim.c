@@ -1,7 +1,7 @@
 /* plugins/optim/optim.c — the "optim" plugin: registers the optimizer types
  * (sgd, adam, adamw, rmsprop, adagrad) and the learning-rate scheduler types
- * (step, multistep, exponential, cosine, plateau, onecycle), and the key
- * parsing they share.
+ * (step, multistep, exponential, cosine, plateau, onecycle, cyclic), and
+ * the key parsing they share.
  */
 #include <errno.h>
 #include <math.h>
@@ -194,7 +194,8 @@ static int optim_init(const torc_host *host, torc_plugin *self) {
   }
   const torc_scheduler_type *scheds[] = {
       &optim_step_type,   &optim_multistep_type, &optim_exponential_type,
-      &optim_cosine_type, &optim_plateau_type,   &optim_onecycle_type};
+      &optim_cosine_type, &optim_plateau_type,   &optim_onecycle_type,
+      &optim_cyclic_type};
   for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++) {
     int st = host->register_scheduler(self, scheds[i]);
     if (st != TORC_OK)
@@ -211,7 +212,7 @@ static const torc_plugin_info optim_info = {
     .version = "0.1.0",
     .description = "optimizers (sgd, adam, adamw, rmsprop, adagrad) and "
                    "learning-rate schedulers (step, multistep, exponential, "
-                   "cosine, plateau, onecycle), as torch.optim",
+                   "cosine, plateau, onecycle, cyclic), as torch.optim",
     .provides = TORC_PROVIDES_OPTIM,
     .flags = 0,
     .keys = NULL,

@@ -29,6 +29,7 @@ extern const torc_scheduler_type optim_exponential_type;
 extern const torc_scheduler_type optim_cosine_type;
 extern const torc_scheduler_type optim_plateau_type;
 extern const torc_scheduler_type optim_onecycle_type;
+extern const torc_scheduler_type optim_cyclic_type;
 
 /* Records an error for the calling thread (host->set_error); returns st. */
 int optim_error(int status, const char *fmt, ...) TORC_PRINTF(2, 3);

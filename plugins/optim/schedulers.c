@@ -1,7 +1,8 @@
 /* plugins/optim/schedulers.c — the learning-rate scheduler types step,
  * multistep, exponential, cosine (closed forms of torch.optim.lr_scheduler's
  * StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR), plateau
- * (ReduceLROnPlateau, stateful) and onecycle (OneCycleLR).
+ * (ReduceLROnPlateau, stateful), onecycle (OneCycleLR) and cyclic
+ * (CyclicLR); the last two cycle the momentum too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -426,7 +427,15 @@ typedef struct onecycle_state {
   int64_t total_steps;
   double pct_start, div_factor, final_div_factor;
   int linear, three_phase;
+  int cycle_momentum;
+  double base_momentum, max_momentum;
 } onecycle_state;
+
+/* A momentum key: a number >= 0. */
+static int parse_momentum(const char *type, const char *key, const char *v,
+                          double *out) {
+  return optim_parse_num(type, key, v, 0, 0, INFINITY, 0, out);
+}
 
 static int onecycle_create(const char *const *keys, const char *const *values,
                            int n, void *user, void **state) {
@@ -463,6 +472,15 @@ static int onecycle_create(const char *const *keys, const char *const *values,
     st = optim_parse_choice("onecycle", "anneal_strategy",
                             V("anneal_strategy"), strategies, 2, &s.linear);
   if (st == TORC_OK)
+    st = optim_parse_bool("onecycle", "cycle_momentum", V("cycle_momentum"),
+                          &s.cycle_momentum);
+  if (st == TORC_OK)
+    st = parse_momentum("onecycle", "base_momentum", V("base_momentum"),
+                        &s.base_momentum);
+  if (st == TORC_OK)
+    st = parse_momentum("onecycle", "max_momentum", V("max_momentum"),
+                        &s.max_momentum);
+  if (st == TORC_OK)
     st = optim_parse_num("onecycle", "div_factor", V("div_factor"), 0, 1,
                          INFINITY, 0, &s.div_factor);
   if (st == TORC_OK)
@@ -484,57 +502,81 @@ static double onecycle_anneal(const onecycle_state *s, double start,
   return end + (start - end) / 2.0 * cos_out;
 }
 
-/* The lr after t steps, as OneCycleLR's get_lr at step_num = t: phases
- * ending at pct_start * total - 1 (warm-up from max_lr / div_factor to
- * max_lr) and total - 1 (annealing to initial / final_div_factor); three
- * phases: up, back down to the initial lr by 2 pct_start total - 2, then
- * to the minimum. At t = 0 (the core asks when the scheduler is built)
- * it is max_lr / div_factor, as PyTorch sets at construction. */
-static double onecycle_lr(void *state, int group, double initial_lr,
-                          double last_lr, int64_t t, double metric) {
-  (void)group, (void)last_lr, (void)metric;
-  const onecycle_state *s = state;
+/* The phase step t falls in (its index) and how far into it (*pct), as
+ * OneCycleLR's get_lr at step_num = t: phases end at pct_start * total - 1
+ * (warm-up) and total - 1 (annealing); three phases: up, back down by
+ * 2 pct_start total - 2, then the final annealing. -1 past the end of the
+ * cycle, with the error set. */
+static int onecycle_phase(const onecycle_state *s, int64_t t, double *pct) {
   if (t > s->total_steps) {
     optim_error(TORC_ERR_INVALID,
                 "onecycle: step %lld is past the end of the cycle "
                 "(total_steps = %lld); raise total_steps (or epochs) to the "
                 "number of steps you train for",
                 (long long)t, (long long)s->total_steps);
-    return NAN;
+    return -1;
   }
-  double max_lr = s->max_lr > 0 ? s->max_lr : initial_lr;
-  double init = max_lr / s->div_factor;
-  double min_lr = init / s->final_div_factor;
   double total = (double)s->total_steps;
-  struct {
-    double end_step, start_lr, end_lr;
-  } ph[3];
-  int n_ph;
+  double ends[3] = {s->pct_start * total - 1, total - 1, 0};
+  int n_ph = 2;
   if (s->three_phase) {
-    ph[0].end_step = s->pct_start * total - 1;
-    ph[0].start_lr = init, ph[0].end_lr = max_lr;
-    ph[1].end_step = 2 * s->pct_start * total - 2;
-    ph[1].start_lr = max_lr, ph[1].end_lr = init;
-    ph[2].end_step = total - 1;
-    ph[2].start_lr = init, ph[2].end_lr = min_lr;
+    ends[1] = 2 * s->pct_start * total - 2;
+    ends[2] = total - 1;
     n_ph = 3;
-  } else {
-    ph[0].end_step = s->pct_start * total - 1;
-    ph[0].start_lr = init, ph[0].end_lr = max_lr;
-    ph[1].end_step = total - 1;
-    ph[1].start_lr = max_lr, ph[1].end_lr = min_lr;
-    n_ph = 2;
   }
   double start_step = 0, step = (double)t;
   for (int i = 0; i < n_ph; i++) {
-    double end_step = ph[i].end_step;
+    double end_step = ends[i];
     if (step <= end_step || i == n_ph - 1) {
-      double pct = (step - start_step) / (end_step - start_step);
-      return onecycle_anneal(s, ph[i].start_lr, ph[i].end_lr, pct);
+      *pct = (step - start_step) / (end_step - start_step);
+      return i;
     }
     start_step = end_step;
   }
-  return last_lr; /* not reached */
+  return -1; /* not reached */
+}
+
+/* The lr after t steps: from max_lr / div_factor up to max_lr, then down
+ * to that / final_div_factor (three phases: up, back down to the start,
+ * then to the minimum). At t = 0 (the core asks when the scheduler is
+ * built) it is max_lr / div_factor, as PyTorch sets at construction. */
+static double onecycle_lr(void *state, int group, double initial_lr,
+                          double last_lr, int64_t t, double metric) {
+  (void)group, (void)last_lr, (void)metric;
+  const onecycle_state *s = state;
+  double pct;
+  int i = onecycle_phase(s, t, &pct);
+  if (i < 0)
+    return NAN;
+  double max_lr = s->max_lr > 0 ? s->max_lr : initial_lr;
+  double init = max_lr / s->div_factor;
+  double min_lr = init / s->final_div_factor;
+  static const int two[2][2] = {{0, 1}, {1, 2}}, three[3][2] = {{0, 1},
+                                                                {1, 0},
+                                                                {0, 2}};
+  const double lrs[3] = {init, max_lr, min_lr};
+  const int *ph = s->three_phase ? three[i] : two[i];
+  return onecycle_anneal(s, lrs[ph[0]], lrs[ph[1]], pct);
+}
+
+/* The momentum after t steps, inversely to the lr: max_momentum down to
+ * base_momentum while the lr rises, back up while it falls (three phases:
+ * down, up, then flat at max_momentum). NaN with cycle_momentum = no. */
+static double onecycle_momentum(void *state, int group, int64_t t) {
+  (void)group;
+  const onecycle_state *s = state;
+  if (!s->cycle_momentum)
+    return NAN;
+  double pct;
+  int i = onecycle_phase(s, t, &pct);
+  if (i < 0)
+    return NAN;
+  double base = s->base_momentum, max = s->max_momentum;
+  if (i == 0)
+    return onecycle_anneal(s, max, base, pct);
+  if (i == 1)
+    return onecycle_anneal(s, base, max, pct);
+  return onecycle_anneal(s, max, max, pct);
 }
 
 static const torc_module_key onecycle_keys[] = {
@@ -549,6 +591,14 @@ static const torc_module_key onecycle_keys[] = {
                   "[0, 1])",
      "0.3"},
     {"anneal_strategy", "shape of the curve (cos | linear)", "cos"},
+    {"cycle_momentum", "cycle the optimizer's momentum (SGD, RMSprop) or "
+                       "beta1 (Adam, AdamW) inversely to the lr (yes | no)",
+     "yes"},
+    {"base_momentum", "the momentum at the peak of the lr (a number >= 0)",
+     "0.85"},
+    {"max_momentum", "the momentum at the start and end of the cycle (a "
+                     "number >= 0)",
+     "0.95"},
     {"div_factor", "the cycle starts at max_lr / div_factor (a number > 0)",
      "25"},
     {"final_div_factor", "the cycle ends at max_lr / div_factor / "
@@ -569,4 +619,147 @@ const torc_scheduler_type optim_onecycle_type = {
     .create = onecycle_create,
     .destroy = free_state,
     .lr = onecycle_lr,
+    .momentum = onecycle_momentum,
+    .momentum_betas = 1,
+};
+
+/* ---------------------------------------------------------------------
+ * cyclic (CyclicLR)
+ * ------------------------------------------------------------------- */
+
+typedef struct cyclic_state {
+  double base_lr; /* < 0: each group's initial lr */
+  double max_lr;
+  double total_size, step_ratio;
+  int mode; /* 0 triangular, 1 triangular2, 2 exp_range */
+  double gamma;
+  int cycle_momentum;
+  double base_momentum, max_momentum;
+} cyclic_state;
+
+static int cyclic_create(const char *const *keys, const char *const *values,
+                         int n, void *user, void **state) {
+  (void)user;
+  static const char *const modes[] = {"triangular", "triangular2",
+                                      "exp_range"};
+  cyclic_state s = {.base_lr = -1};
+  double up = 0, down = 0;
+#define V(k) optim_value(keys, values, n, k)
+  int st = TORC_OK;
+  const char *bv = V("base_lr");
+  if (bv && bv[0] != '\0')
+    st = optim_parse_num("cyclic", "base_lr", bv, 0, 0, INFINITY, 0,
+                         &s.base_lr);
+  if (st == TORC_OK)
+    st = optim_parse_num("cyclic", "max_lr", V("max_lr"), 0, 0, INFINITY, 0,
+                         &s.max_lr);
+  if (st == TORC_OK)
+    st = optim_parse_num("cyclic", "step_size_up", V("step_size_up"), 0, 1,
+                         INFINITY, 0, &up);
+  const char *dv = V("step_size_down");
+  down = up;
+  if (st == TORC_OK && dv && dv[0] != '\0')
+    st = optim_parse_num("cyclic", "step_size_down", dv, 0, 1, INFINITY, 0,
+                         &down);
+  if (st == TORC_OK)
+    st = optim_parse_choice("cyclic", "mode", V("mode"), modes, 3, &s.mode);
+  if (st == TORC_OK)
+    st = optim_parse_num("cyclic", "gamma", V("gamma"), 0, 1, INFINITY, 0,
+                         &s.gamma);
+  if (st == TORC_OK)
+    st = optim_parse_bool("cyclic", "cycle_momentum", V("cycle_momentum"),
+                          &s.cycle_momentum);
+  if (st == TORC_OK)
+    st = parse_momentum("cyclic", "base_momentum", V("base_momentum"),
+                        &s.base_momentum);
+  if (st == TORC_OK)
+    st = parse_momentum("cyclic", "max_momentum", V("max_momentum"),
+                        &s.max_momentum);
+#undef V
+  if (st != TORC_OK)
+    return st;
+  s.total_size = up + down;
+  s.step_ratio = up / s.total_size;
+  return new_state("cyclic", &s, sizeof s, state);
+}
+
+/* CyclicLR's get_lr at last_epoch = t: the position in the cycle as a
+ * scale factor in [0, 1] (rising for step_size_up steps, falling for
+ * step_size_down), and the amplitude's scale (triangular: 1;
+ * triangular2: halved each cycle; exp_range: gamma^t). */
+static void cyclic_factors(const cyclic_state *s, int64_t t, double *factor,
+                           double *scale) {
+  double cycle = floor(1 + (double)t / s->total_size);
+  double x = 1. + (double)t / s->total_size - cycle;
+  if (x <= s->step_ratio)
+    *factor = x / s->step_ratio;
+  else
+    *factor = (x - 1) / (s->step_ratio - 1);
+  if (s->mode == 0)
+    *scale = 1.;
+  else if (s->mode == 1)
+    *scale = 1 / pow(2., cycle - 1);
+  else
+    *scale = pow(s->gamma, (double)t);
+}
+
+static double cyclic_lr(void *state, int group, double initial_lr,
+                        double last_lr, int64_t t, double metric) {
+  (void)group, (void)last_lr, (void)metric;
+  const cyclic_state *s = state;
+  double base_lr = s->base_lr >= 0 ? s->base_lr : initial_lr;
+  double factor, scale;
+  cyclic_factors(s, t, &factor, &scale);
+  double base_height = (s->max_lr - base_lr) * factor;
+  return base_lr + base_height * scale;
+}
+
+/* Inversely to the lr: max_momentum at the cycle's ends, base_momentum at
+ * its peak. NaN with cycle_momentum = no. */
+static double cyclic_momentum(void *state, int group, int64_t t) {
+  (void)group;
+  const cyclic_state *s = state;
+  if (!s->cycle_momentum)
+    return NAN;
+  double factor, scale;
+  cyclic_factors(s, t, &factor, &scale);
+  double base_height = (s->max_momentum - s->base_momentum) * factor;
+  return s->max_momentum - base_height * scale;
+}
+
+static const torc_module_key cyclic_keys[] = {
+    {"base_lr", "the lower lr of the cycle (a number >= 0; empty: each "
+                "group's lr)",
+     ""},
+    {"max_lr", "the upper lr of the cycle (a number >= 0)", NULL},
+    {"step_size_up", "steps from base_lr up to max_lr (a number > 0)",
+     "2000"},
+    {"step_size_down", "steps from max_lr back down (a number > 0; empty: "
+                       "step_size_up)",
+     ""},
+    {"mode", "amplitude per cycle: constant, halved every cycle, or scaled "
+             "by gamma^step (triangular | triangular2 | exp_range)",
+     "triangular"},
+    {"gamma", "exp_range's factor per step (a number > 0)", "1.0"},
+    {"cycle_momentum", "cycle the optimizer's momentum inversely to the lr "
+                       "(yes | no; needs an optimizer with momentum: sgd, "
+                       "rmsprop)",
+     "yes"},
+    {"base_momentum", "the momentum at the peak of the lr (a number >= 0)",
+     "0.8"},
+    {"max_momentum", "the momentum at base_lr (a number >= 0)", "0.9"},
+    {NULL, NULL, NULL},
+};
+
+const torc_scheduler_type optim_cyclic_type = {
+    .struct_size = sizeof(torc_scheduler_type),
+    .name = "cyclic",
+    .description = "cycles the lr between base_lr and max_lr, and the "
+                   "momentum inversely (CyclicLR)",
+    .keys = cyclic_keys,
+    .create = cyclic_create,
+    .destroy = free_state,
+    .lr = cyclic_lr,
+    .momentum = cyclic_momentum,
+    .momentum_betas = 0,
 };
