@@ -221,8 +221,10 @@ static int metrics_eval(const torc_train_event *ev, void *user) {
 }
 
 static int metrics_curves(const torc_train_event *ev, void *user) {
+  report *r = user;
   (void)ev;
-  torc_train__write_curves(user);
+  if (r->csv)
+    torc_train__write_curves(r->csv_path, r->started);
   return TORC_TRAIN_CONTINUE;
 }
 

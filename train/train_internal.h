@@ -100,7 +100,9 @@ void torc_train__report_close(torc_train__report *rp);
 
 /* ---- curves.svg (curves.c) ---- */
 
-/* Draws curves.svg next to the metrics CSV of rp, from its rows. */
-void torc_train__write_curves(torc_train__report *rp);
+/* Draws curves.svg next to the metrics CSV `csv_path`, from its rows (by
+ * the header's column names); temporary files of killed runs older than
+ * `started` are removed. Nothing is written for a file without rows. */
+void torc_train__write_curves(const char *csv_path, time_t started);
 
 #endif /* TORC_TRAIN_INTERNAL_H */
