@@ -3,7 +3,8 @@
  * drawn, rendered to PNG by rsvg-convert and read back by libpng: each
  * split's curve shows in each plot (a single epoch too), the legend box
  * covers no curve, the lr has its own plot, the axes are labelled and the
- * tick labels are round numbers (1, 2 or 5 times a power of ten apart).
+ * tick labels are round numbers (1, 2 or 5 times a power of ten apart);
+ * a file of evaluations only draws those.
  * Without rsvg-convert (Debian's librsvg2-bin) the test is skipped.
  */
 #include <dirent.h>
@@ -238,7 +239,7 @@ static void check_ticks(const svg *g, const char *name) {
     if (n < 2)
       continue;
     groups++;
-    char why[256], msg[400];
+    char why[256] = "", msg[400];
     int ok = round_ticks(v, n, why, sizeof why);
     snprintf(msg, sizeof msg, "%s axis tick labels are not round: %s",
              yaxis ? "a y" : "an x", why);
@@ -433,6 +434,32 @@ static void test_valid_columns(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* A file of evaluations only draws them, with no empty train entry; a
+ * file without rows draws nothing. */
+static void test_eval_rows_only(void **state) {
+  (void)state;
+  failures = 0;
+  char path[1100];
+  draw("evals",
+       "epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds\n"
+       "1,10,test,1.00,0.48,,,\n"
+       "2,20,test,0.72,0.69,,,\n",
+       path, sizeof path);
+  const unsigned char *s[1] = {TEST};
+  check_svg(path, "evaluations", s, 1, 2, 0);
+  static svg g;
+  parse_svg(&g, path);
+  check(!has_text(&g, "train"), "a legend entry for train without rows",
+        "evaluations");
+  check(!has_text(&g, "learning rate"), "an lr plot without an lr",
+        "evaluations");
+  free(g.src);
+  draw("empty", "epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds\n",
+       path, sizeof path);
+  check(access(path, F_OK) != 0, "a curves.svg without rows", "empty");
+  assert_int_equal(failures, 0);
+}
+
 static int rm_tree(const char *path) {
   DIR *d = opendir(path);
   if (d == NULL)
@@ -470,6 +497,7 @@ int main(void) {
       cmocka_unit_test(test_three_epochs),
       cmocka_unit_test(test_valid_rows),
       cmocka_unit_test(test_valid_columns),
+      cmocka_unit_test(test_eval_rows_only),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -21,12 +21,13 @@ enum { MAX_EPOCHS = 1024, MAX_SERIES = 6, MAX_COLS = 64 };
  * far); the others are the epoch's last evaluation. */
 typedef struct series {
   char name[32];
+  int style; /* its colour and marker: train, test, valid, then the rest */
   double loss[MAX_EPOCHS], acc[MAX_EPOCHS], w[MAX_EPOCHS];
 } series;
 
 typedef struct curves {
   int n; /* epochs */
-  int ns;
+  int ns, others;
   series s[MAX_SERIES];
   /* the lr of each train row: its epoch, global step and value */
   int nlr, lr_cap;
@@ -43,6 +44,15 @@ static series *series_of(curves *c, const char *name) {
     return NULL;
   series *s = &c->s[c->ns++];
   snprintf(s->name, sizeof s->name, "%s", name);
+  if (strcmp(name, "train") == 0)
+    s->style = 0;
+  else if (strcmp(name, "test") == 0)
+    s->style = 1;
+  else if (strcmp(name, "valid") == 0 || strcmp(name, "val") == 0 ||
+           strcmp(name, "validation") == 0)
+    s->style = 2;
+  else
+    s->style = 3 + c->others++;
   for (int e = 0; e < MAX_EPOCHS; e++)
     s->loss[e] = s->acc[e] = NAN, s->w[e] = 0;
   return s;
@@ -171,6 +181,25 @@ static int read_csv(FILE *f, curves *c) {
         *(wide_acc[k] ? &s->acc[i] : &s->loss[i]) = v;
     }
   }
+  /* a series without a value (train in a file of evaluations) is left
+   * out; the others keep their styles */
+  int kept = 0;
+  for (int k = 0; k < c->ns; k++) {
+    int any = 0;
+    for (int e = 0; e < c->n; e++)
+      any |= isfinite(c->s[k].loss[e]) || isfinite(c->s[k].acc[e]);
+    if (any && kept != k)
+      c->s[kept] = c->s[k];
+    kept += any;
+  }
+  c->ns = kept;
+  /* the legend's order: train, test, valid, then the rest as they came */
+  for (int k = 1; k < c->ns; k++)
+    for (int j = k; j > 0 && c->s[j].style < c->s[j - 1].style; j--) {
+      series t = c->s[j];
+      c->s[j] = c->s[j - 1];
+      c->s[j - 1] = t;
+    }
   return 1;
 }
 
@@ -195,6 +224,8 @@ typedef struct axis {
 /* Loose labelling: the axis extends to the ticks around [lo, hi], about
  * `ticks` of them. A flat series gets a range around its value. */
 static axis nice_axis(double lo, double hi, int ticks) {
+  if (!isfinite(lo) || !isfinite(hi) || lo > hi)
+    lo = 0, hi = 1; /* nothing to draw: an empty plot 0..1 */
   if (!(hi - lo > 1e-12 * fmax(fabs(lo), fabs(hi)))) {
     double m = fabs(lo) > 0 ? fabs(lo) / 2 : 0.5;
     lo -= m, hi += m;
@@ -216,7 +247,8 @@ enum { PX = 72, PW = 470, LEGEND_X = PX + PW + 24, LEGEND_W = 116,
        FIG_W = LEGEND_X + LEGEND_W + 12, TOP = 16, BIG_H = 190, LR_H = 90,
        BELOW = 58 /* under a plot: tick labels and the "epoch" label */ };
 
-static const char *const colours[MAX_SERIES] = {
+enum { N_COLOURS = 6 };
+static const char *const colours[N_COLOURS] = {
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#8c564b", "#e377c2"};
 static const char lr_colour[] = "#9467bd";
 
@@ -236,10 +268,10 @@ static void put_escaped(FILE *o, const char *s) {
   }
 }
 
-/* A marker of series k at (x, y): train a circle, then a square, a
+/* A marker of style k at (x, y): train a circle, then a square, a
  * diamond, a triangle — telling the series apart in grey too. */
 static void marker(FILE *o, int k, double x, double y) {
-  const char *c = colours[k % MAX_SERIES];
+  const char *c = colours[k % N_COLOURS];
   switch (k % 4) {
   case 0:
     fprintf(o, "<circle cx='%.1f' cy='%.1f' r='3.5' fill='%s'/>\n", x, y, c);
@@ -321,14 +353,15 @@ static void draw_metric(FILE *o, const curves *c, int y, int acc,
   for (int k = 0; k < c->ns; k++) {
     const double *v = acc ? c->s[k].acc : c->s[k].loss;
     fprintf(o, "<polyline fill='none' stroke='%s' stroke-width='2' "
-               "stroke-linejoin='round' points='", colours[k]);
+               "stroke-linejoin='round' points='",
+            colours[c->s[k].style % N_COLOURS]);
     for (int e = 0; e < c->n; e++)
       if (isfinite(v[e]))
         fprintf(o, "%.1f,%.1f ", fx(&f, e + 1), fy(&f, v[e]));
     fprintf(o, "'/>\n");
     for (int e = 0; e < c->n; e++)
       if (isfinite(v[e]))
-        marker(o, k, fx(&f, e + 1), fy(&f, v[e]));
+        marker(o, c->s[k].style, fx(&f, e + 1), fy(&f, v[e]));
   }
 }
 
@@ -370,8 +403,8 @@ static void draw_legend(FILE *o, const curves *c, int y) {
     double ly = y + 15 + 20 * k;
     fprintf(o, "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='%s' "
                "stroke-width='2'/>\n", LEGEND_X + 8, ly, LEGEND_X + 32, ly,
-            colours[k]);
-    marker(o, k, LEGEND_X + 20, ly);
+            colours[c->s[k].style % N_COLOURS]);
+    marker(o, c->s[k].style, LEGEND_X + 20, ly);
     fprintf(o, "<text x='%d' y='%.1f' font-size='12' %s>", LEGEND_X + 40,
             ly + 4, font);
     put_escaped(o, c->s[k].name);
