@@ -28,11 +28,13 @@ case $build in /*) ;; *) build="$top/$build" ;; esac
 # JPEG); dataset-fashion-mnist: the examples and test_sources' real-data
 # check (skipped without it); libopenblas-dev: the cpu plugin (optional:
 # configure leaves it out without OpenBLAS, and its tests skip);
-# libdnnl-dev: the onednn plugin (optional in the same way).
+# libdnnl-dev: the onednn plugin (optional in the same way);
+# librsvg2-bin: rsvg-convert, which test_curves renders curves.svg with
+# (skipped without it).
 packages=(gcc make autoconf automake libtool pkg-config
           libinih-dev libjansson-dev libcmocka-dev valgrind
           zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
-          libopenblas-dev libdnnl-dev)
+          libopenblas-dev libdnnl-dev librsvg2-bin)
 # --fuzz: clang with libFuzzer and the sanitizer runtimes, and
 # llvm-symbolizer (llvm-14) for the stacks of its reports.
 [ $fuzz = no ] || packages+=(clang-14 libclang-rt-14-dev llvm-14)

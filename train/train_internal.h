@@ -1,7 +1,8 @@
 /* train/train_internal.h — what the trainer's files share: its settings
  * and the parts of a run (loop.c), the position a checkpoint holds
- * (checkpoint.c) and the built-in reporters (report.c). The trainer is a
- * layer above the core: it includes the public headers only.
+ * (checkpoint.c), the built-in reporters (report.c) and curves.svg
+ * (curves.c). The trainer is a layer above the core: it includes the
+ * public headers only.
  */
 #ifndef TORC_TRAIN_INTERNAL_H
 #define TORC_TRAIN_INTERNAL_H
@@ -96,5 +97,12 @@ torc_train_callbacks torc_train__metrics_callbacks(torc_train__report *rp);
 
 /* Closes the CSV. */
 void torc_train__report_close(torc_train__report *rp);
+
+/* ---- curves.svg (curves.c) ---- */
+
+/* Draws curves.svg next to the metrics CSV `csv_path`, from its rows (by
+ * the header's column names); temporary files of killed runs older than
+ * `started` are removed. Nothing is written for a file without rows. */
+void torc_train__write_curves(const char *csv_path, time_t started);
 
 #endif /* TORC_TRAIN_INTERNAL_H */
