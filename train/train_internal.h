@@ -80,6 +80,10 @@ torc_status torc_train__save_ckpt(torc_train__run *r,
                                   const torc_train__position *pos,
                                   char *path, size_t psize);
 
+/* The newest checkpoint in dir (the highest step) into path: 1, or 0
+ * when dir holds none. */
+int torc_train__newest_ckpt(const char *dir, char *path, size_t psize);
+
 /* Loads checkpoint `want` ("": the newest in [checkpoint] dir) into the
  * run, and the position it holds, checked against the run. */
 torc_status torc_train__load_ckpt(torc_train__run *r, const char *want,
