@@ -39,6 +39,10 @@ const torc__config_row torc__data_rows[] = {
     {"data.*", "pin_memory", TORC__CFG_ENUM, "auto", "auto|yes|no", 0,
      "stage batches in pinned host memory (auto: when the device is not "
      "the host)"},
+    {"data.*", "class_names", TORC__CFG_STRING, NULL,
+     "comma-separated names, in label order: cat, dog, bird", 0,
+     "the classes' names, for torc eval's predictions, confusion matrix "
+     "and report (read from [data.test], else [data.train])"},
     {"data.*", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the source's own keys (images, labels, root, ...), checked by the "
      "source; relative paths resolve against the INI file's folder"},

@@ -34,18 +34,22 @@ const char torc_tool__usage_train[] =
     "interrupted.\n";
 
 const char torc_tool__usage_eval[] =
-    "usage: torc eval FILE.ini --checkpoint PATH [--set S.K=V ...] "
+    "usage: torc eval FILE.ini [--checkpoint PATH] [--set S.K=V ...] "
     "[--predict N]\n"
     "\n"
     "Evaluates the model of FILE.ini on [data.test] with the weights of\n"
     "PATH (a torc checkpoint or a plain safetensors state dict, loaded\n"
-    "strictly): the loss, the accuracy and the confusion matrix for\n"
-    "classification. --predict N prints the outputs of the first N test\n"
-    "samples. The last line: eval: loss=L accuracy=A samples=N.\n"
+    "strictly), or of the run's newest checkpoint (the one --resume takes)\n"
+    "without --checkpoint. For classification: the confusion matrix and the\n"
+    "per-class precision, recall and F1 (as scikit-learn's\n"
+    "classification_report), classes named by [data.test] class_names.\n"
+    "--predict N shows the first N test samples: true class, predicted\n"
+    "class and its probability, mistakes marked (the outputs for\n"
+    "regression). The last line: eval: loss=L accuracy=A samples=N.\n"
     "\n"
     "Exit status: 0 success, 1 a failure while running (out of memory),\n"
-    "2 bad input (usage, the configuration, a bad checkpoint or data\n"
-    "file, a missing plugin).\n";
+    "2 bad input (usage, the configuration, no checkpoint, a bad\n"
+    "checkpoint or data file, a missing plugin).\n";
 
 int torc_tool__exit_status(torc_status st) {
   switch (st) {
@@ -211,9 +215,9 @@ int torc_tool__cmd_eval(int argc, char **argv) {
       rc = usage_error("eval", "unexpected argument", a);
     }
   }
-  if (rc < 0 && (file == NULL || ckpt == NULL))
-    rc = usage_error("eval", "usage: torc eval FILE.ini --checkpoint PATH",
-                     NULL);
+  if (rc < 0 && file == NULL)
+    rc = usage_error("eval", "which file? usage: torc eval FILE.ini "
+                     "[--checkpoint PATH]", NULL);
   torc_config *cfg = NULL;
   if (rc < 0)
     cfg = config_with_sets("eval", file, sets, n_sets, &rc);
@@ -227,16 +231,11 @@ int torc_tool__cmd_eval(int argc, char **argv) {
     fprintf(stderr, "torc eval: %s\n", torc_last_error());
     return torc_tool__exit_status(st);
   }
-  if (res.confusion) {
-    printf("confusion matrix (rows: true class, columns: predicted):\n");
-    for (int64_t i = 0; i < res.classes; i++) {
-      for (int64_t j = 0; j < res.classes; j++)
-        printf("%s%6lld", j ? " " : "",
-               (long long)res.confusion[i * res.classes + j]);
-      printf("\n");
-    }
-    free(res.confusion);
-  }
+  if (predict > 0 && res.confusion)
+    putchar('\n'); /* the predictions, then the report */
+  torc_eval_report(&res, stdout);
+  free(res.confusion);
+  free(res.class_names);
   if (res.accuracy == res.accuracy)
     printf("eval: loss=%.4f accuracy=%.4f samples=%lld\n", res.loss,
            res.accuracy, (long long)res.samples);

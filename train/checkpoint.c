@@ -74,6 +74,14 @@ static int list_ckpts(const char *dir, long long *steps, int max) {
   return n;
 }
 
+int torc_train__newest_ckpt(const char *dir, char *path, size_t psize) {
+  long long steps[4096]; /* newest first */
+  if (list_ckpts(dir, steps, 4096) == 0)
+    return 0;
+  snprintf(path, psize, "%s/ckpt-%08lld.safetensors", dir, steps[0]);
+  return 1;
+}
+
 /* The position's running sums, by the metadata key ("train.KEY") each is
  * saved under: the doubles wl, el, seconds and the integers after. */
 static const char *const pos_keys[] = {"wl", "el", "wc", "wn", "ws", "ec",

@@ -1,8 +1,8 @@
 /* train/train_internal.h — what the trainer's files share: its settings
- * and the parts of a run (loop.c), the position a checkpoint holds
- * (checkpoint.c), the built-in reporters (report.c) and curves.svg
- * (curves.c). The trainer is a layer above the core: it includes the
- * public headers only.
+ * and the parts of a run (loop.c), evaluation (eval.c), the position a
+ * checkpoint holds (checkpoint.c), the built-in reporters (report.c) and
+ * curves.svg (curves.c). The trainer is a layer above the core: it
+ * includes the public headers only.
  */
 #ifndef TORC_TRAIN_INTERNAL_H
 #define TORC_TRAIN_INTERNAL_H
@@ -40,6 +40,25 @@ typedef struct torc_train__run {
   time_t started; /* files older than this were left by earlier runs */
 } torc_train__run;
 
+/* Builds the model, data, loss, optimizer and scheduler of cfg into r.
+ * With `for_train` 0 only the model, the test data and the loss. */
+torc_status torc_train__build(torc_train__run *r, const torc_config *cfg,
+                              int for_train);
+
+/* Frees what torc_train__build made. */
+void torc_train__free(torc_train__run *r);
+
+/* Loss (mean over the batch) and the number of correct predictions (-1
+ * when the target is not class indices). */
+torc_status torc_train__batch_metrics(torc_tensor *out,
+                                      const torc_tensor *target,
+                                      torc_tensor *loss, double *loss_v,
+                                      int64_t *correct);
+
+/* A NULL argument of `fn`: TORC_ERR_NULL, keeping the message of the
+ * failed call that produced it when there is one. */
+torc_status torc_train__null_input(const char *fn);
+
 /* Creates `dir` and its parents; `what` (the key) for the message. */
 torc_status torc_train__mkdirs(const char *dir, const char *what);
 
@@ -62,10 +81,31 @@ torc_status torc_train__save_ckpt(torc_train__run *r,
                                   const torc_train__position *pos,
                                   char *path, size_t psize);
 
+/* The newest checkpoint in dir (the highest step) into path: 1, or 0
+ * when dir holds none. */
+int torc_train__newest_ckpt(const char *dir, char *path, size_t psize);
+
 /* Loads checkpoint `want` ("": the newest in [checkpoint] dir) into the
  * run, and the position it holds, checked against the run. */
 torc_status torc_train__load_ckpt(torc_train__run *r, const char *want,
                                   torc_train__position *pos);
+
+/* ---- evaluation (eval.c) ---- */
+
+/* The figures of one pass over [data.test]. */
+typedef struct torc_train__eval_out {
+  double loss, accuracy;
+  int64_t samples, classes;
+  int64_t *confusion;
+} torc_train__eval_out;
+
+/* One pass over r's test data at `epoch` (its shuffle), in eval mode
+ * under no-grad: the loss and accuracy, the confusion matrix when
+ * `want_confusion`, and the outputs of the first `predict` samples
+ * printed to pf. */
+torc_status torc_train__evaluate(torc_train__run *r, int64_t epoch,
+                                 int want_confusion, int predict, FILE *pf,
+                                 torc_train__eval_out *e);
 
 /* ---- the built-in reporters (report.c) ---- */
 

@@ -64,17 +64,37 @@ typedef struct torc_eval_result {
   int64_t classes;    /* 0 for regression */
   int64_t *confusion; /* classes x classes, row = true class, column =
                          predicted (malloc'd: free() it), or NULL */
+  char checkpoint[1024]; /* the file whose weights were evaluated */
+  char **class_names; /* `classes` names from [data.test] class_names
+                         (else [data.train]'s), or NULL: one malloc'd
+                         block, free() it */
 } torc_eval_result;
 
 /* Evaluates the model of `cfg` on [data.test] with the weights of
  * `checkpoint`: a torc checkpoint or a plain safetensors state dict (one
  * saved from PyTorch with the same architecture works), loaded strictly —
  * a checkpoint of another model is TORC_ERR_SHAPE/TORC_ERR_INVALID listing
- * the keys that differ. When `predict` > 0, prints the logits of the first
- * `predict` samples to `out` (NULL = stdout), one row each. */
+ * the keys that differ. `checkpoint` NULL takes the newest checkpoint of
+ * the run (the one --resume takes) and prints "checkpoint: PATH (the
+ * newest of the run)" to `out` (NULL = stdout); none is TORC_ERR_CONFIG
+ * (no [checkpoint] dir) or TORC_ERR_IO (none in it). When `predict` > 0,
+ * prints the first `predict` samples to `out`: for a classification a
+ * table of the true class, the class predicted and its probability (the
+ * softmax of the outputs), "<- mistake" where they differ, classes named
+ * by class_names; otherwise the outputs, one row each. */
 TORC_API torc_status torc_evaluate(const struct torc_config *cfg,
                                    const char *checkpoint, int predict,
                                    FILE *out, torc_eval_result *res);
+
+/* Prints the confusion matrix of a classification's `res` (rows labelled
+ * with the classes' indices and names) and its classification report:
+ * per-class precision, recall, F1 and support, then accuracy, the macro
+ * and the support-weighted averages, laid out and computed as
+ * scikit-learn's classification_report(labels=all classes,
+ * zero_division=0, digits=4) (a "micro avg" line replaces "accuracy" when
+ * a class has neither samples nor predictions, as there). Prints nothing
+ * when res has no confusion matrix (regression). `out` NULL: stdout. */
+TORC_API torc_status torc_eval_report(const torc_eval_result *res, FILE *out);
 
 /* Times `steps` training steps (after a few of warm-up) of the model of
  * `cfg` on batches of [data.train], with the profiler on, and prints to

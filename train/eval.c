@@ -1,0 +1,400 @@
+/* train/eval.c — evaluation on [data.test]: the pass the trainer runs
+ * after its epochs, and torc_evaluate (torc eval): the checkpoint (the
+ * run's newest when none is named), the class names of [data.*]
+ * class_names, the predictions it prints, and torc_eval_report's
+ * confusion matrix and per-class precision, recall and F1.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+
+typedef torc_train__run run;
+typedef torc_train__eval_out eval_out;
+
+/* The class names a pass labels its classes with (n 0: none), and the
+ * section that gave them, for messages. */
+typedef struct class_names {
+  char **v;
+  int64_t n;
+  int section;
+} class_names;
+
+/* A name of class c: its name, else its index (buf). */
+static const char *class_label(const class_names *cn, int64_t c, char *buf,
+                               size_t size) {
+  if (cn && c >= 0 && c < cn->n)
+    return cn->v[c];
+  snprintf(buf, size, "%lld", (long long)c);
+  return buf;
+}
+
+/* The widest label of k classes. */
+static int label_width(const class_names *cn, int64_t k) {
+  int w = 1;
+  for (int64_t c = 0; c < k; c++) {
+    char buf[32];
+    int l = (int)strlen(class_label(cn, c, buf, sizeof buf));
+    if (l > w)
+      w = l;
+  }
+  return w;
+}
+
+/* Prints sample `index` of a classification: its true class, the class
+ * predicted (the largest output) and that class's probability (the
+ * softmax of the outputs), marking a mistake; the header before the
+ * first. */
+static void print_prediction(FILE *pf, const class_names *cn, int64_t index,
+                             const double *v, int64_t k, int64_t target) {
+  int w = label_width(cn, k);
+  if (w < 9)
+    w = 9;
+  if (index == 0)
+    fprintf(pf, "%6s  %-*s  %-*s  %11s\n", "sample", w, "true", w,
+            "predicted", "probability");
+  int64_t p = 0;
+  for (int64_t j = 1; j < k; j++)
+    if (v[j] > v[p])
+      p = j;
+  double sum = 0;
+  for (int64_t j = 0; j < k; j++)
+    sum += exp(v[j] - v[p]);
+  char tb[32], pb[32];
+  fprintf(pf, "%6lld  %-*s  %-*s  %11.4f%s\n", (long long)index, w,
+          class_label(cn, target, tb, sizeof tb), w,
+          class_label(cn, p, pb, sizeof pb), 1.0 / sum,
+          p == target ? "" : "  <- mistake");
+}
+
+/* One pass over the test data (see torc_train__evaluate), its classes
+ * named by cn (NULL: by their indices). */
+static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
+                             int predict, FILE *pf, const class_names *cn,
+                             eval_out *e) {
+  memset(e, 0, sizeof *e);
+  torc_module_train(r->model, 0);
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  torc_status st = torc_loader_start(r->test, epoch, 0);
+  double lsum = 0;
+  int64_t correct = 0, n = 0, printed = 0;
+  int classify = 1;
+  torc_batch b = {0};
+  int got;
+  while (st == TORC_OK && (got = torc_loader_next(r->test, &b)) == 1) {
+    int scope = torc_scope_begin();
+    torc_tensor *out = torc_module_forward(r->model, b.input);
+    torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b.target) : NULL;
+    double lv;
+    int64_t c;
+    st = loss ? torc_train__batch_metrics(out, b.target, loss, &lv, &c)
+              : torc_last_status();
+    if (st == TORC_OK) {
+      lsum += lv * (double)b.size;
+      n += b.size;
+      if (c < 0)
+        classify = 0;
+      else
+        correct += c;
+      if (classify && want_confusion) {
+        int64_t k = torc_shape(out)[1];
+        if (e->confusion == NULL) {
+          e->classes = k;
+          e->confusion = calloc((size_t)(k * k), sizeof(int64_t));
+          if (e->confusion == NULL)
+            st = torc_set_error(TORC_ERR_OOM, "out of memory");
+        }
+        int dim = 1;
+        torc_tensor *pred = torc_to(torc_argmax(out, &dim, 0), TORC_CPU);
+        torc_tensor *tgt = torc_to(b.target, TORC_CPU);
+        if (st == TORC_OK && pred && tgt) {
+          const int64_t *p = torc_data(torc_contiguous(pred)),
+                        *t = torc_data(torc_contiguous(tgt));
+          for (int64_t i = 0; i < b.size; i++)
+            if (t[i] >= 0 && t[i] < k && p[i] >= 0 && p[i] < k)
+              e->confusion[t[i] * k + p[i]]++;
+        }
+      }
+      if (st == TORC_OK && c >= 0 && cn && cn->n != torc_shape(out)[1])
+        st = torc_config_error(
+            r->cfg, cn->section, "class_names", TORC_ERR_CONFIG,
+            "%lld names for the %lld classes of the model (its outputs); "
+            "give one name per class, in the order of the labels",
+            (long long)cn->n, (long long)torc_shape(out)[1]);
+      torc_tensor *tgt = predict > printed && c >= 0
+                             ? torc_to(b.target, TORC_CPU)
+                             : NULL;
+      for (int64_t i = 0; i < b.size && printed < predict && st == TORC_OK;
+           i++, printed++) {
+        torc_tensor *row = torc_to(torc_select(out, 0, i), TORC_CPU);
+        torc_tensor *rf = row ? torc_to_dtype(row, TORC_F64) : NULL;
+        if (rf == NULL || (c >= 0 && tgt == NULL)) {
+          st = torc_last_status();
+          break;
+        }
+        const double *v = torc_data(torc_contiguous(rf));
+        int64_t m = torc_numel(rf);
+        if (c >= 0) { /* a classification: the class, not the logits */
+          const int64_t *t = torc_data(torc_contiguous(tgt));
+          print_prediction(pf, cn, printed, v, m, t[i]);
+          continue;
+        }
+        for (int64_t j = 0; j < m; j++)
+          fprintf(pf, "%s%.6g", j ? " " : "", v[j]);
+        fputc('\n', pf);
+      }
+    }
+    torc_scope_end(scope);
+    torc_batch_clear(&b);
+  }
+  if (st == TORC_OK && got < 0)
+    st = torc_last_status();
+  torc_set_grad_mode(gm);
+  e->samples = n;
+  e->loss = n ? lsum / (double)n : NAN;
+  e->accuracy = classify && n ? (double)correct / (double)n : NAN;
+  if (!classify) {
+    free(e->confusion);
+    e->confusion = NULL;
+    e->classes = 0;
+  }
+  return st;
+}
+
+torc_status torc_train__evaluate(run *r, int64_t epoch, int want_confusion,
+                                 int predict, FILE *pf, eval_out *e) {
+  return eval_pass(r, epoch, want_confusion, predict, pf, NULL, e);
+}
+
+/* ---- torc eval ---- */
+
+/* The class names of [data.test] class_names, else [data.train]'s: a
+ * comma-separated list, each name trimmed, none empty. One malloc'd block
+ * (the pointers, then the text) in cn->v; cn->n 0 when neither section
+ * names them. */
+static torc_status read_class_names(const torc_config *cfg, class_names *cn) {
+  memset(cn, 0, sizeof *cn);
+  const char *spec = NULL;
+  static const char *const sections[] = {"data.test", "data.train"};
+  for (int k = 0; k < 2 && spec == NULL; k++) {
+    cn->section = torc_config_find(cfg, sections[k]);
+    if (cn->section >= 0)
+      spec = torc_config_value(cfg, cn->section, "class_names");
+  }
+  if (spec == NULL)
+    return TORC_OK;
+  size_t len = strlen(spec), count = 1;
+  for (const char *q = spec; *q; q++)
+    count += *q == ',';
+  char **v = malloc((count + 1) * sizeof *v + len + 1);
+  if (v == NULL)
+    return torc_set_error(TORC_ERR_OOM, "out of memory reading class_names");
+  char *text = (char *)(v + count + 1);
+  memcpy(text, spec, len + 1);
+  int64_t n = 0;
+  for (char *tok = text;; n++) {
+    char *comma = strchr(tok, ',');
+    if (comma)
+      *comma = '\0';
+    while (*tok == ' ' || *tok == '\t')
+      tok++;
+    char *end = tok + strlen(tok);
+    while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
+      *--end = '\0';
+    if (*tok == '\0') {
+      free(v);
+      return torc_config_error(cfg, cn->section, "class_names",
+                               TORC_ERR_CONFIG,
+                               "name %lld is empty; give the names of the "
+                               "classes separated by commas, e.g. "
+                               "class_names = cat, dog",
+                               (long long)n + 1);
+    }
+    v[n] = tok;
+    if (comma == NULL)
+      break;
+    tok = comma + 1;
+  }
+  v[++n] = NULL;
+  cn->v = v;
+  cn->n = n;
+  return TORC_OK;
+}
+
+/* The checkpoint torc eval takes when none is named: the newest the run
+ * wrote, as --resume finds it (the highest step of [checkpoint] dir's
+ * ckpt-*.safetensors). */
+static torc_status newest_checkpoint(const run *r, char *path, size_t size) {
+  if (r->s.ck_dir == NULL)
+    return torc_set_error(TORC_ERR_CONFIG,
+                          "%s has no [checkpoint] dir, so no checkpoint of "
+                          "its run to evaluate; name the weights to "
+                          "evaluate: --checkpoint PATH",
+                          torc_config_path(r->cfg));
+  if (!torc_train__newest_ckpt(r->s.ck_dir, path, size))
+    return torc_set_error(TORC_ERR_IO,
+                          "no checkpoint (ckpt-*.safetensors) in %s, the "
+                          "[checkpoint] dir of %s; train first (torc train "
+                          "%s), or name the weights to evaluate: "
+                          "--checkpoint PATH",
+                          r->s.ck_dir, torc_config_path(r->cfg),
+                          torc_config_path(r->cfg));
+  return TORC_OK;
+}
+
+torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
+                          int predict, FILE *out, torc_eval_result *res) {
+  if (cfg == NULL)
+    return torc_train__null_input("torc_evaluate");
+  if (res)
+    memset(res, 0, sizeof *res);
+  if (out == NULL)
+    out = stdout;
+  run r;
+  class_names cn = {0};
+  char path[1100];
+  torc_status st = torc_train__build(&r, cfg, 0);
+  if (st == TORC_OK)
+    st = read_class_names(cfg, &cn);
+  if (st == TORC_OK && checkpoint == NULL &&
+      (st = newest_checkpoint(&r, path, sizeof path)) == TORC_OK) {
+    checkpoint = path;
+    fprintf(out, "checkpoint: %s (the newest of the run)\n", checkpoint);
+  }
+  if (st == TORC_OK) {
+    /* A torc checkpoint (its "model." part) or a plain state dict. */
+    torc_state_dict *sd = torc_state_dict_load(checkpoint, r.dev);
+    if (sd == NULL) {
+      st = torc_last_status();
+    } else {
+      const char *fmt = torc_state_dict_meta(sd, "torc.format");
+      if (fmt && strcmp(fmt, "checkpoint") == 0)
+        st = torc_checkpoint_load_module(sd, r.model, NULL, NULL);
+      else
+        st = torc_module_load_state_dict(r.model, sd, NULL, NULL);
+    }
+    torc_state_dict_free(sd);
+  }
+  eval_out ev = {0};
+  if (st == TORC_OK)
+    st = eval_pass(&r, 0, 1, predict, out, cn.n ? &cn : NULL, &ev);
+  torc_train__free(&r);
+  if (st == TORC_OK && res) {
+    res->loss = ev.loss;
+    res->accuracy = ev.accuracy;
+    res->samples = ev.samples;
+    res->classes = ev.classes;
+    res->confusion = ev.confusion;
+    snprintf(res->checkpoint, sizeof res->checkpoint, "%s", checkpoint);
+    res->class_names = ev.confusion ? cn.v : NULL;
+    if (res->class_names == NULL)
+      free(cn.v);
+  } else {
+    free(ev.confusion);
+    free(cn.v);
+  }
+  return st;
+}
+
+/* ---- the report ---- */
+
+/* The confusion matrix, its rows labelled with the classes' indices and
+ * names, its columns with the indices. */
+static void print_confusion(const torc_eval_result *res,
+                            const class_names *cn, FILE *out) {
+  int64_t k = res->classes, top = 0;
+  for (int64_t i = 0; i < k * k; i++)
+    if (res->confusion[i] > top)
+      top = res->confusion[i];
+  char buf[32];
+  int cw = snprintf(buf, sizeof buf, "%lld", (long long)(top > k ? top : k));
+  if (cw < 6)
+    cw = 6;
+  int iw = snprintf(buf, sizeof buf, "%lld", (long long)(k - 1));
+  int nw = cn ? label_width(cn, k) : 0;
+  int lw = iw + (cn ? 1 + nw : 0);
+  fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n");
+  fprintf(out, "%*s", lw, "");
+  for (int64_t j = 0; j < k; j++)
+    fprintf(out, " %*lld", cw, (long long)j);
+  fputc('\n', out);
+  for (int64_t i = 0; i < k; i++) {
+    if (cn)
+      fprintf(out, "%*lld %-*s", iw, (long long)i, nw, cn->v[i]);
+    else
+      fprintf(out, "%*lld", iw, (long long)i);
+    for (int64_t j = 0; j < k; j++)
+      fprintf(out, " %*lld", cw, (long long)res->confusion[i * k + j]);
+    fputc('\n', out);
+  }
+}
+
+/* a / b, 0 when b is 0 (scikit-learn's zero_division=0). */
+static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+/* Per-class precision, recall, F1 and support, then accuracy (micro
+ * average when a class has neither samples nor predictions), macro and
+ * support-weighted averages: scikit-learn's classification_report with
+ * labels = every class, zero_division = 0 and digits = 4, line for line. */
+static void print_classification(const torc_eval_result *res,
+                                 const class_names *cn, FILE *out) {
+  int64_t k = res->classes, total = 0, right = 0;
+  int absent = 0, width = 12; /* "weighted avg" */
+  for (int64_t c = 0; c < k; c++) {
+    char buf[32];
+    int l = (int)strlen(class_label(cn, c, buf, sizeof buf));
+    if (l > width)
+      width = l;
+  }
+  fprintf(out, "%*s  %9s %9s %9s %9s\n\n", width, "", "precision", "recall",
+          "f1-score", "support");
+  double mp = 0, mr = 0, mf = 0, wp = 0, wr = 0, wf = 0;
+  for (int64_t c = 0; c < k; c++) {
+    int64_t tp = res->confusion[c * k + c], sup = 0, pred = 0;
+    for (int64_t j = 0; j < k; j++) {
+      sup += res->confusion[c * k + j];
+      pred += res->confusion[j * k + c];
+    }
+    double p = ratio((double)tp, (double)pred),
+           rc = ratio((double)tp, (double)sup),
+           f = ratio(2.0 * (double)tp, (double)(sup + pred));
+    char buf[32];
+    fprintf(out, "%*s  %9.4f %9.4f %9.4f %9lld\n", width,
+            class_label(cn, c, buf, sizeof buf), p, rc, f, (long long)sup);
+    mp += p, mr += rc, mf += f;
+    wp += p * (double)sup, wr += rc * (double)sup, wf += f * (double)sup;
+    total += sup, right += tp;
+    absent |= sup == 0 && pred == 0;
+  }
+  double acc = ratio((double)right, (double)total);
+  fputc('\n', out);
+  if (absent)
+    fprintf(out, "%*s  %9.4f %9.4f %9.4f %9lld\n", width, "micro avg", acc,
+            acc, acc, (long long)total);
+  else
+    fprintf(out, "%*s  %9s %9s %9.4f %9lld\n", width, "accuracy", "", "", acc,
+            (long long)total);
+  fprintf(out, "%*s  %9.4f %9.4f %9.4f %9lld\n", width, "macro avg",
+          ratio(mp, (double)k), ratio(mr, (double)k), ratio(mf, (double)k),
+          (long long)total);
+  fprintf(out, "%*s  %9.4f %9.4f %9.4f %9lld\n", width, "weighted avg",
+          ratio(wp, (double)total), ratio(wr, (double)total),
+          ratio(wf, (double)total), (long long)total);
+}
+
+torc_status torc_eval_report(const torc_eval_result *res, FILE *out) {
+  if (res == NULL)
+    return torc_train__null_input("torc_eval_report");
+  if (out == NULL)
+    out = stdout;
+  if (res->confusion == NULL || res->classes < 1)
+    return TORC_OK;
+  class_names cn = {.v = res->class_names, .n = res->classes};
+  const class_names *named = res->class_names ? &cn : NULL;
+  print_confusion(res, named, out);
+  fputc('\n', out);
+  print_classification(res, named, out);
+  return TORC_OK;
+}
