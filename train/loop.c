@@ -537,6 +537,8 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     run_free(&r);
     return st;
   }
+  if (!(user.flags & TORC_TRAIN_NO_PROGRESS))
+    torc_train__header(o.out ? o.out : stdout, &r, "train");
   torc_train__report rp;
   torc_train__report_init(&rp, &r, o.out ? o.out : stdout, o.progress_bar,
                           o.resume ? pos.gstep : -1);
@@ -800,6 +802,8 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
     torc_state_dict_free(sd);
   }
   eval_out ev = {0};
+  if (st == TORC_OK)
+    torc_train__header(out ? out : stdout, &r, "eval");
   if (st == TORC_OK)
     st = evaluate(&r, 0, 1, predict, out ? out : stdout, &ev);
   run_free(&r);
