@@ -88,15 +88,38 @@ static void plugin_line(FILE *out, const torc_plugin_summary *p,
   fputc('\n', out);
 }
 
-/* "train: 384 samples, 12 batches per epoch". */
-static void data_line(FILE *out, const char *name, const torc_loader *ld) {
+/* "train    384 samples, 12 batches per epoch": the samples the loader
+ * reads, the dataset's or its first [data.NAME] limit. */
+static void data_line(FILE *out, const torc_config *cfg, const char *name,
+                      const torc_loader *ld) {
   if (ld == NULL)
     return;
   torc_dataset *ds = torc_loader_dataset(ld);
+  int64_t samples = ds ? torc_dataset_length(ds) : -1, limit = 0;
+  char section[32];
+  snprintf(section, sizeof section, "data.%s", name);
+  int i = torc_config_find(cfg, section);
+  if (i >= 0 && torc_config_get_int(cfg, i, "limit", &limit) == TORC_OK &&
+      limit > 0 && limit < samples)
+    samples = limit;
+  torc_clear_error(); /* a limit the loader accepted; nothing pending */
   long long nb = (long long)torc_loader_length(ld);
   fprintf(out, "  %-8s %lld samples, %lld batch%s per epoch\n", name,
-          ds ? (long long)torc_dataset_length(ds) : -1LL, nb,
-          nb == 1 ? "" : "es");
+          (long long)samples, nb, nb == 1 ? "" : "es");
+}
+
+/* n with thousands separators ("421,834"), as torc describe prints it. */
+static const char *grouped(int64_t n, char *buf, size_t size) {
+  char digits[32];
+  int len = snprintf(digits, sizeof digits, "%lld", (long long)n);
+  size_t o = 0;
+  for (int i = 0; i < len && o + 2 < size; i++) {
+    if (i > 0 && digits[i - 1] != '-' && (len - i) % 3 == 0)
+      buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+  return buf;
 }
 
 void torc_train__header(FILE *out, const torc_train__run *r,
@@ -118,12 +141,14 @@ void torc_train__header(FILE *out, const torc_train__run *r,
       plugin_line(out, &p, dt, ops, n);
   }
   free(ops);
-  fprintf(out, "model: %lld parameters (%lld trainable)\n",
-          (long long)torc_module_parameter_count(r->model, 0),
-          (long long)torc_module_parameter_count(r->model, 1));
+  char all[40], trainable[40];
+  fprintf(out, "model: %s parameters (%s trainable)\n",
+          grouped(torc_module_parameter_count(r->model, 0), all, sizeof all),
+          grouped(torc_module_parameter_count(r->model, 1), trainable,
+                  sizeof trainable));
   fprintf(out, "data:\n");
-  data_line(out, "train", r->train);
-  data_line(out, "test", r->test);
+  data_line(out, r->cfg, "train", r->train);
+  data_line(out, r->cfg, "test", r->test);
   if (strcmp(what, "train") == 0) {
     fprintf(out, "outputs:\n");
     if (r->s.metrics)
