@@ -1,6 +1,7 @@
 /* core/config_apply.c — applying a configuration to the process: [torc]
  * (threads, seed, fallback), [plugins] and each [plugin.NAME] (loading
- * the plugin with its keys), and the device [device] names.
+ * the plugin with its keys) or, with none, the standard set; the plugins
+ * [data.*], [loss] and [optimizer] need; the device [device] names.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -97,6 +98,54 @@ static torc_status apply_plugin(const torc_config *cfg, int i,
   return prefix_error(cfg, s->line, st);
 }
 
+/* The standard set loaded when a file has no [plugin.NAME] section: the
+ * reference kernels as the base, the fast cpu backends, and the data,
+ * losses and optimizers. */
+static const char *const standard_set[] = {"ref",    "cpu",    "onednn",
+                                           "data",   "losses", "optim"};
+
+/* Loads plugin `name` of the standard set unless loaded: one that was not
+ * built or installed is skipped (logged at INFO), one that is there but
+ * fails to load is a warning, and the run goes on without it either way.
+ * `why` says what asked for it, for the log. */
+static void load_standard(const char *name, const char *search_path,
+                          int insecure, const char *why) {
+  if (torc__plugin_loaded(name))
+    return;
+  if (!torc__plugin_findable(name, search_path)) {
+    /* ref is the base every other backend builds on: without it nothing
+     * computes, which deserves more than a note. */
+    torc_logf(strcmp(name, "ref") == 0 ? TORC_LOG_WARN : TORC_LOG_INFO,
+              "plugin %s (%s) is not installed (no %s.so on the plugin "
+              "path: [plugins] path, TORC_PLUGIN_PATH, the install "
+              "folder); going on without it",
+              name, why, name);
+    return;
+  }
+  torc_plugin_opts o;
+  memset(&o, 0, sizeof o);
+  o.search_path = search_path;
+  o.allow_insecure = insecure;
+  if (torc_plugin_load(name, &o) != TORC_OK) {
+    torc_logf(TORC_LOG_WARN, "plugin %s (%s) did not load; going on "
+                             "without it: %s",
+              name, why, torc_last_error());
+    torc_clear_error(); /* handled: must not look like a pending failure */
+    return;
+  }
+  torc_logf(TORC_LOG_INFO, "loaded plugin %s (%s)", name, why);
+}
+
+/* 1 when cfg has a section named `name` or, with `prefix` set, one whose
+ * name starts with it. */
+static int has_section(const torc_config *cfg, const char *name, int prefix) {
+  for (int i = 0; i < cfg->n; i++)
+    if (prefix ? strncmp(cfg->s[i].name, name, strlen(name)) == 0
+               : strcmp(cfg->s[i].name, name) == 0)
+      return 1;
+  return 0;
+}
+
 torc_status torc_config_apply(const torc_config *cfg) {
   if (cfg == NULL)
     return torc_set_error(TORC_ERR_INVALID, "torc_config_apply: cfg is NULL");
@@ -133,12 +182,35 @@ torc_status torc_config_apply(const torc_config *cfg) {
   if (p >= 0 &&
       (st = torc__config_bool(cfg, p, "allow_insecure", &insecure)) != TORC_OK)
     return st;
+  int explicit_plugins = 0;
   for (int i = 0; i < cfg->n; i++) {
     if (strncmp(cfg->s[i].name, "plugin.", 7) != 0)
       continue;
+    explicit_plugins = 1;
     if ((st = apply_plugin(cfg, i, search_path, insecure)) != TORC_OK)
       return st;
   }
+  /* No [plugin.NAME] section: the standard set, so a file that names no
+   * plugin runs on the fast backends. With sections the backends are
+   * exactly those listed; only a section that cannot work without its
+   * plugin ([data.*], [loss], [optimizer]/[scheduler]) loads it when no
+   * loaded plugin provides that kind. */
+  if (!explicit_plugins) {
+    for (size_t k = 0; k < sizeof standard_set / sizeof *standard_set; k++)
+      load_standard(standard_set[k], search_path, insecure,
+                    "the standard set: the file has no [plugin.NAME] "
+                    "section");
+    return TORC_OK;
+  }
+  if (has_section(cfg, "data.", 1) &&
+      !torc__plugin_provides_any(TORC_PROVIDES_DATA))
+    load_standard("data", search_path, insecure, "for the [data.*] sections");
+  if (has_section(cfg, "loss", 0) &&
+      !torc__plugin_provides_any(TORC_PROVIDES_LOSS))
+    load_standard("losses", search_path, insecure, "for [loss]");
+  if ((has_section(cfg, "optimizer", 0) || has_section(cfg, "scheduler", 0)) &&
+      !torc__plugin_provides_any(TORC_PROVIDES_OPTIM))
+    load_standard("optim", search_path, insecure, "for [optimizer]");
   return TORC_OK;
 }
 

@@ -1,7 +1,8 @@
 /* core/dispatch.c — the kernel registry and the dispatcher: (device type,
  * op, dtype) -> the highest-priority kernel, found by three array indexes;
  * the call itself (device checks, contiguous inputs on request, the kernel
- * arguments); the opt-in cpu fallback.
+ * arguments); the opt-in cpu fallback; the warning when the reference
+ * kernels serve a heavy op on the cpu while a faster plugin sits unused.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ typedef struct kbest {
   void *data;
   uint32_t flags;
   uint64_t seq; /* the winning registration */
+  torc__plugin *owner;
 } kbest;
 
 static kentry *entries;
@@ -36,6 +38,10 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fallback_cpu;
 /* (op, devtype) pairs already logged by the fallback. */
 static unsigned char fallback_logged[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT];
+/* Ops of the cpu whose provider was checked by slow_provider_check since
+ * the registry last changed, and those warned about (once per process). */
+static _Atomic unsigned char slow_checked[TORC__OP_COUNT];
+static unsigned char slow_warned[TORC__OP_COUNT];
 
 const torc__opinfo torc__ops[TORC__OP_COUNT] = {
 #define TORC_OP(name, kind, rule, ...)                                         \
@@ -177,9 +183,12 @@ static void recompute(int devtype, int op, int dtype) {
     b->data = win->data;
     b->flags = win->flags;
     b->seq = win->seq;
+    b->owner = win->owner;
   } else {
     memset(b, 0, sizeof *b);
   }
+  if (devtype == 0)
+    atomic_store_explicit(&slow_checked[op], 0, memory_order_relaxed);
 }
 
 int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
@@ -264,6 +273,9 @@ void torc__registry_clear(void) {
   n_entries = cap_entries = 0;
   memset(best, 0, sizeof best);
   memset(fallback_logged, 0, sizeof fallback_logged);
+  memset(slow_warned, 0, sizeof slow_warned);
+  for (int i = 0; i < TORC__OP_COUNT; i++)
+    atomic_store(&slow_checked[i], 0);
   fallback_cpu = 0;
   pthread_mutex_unlock(&reg_lock);
 }
@@ -296,6 +308,7 @@ static const kbest *lookup_pinned(int devtype, int op, torc_dtype dt) {
     tl_pinned.data = win->data;
     tl_pinned.flags = win->flags;
     tl_pinned.seq = win->seq;
+    tl_pinned.owner = win->owner;
   }
   pthread_mutex_unlock(&reg_lock);
   return win ? &tl_pinned : NULL;
@@ -312,6 +325,75 @@ static const kbest *lookup(int devtype, int op, torc_dtype dt) {
     return b;
   b = &best[devtype][op][0];
   return b->fn ? b : NULL;
+}
+
+/* ---- the slow-provider warning ---- */
+
+/* The heavy ops of a training step and the plugins of this tree that
+ * serve them on the cpu faster than the reference kernels. */
+static const struct {
+  const char *op;
+  const char *fast[2];
+} heavy_ops[] = {
+    {"matmul", {"cpu", NULL}},
+    {"conv2d", {"onednn", "cpu"}},
+    {"conv2d_backward_input", {"onednn", "cpu"}},
+    {"conv2d_backward_weight", {"onednn", "cpu"}},
+    {"conv_transpose2d", {"onednn", "cpu"}},
+    {"max_pool2d", {"onednn", NULL}},
+    {"max_pool2d_backward", {"onednn", NULL}},
+    {"avg_pool2d", {"onednn", NULL}},
+    {"avg_pool2d_backward", {"onednn", NULL}},
+    {"batch_norm", {"onednn", NULL}},
+    {"batch_norm_backward", {"onednn", NULL}},
+};
+
+/* 1 when some kernel in the registry belongs to a plugin named `name`.
+ * Called with reg_lock held. */
+static int registry_has_owner(const char *name) {
+  for (int i = 0; i < n_entries; i++)
+    if (entries[i].owner && strcmp(torc__plugin_name(entries[i].owner),
+                                   name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Op `op` on the cpu is served by `owner`: if that is the reference
+ * plugin, the op is a heavy one and a faster plugin for it is installed
+ * but not loaded (none of its kernels is registered), warn once with the
+ * lines to add. Decided once per op until the registry changes, so the hot
+ * path pays one relaxed load. */
+static void slow_provider_check(int op, const torc__plugin *owner) {
+  atomic_store_explicit(&slow_checked[op], 1, memory_order_relaxed);
+  if (owner == NULL || strcmp(torc__plugin_name(owner), "ref") != 0)
+    return;
+  const char *name = torc__ops[op].name;
+  for (size_t h = 0; h < sizeof heavy_ops / sizeof *heavy_ops; h++) {
+    if (strcmp(heavy_ops[h].op, name) != 0)
+      continue;
+    char add[256] = "";
+    size_t len = 0;
+    pthread_mutex_lock(&reg_lock);
+    int warned = slow_warned[op];
+    for (int f = 0; f < 2 && heavy_ops[h].fast[f] && !warned; f++) {
+      const char *fast = heavy_ops[h].fast[f];
+      if (!registry_has_owner(fast) && torc__plugin_findable(fast, NULL))
+        len += (size_t)snprintf(add + len, sizeof add - len,
+                                "%s[plugin.%s] module = %s",
+                                len ? " and " : "", fast, fast);
+    }
+    if (len > 0)
+      slow_warned[op] = 1;
+    pthread_mutex_unlock(&reg_lock);
+    if (len > 0)
+      torc_logf(TORC_LOG_WARN,
+                "op '%s' on cpu runs on the slow reference kernels (plugin "
+                "ref), though a faster plugin for it is installed but not "
+                "loaded: add %s to the INI file (or leave out every "
+                "[plugin.NAME] section to load the standard set)",
+                name, add);
+    return;
+  }
 }
 
 /* ---- listing (torc plugins) ---- */
@@ -497,6 +579,9 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
   if (k) {
     kcopy = *k;
     k = &kcopy;
+    if (dev.type == 0 &&
+        !atomic_load_explicit(&slow_checked[op], memory_order_relaxed))
+      slow_provider_check(op, k->owner);
   }
   if (k == NULL) {
     if (fallback_cpu && dev.type != 0 && lookup(0, op, kdtype)) {
@@ -544,7 +629,9 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
   if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
     uint64_t t0 = torc__prof_now();
     st = (torc_status)k->fn(&args);
-    torc__prof_kernel(op, dev.type, torc__prof_now() - t0);
+    torc__prof_kernel(op, dev.type,
+                      k->owner ? torc__plugin_name(k->owner) : "core",
+                      torc__prof_now() - t0);
   } else {
     st = (torc_status)k->fn(&args);
   }

@@ -372,8 +372,10 @@ struct torc__node {
 extern _Atomic int torc__prof_on;
 /* Monotonic nanoseconds. */
 uint64_t torc__prof_now(void);
-/* Charges one kernel call of `op` on device type `devtype`. */
-void torc__prof_kernel(int op, int devtype, uint64_t ns);
+/* Charges one kernel call of `op` on device type `devtype`, served by the
+ * plugin named `provider`. */
+void torc__prof_kernel(int op, int devtype, const char *provider,
+                       uint64_t ns);
 /* Charges forward and/or backward time to module m (`name` "PATH (TYPE)"
  * at its first forward; NULL: charge only a module already seen). */
 void torc__prof_module(const void *m, const char *name, uint64_t fwd_ns,
@@ -553,6 +555,16 @@ void torc__plugin_refuse_op(torc__plugin *p, const char *msg);
 
 /* Unloads every plugin (shutdown). */
 void torc__plugins_unload_all(void);
+
+/* 1 when a plugin of this name is loaded. */
+int torc__plugin_loaded(const char *name);
+
+/* 1 when NAME.so exists in `search_path` (colon-separated, may be NULL),
+ * TORC_PLUGIN_PATH or the install folder: the plugin could be loaded. */
+int torc__plugin_findable(const char *name, const char *search_path);
+
+/* 1 when a loaded plugin's info.provides has one of the `bits`. */
+int torc__plugin_provides_any(uint32_t bits);
 
 /* The host table handed to plugins. */
 extern const torc_host torc__host;

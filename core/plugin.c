@@ -800,6 +800,34 @@ int torc_plugin_load_all(void) {
   return loaded;
 }
 
+int torc__plugin_loaded(const char *name) {
+  pthread_mutex_lock(&load_lock);
+  int yes = name && find_loaded(name) != NULL;
+  pthread_mutex_unlock(&load_lock);
+  return yes;
+}
+
+int torc__plugin_findable(const char *name, const char *search_path) {
+  char path[PATH_MAX], searched[2048] = "";
+  if (!valid_plugin_name(name))
+    return 0;
+  return search_list(search_path, name, path, sizeof path, searched,
+                     sizeof searched) ||
+         search_list(getenv("TORC_PLUGIN_PATH"), name, path, sizeof path,
+                     searched, sizeof searched) ||
+         search_list(TORC_PLUGIN_DIR, name, path, sizeof path, searched,
+                     sizeof searched);
+}
+
+int torc__plugin_provides_any(uint32_t bits) {
+  pthread_mutex_lock(&load_lock);
+  int yes = 0;
+  for (int i = 0; i < n_plugins && !yes; i++)
+    yes = (plugins[i]->provides & bits) != 0;
+  pthread_mutex_unlock(&load_lock);
+  return yes;
+}
+
 int torc_plugin_count(void) { return n_plugins; }
 
 torc_status torc_plugin_get(int i, torc_plugin_summary *out) {

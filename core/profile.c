@@ -4,7 +4,8 @@
  * to the module whose forward recorded it. torc_profile_report prints where
  * the time went: kernels by op, the framework's own share (the wall time
  * no kernel accounts for), and forward/backward per module — what `torc
- * bench` shows for a user's model. Off, it costs one predictable branch.
+ * bench` shows for a user's model, each op with the plugin that served
+ * it. Off, it costs one predictable branch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,10 @@ _Atomic int torc__prof_on;
 
 typedef struct op_stat {
   _Atomic uint64_t calls, ns;
+  /* The plugin that served the op's last call (its name lives as long as
+   * the plugin is loaded); one op served by two plugins (by dtype) shows
+   * the last. */
+  _Atomic(const char *) provider;
 } op_stat;
 
 static op_stat op_stats[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT];
@@ -39,8 +44,10 @@ uint64_t torc__prof_now(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void torc__prof_kernel(int op, int devtype, uint64_t ns) {
+void torc__prof_kernel(int op, int devtype, const char *provider,
+                       uint64_t ns) {
   op_stat *s = &op_stats[devtype][op];
+  atomic_store_explicit(&s->provider, provider, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->ns, ns, memory_order_relaxed);
 }
@@ -95,6 +102,7 @@ int torc_profile_enabled(void) { return atomic_load(&torc__prof_on); }
 
 typedef struct op_row {
   int op, dev;
+  const char *provider;
   uint64_t calls, ns;
 } op_row;
 
@@ -128,6 +136,7 @@ char *torc_profile_report(int top, int64_t steps) {
         continue;
       rows[n].op = o, rows[n].dev = d, rows[n].calls = c;
       rows[n].ns = atomic_load(&op_stats[d][o].ns);
+      rows[n].provider = atomic_load(&op_stats[d][o].provider);
       kernel_s += (double)rows[n].ns * 1e-9;
       n++;
     }
@@ -135,19 +144,20 @@ char *torc_profile_report(int top, int64_t steps) {
     qsort(rows, (size_t)n, sizeof *rows, cmp_op_row);
   fprintf(f, "kernels by op (%d of %d shown)\n", n < top || top <= 0 ? n : top,
           n);
-  fprintf(f, "  %-28s %-8s %10s %12s %7s\n", "op", "device", "calls", unit,
-          "share");
+  fprintf(f, "  %-28s %-8s %-10s %10s %12s %7s\n", "op", "device",
+          "provider", "calls", unit, "share");
   for (int i = 0; i < n && (top <= 0 || i < top); i++)
-    fprintf(f, "  %-28s %-8s %10llu %12.3f %6.1f%%\n", torc__ops[rows[i].op].name,
-            torc_device_type_name(rows[i].dev),
+    fprintf(f, "  %-28s %-8s %-10s %10llu %12.3f %6.1f%%\n",
+            torc__ops[rows[i].op].name, torc_device_type_name(rows[i].dev),
+            rows[i].provider ? rows[i].provider : "?",
             (unsigned long long)rows[i].calls,
             (double)rows[i].ns * 1e-9 * per,
             wall > 0 ? 100.0 * (double)rows[i].ns * 1e-9 / wall : 0);
   torc__free(rows);
-  fprintf(f, "  %-28s %-8s %10s %12.3f %6.1f%%\n", "all kernels", "", "",
-          kernel_s * per, wall > 0 ? 100.0 * kernel_s / wall : 0);
-  fprintf(f, "  %-28s %-8s %10s %12.3f %6.1f%%\n",
-          "outside kernels", "", "",
+  fprintf(f, "  %-28s %-8s %-10s %10s %12.3f %6.1f%%\n", "all kernels", "",
+          "", "", kernel_s * per, wall > 0 ? 100.0 * kernel_s / wall : 0);
+  fprintf(f, "  %-28s %-8s %-10s %10s %12.3f %6.1f%%\n",
+          "outside kernels", "", "", "",
           (wall - kernel_s) * per,
           wall > 0 ? 100.0 * (wall - kernel_s) / wall : 0);
   pthread_mutex_lock(&mods_lock);

@@ -268,16 +268,25 @@ static void test_default_reporters(void **state) {
   assert_contains(a, "\n1,2,train,");
   assert_contains(a, "\n1,6,test,");
   assert_contains(a, "\n2,12,test,");
-  /* The same lines, timings aside: 3 progress lines and a summary an
-   * epoch. */
+  /* The same lines, timings aside: the start-up header (from its first
+   * line "torc VERSION train: ..."), then 3 progress lines and a summary
+   * an epoch. */
+  char head[64];
+  snprintf(head, sizeof head, "torc %s train: ", torc_version_string());
+  assert_true(strncmp(out_plain, head, strlen(head)) == 0);
+  assert_true(strncmp(out_with, head, strlen(head)) == 0);
   assert_contains(out_plain, "epoch 1/2 step 2/6 loss ");
   assert_contains(out_plain, "epoch 2/2: train loss ");
   assert_contains(out_with, "epoch 1/2 step 2/6 loss ");
   assert_contains(out_with, "epoch 2/2: train loss ");
+  const char *body_plain = strstr(out_plain, "\nepoch 1/2 step ");
+  const char *body_with = strstr(out_with, "\nepoch 1/2 step ");
+  assert_non_null(body_plain);
+  assert_non_null(body_with);
   int lines_plain = 0, lines_with = 0;
-  for (const char *p = out_plain; (p = strchr(p, '\n')) != NULL; p++)
+  for (const char *p = body_plain + 1; (p = strchr(p, '\n')) != NULL; p++)
     lines_plain++;
-  for (const char *p = out_with; (p = strchr(p, '\n')) != NULL; p++)
+  for (const char *p = body_with + 1; (p = strchr(p, '\n')) != NULL; p++)
     lines_with++;
   assert_int_equal(lines_plain, 2 * (3 + 1));
   assert_int_equal(lines_with, lines_plain);

@@ -279,6 +279,8 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
   }
   eval_out ev = {0};
   if (st == TORC_OK)
+    torc_train__header(out, &r, "eval");
+  if (st == TORC_OK)
     st = eval_pass(&r, 0, 1, predict, out, cn.n ? &cn : NULL, &ev);
   torc_train__free(&r);
   if (st == TORC_OK && res) {

@@ -472,6 +472,8 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     run_free(&r);
     return st;
   }
+  if (!(user.flags & TORC_TRAIN_NO_PROGRESS))
+    torc_train__header(o.out ? o.out : stdout, &r, "train");
   torc_train__report rp;
   torc_train__report_init(&rp, &r, o.out ? o.out : stdout, o.progress_bar,
                           o.resume ? pos.gstep : -1);

@@ -62,6 +62,13 @@ torc_status torc_train__null_input(const char *fn);
 /* Creates `dir` and its parents; `what` (the key) for the message. */
 torc_status torc_train__mkdirs(const char *dir, const char *what);
 
+/* Prints the start-up header of run r to `out` (header.c): the torc
+ * version, the plugins with the ops each serves on the run's device (the
+ * heavy ones by name), the device, the parameter count, the data sizes
+ * and, for "train" (`what`; or "eval"), the outputs. */
+void torc_train__header(FILE *out, const torc_train__run *r,
+                        const char *what);
+
 /* ---- checkpoints (checkpoint.c) ---- */
 
 /* Where a run is: the next epoch and batch, the steps so far, the

@@ -113,7 +113,8 @@ TORC_API void torc_profile_enable(int on);
 TORC_API int torc_profile_enabled(void);
 
 /* A table of where the time went since torc_profile_enable(1): kernels by
- * op (the `top` costliest; 0 = all) with calls, time and share of the wall
+ * op (the `top` costliest; 0 = all) with the device, the plugin that
+ * served it (its last call), calls, time and share of the wall
  * time, the time outside kernels (the framework's own and data loading),
  * and forward/backward time per module. With `steps` > 0 times are per
  * step. A malloc'ed string (free it), or NULL on OOM. */
