@@ -117,6 +117,14 @@ static void located(const torc_config *cfg, int i) {
                      torc__config_rewrap_status(), "%s", msg);
 }
 
+/* Does section i set `key` of `type`, under its name or PyTorch's? */
+static int key_given(const torc_config *cfg, int i, const char *type,
+                     const char *key) {
+  const char *alias = torc_config_key_alias(type, key);
+  return torc_config_section_get(cfg, i, key) != NULL ||
+         (alias && torc_config_section_get(cfg, i, alias) != NULL);
+}
+
 /* Index of [name], or -1 after an error saying to add it (required). */
 static int find_section(const torc_config *cfg, const char *name,
                         const char *fn, const char *example) {
@@ -228,12 +236,11 @@ torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
   char len[32];
   const char *lkey = NULL;
   if (run_length > 0 && type) {
-    if (strcmp(type, "cosine") == 0 &&
-        torc_config_section_get(cfg, i, "t_max") == NULL)
+    if (strcmp(type, "cosine") == 0 && !key_given(cfg, i, type, "t_max"))
       lkey = "t_max";
     else if (strcmp(type, "onecycle") == 0 &&
-             torc_config_section_get(cfg, i, "total_steps") == NULL &&
-             torc_config_section_get(cfg, i, "epochs") == NULL)
+             !key_given(cfg, i, type, "total_steps") &&
+             !key_given(cfg, i, type, "epochs"))
       lkey = "total_steps";
   }
   if (lkey) {
