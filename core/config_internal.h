@@ -102,6 +102,11 @@ void pattern_show(const char *pat, char *buf, size_t n);
  * rows. */
 int section_known(const char *section, unsigned *flags);
 
+/* The key of `section`'s rows that `name` is PyTorch's accepted name for
+ * ("workers" for "num_workers" in [data.train]), or NULL (also when
+ * `name` is a key of the section itself). */
+const char *section_alias(const char *section, const char *name);
+
 /* The row for `key` in `section`: an exact key, else a "*" row, else NULL. */
 const torc__config_row *find_row(const char *section, const char *key);
 

@@ -155,7 +155,7 @@ static const key_alias key_aliases[] = {
     {NULL, "T_max", "t_max", 1},
     {"groupnorm", "num_groups", "groups", 1},
     /* suggested: close in meaning, not in spelling */
-    {"data.*", "num_workers", "workers", 0},
+    {"data.*", "num_workers", "workers", 1},
     {"data.*", "prefetch_factor", "prefetch", 0},
     {"onecycle", "lr", "max_lr", 0},
     {"adam", "momentum", "betas", 0},
@@ -184,8 +184,11 @@ static const key_alias key_aliases[] = {
     {NULL, "batch", "batch_size", 0},
     {NULL, NULL, NULL, 0}};
 
+/* scope: a type or section name, or a row's own pattern ("data.*"). */
 static int scope_match(const key_alias *a, const char *scope) {
-  return a->scope == NULL || (scope && pattern_match(a->scope, scope));
+  return a->scope == NULL ||
+         (scope && (strcmp(a->scope, scope) == 0 ||
+                    pattern_match(a->scope, scope)));
 }
 
 static int name_in(const char *key, const char *const *names, int n) {
@@ -214,6 +217,36 @@ const char *torc_config_key_alias(const char *scope, const char *key) {
   for (const key_alias *a = key_aliases; key && a->alias; a++)
     if (a->accept && strcmp(a->key, key) == 0 && scope_match(a, scope))
       return a->alias;
+  return NULL;
+}
+
+const char *section_alias(const char *section, const char *name) {
+  const char *key = NULL;
+  row_iter it;
+  for (ROWS_EACH(it, r)) {
+    if (r->key == NULL || !pattern_match(r->section, section))
+      continue;
+    if (strcmp(r->key, name) == 0)
+      return NULL; /* a key of its own */
+    const char *rk = r->key;
+    int accepted = 0;
+    if (key == NULL && torc__key_alias(section, name, &rk, 1, &accepted) == 0 &&
+        accepted)
+      key = r->key;
+  }
+  return key;
+}
+
+const char *torc__section_key_for(const char *section, const char *name) {
+  row_iter it;
+  for (ROWS_EACH(it, r)) {
+    if (r->key == NULL || r->type == TORC__CFG_ANY ||
+        !pattern_match(r->section, section))
+      continue;
+    const char *rk = r->key;
+    if (torc__key_alias(section, name, &rk, 1, NULL) == 0)
+      return r->key;
+  }
   return NULL;
 }
 
@@ -885,7 +918,7 @@ static void aliases_shown(char *buf, size_t n) {
                        "[loss], [optimizer] or [scheduler] type work too:",
          "");
   for (const key_alias *a = key_aliases; a->alias; a++)
-    if (a->accept)
+    if (a->accept && !(a->scope && strchr(a->scope, '.'))) /* not a row's */
       append(buf, n, &len, "%s %s for %s%s%s", a == key_aliases ? "" : ",",
              a->alias, a->scope ? a->scope : "", a->scope ? "'s " : "",
              a->key);
@@ -916,12 +949,16 @@ char *torc_config_help(void) {
         aliases_shown(line + l, sizeof line - l);
     } else {
       describe(r, acc, sizeof acc);
+      const char *alias = torc_config_key_alias(r->section, r->key);
+      char shown[96];
+      snprintf(shown, sizeof shown, "%s%s%s%s", r->key, alias ? " (or " : "",
+               alias ? alias : "", alias ? ")" : "");
       char dflt[160] = "";
       if (r->flags & TORC__CFG_REQUIRED)
         snprintf(dflt, sizeof dflt, "; required");
       else if (r->def)
         snprintf(dflt, sizeof dflt, "; default %s", r->def);
-      snprintf(line, sizeof line, "  %-20s %s\n  %-20s (%s%s)\n", r->key,
+      snprintf(line, sizeof line, "  %-20s %s\n  %-20s (%s%s)\n", shown,
                r->help ? r->help : "", "", acc, dflt);
     }
     size_t n = strlen(line);

@@ -70,6 +70,11 @@ void torc__suggest(const char *got, const char *const *cands, int n,
 int torc__key_alias(const char *scope, const char *key,
                     const char *const *names, int n, int *accepted);
 
+/* The key of `section`'s own rows (not a type's keys) that `name` is a
+ * PyTorch name for ("workers" for "num_workers" in "data.train"), or
+ * NULL: for the builders that pass a section's other keys to a type. */
+const char *torc__section_key_for(const char *section, const char *name);
+
 /* The key that `alias` is an accepted name for in `scope`, or NULL. */
 const char *torc__alias_key(const char *scope, const char *alias);
 

@@ -115,6 +115,30 @@ run_torc train "$tmp/tmax.ini"
 expect_rc 0
 pass "T_max, PyTorch's name, works as cosine's t_max"
 
+sed 's/^batch_size = 4$/batch_size = 4\nnum_workers = 2/' "$tmp/base.ini" \
+  >"$tmp/nw.ini"
+run_torc train "$tmp/nw.ini"
+expect_rc 0
+pass "num_workers, PyTorch's name, works as [data.NAME] workers"
+
+run_torc train "$tmp/base.ini" --set data.train.num_workers=2
+expect_rc 0
+pass "--set with PyTorch's name of a section key"
+
+sed 's/^batch_size = 4$/batch_size = 4\nworkers = 1\nnum_workers = 2/' \
+  "$tmp/base.ini" >"$tmp/nw2.ini"
+run_torc train "$tmp/nw2.ini"
+expect_rc 2
+expect_has err "nw2.ini:16: key 'num_workers' in [data.train]: PyTorch's name for 'workers', which line 15 gives too; keep one"
+pass "workers and num_workers both given: an error naming both"
+
+sed 's/^batch_size = 4$/batch_size = 4\nprefetch_factor = 2/' "$tmp/base.ini" \
+  >"$tmp/pf.ini"
+run_torc train "$tmp/pf.ini"
+expect_rc 2
+expect_has err "unknown key 'prefetch_factor' (did you mean the section's 'prefetch'?)"
+pass "prefetch_factor in [data.NAME]: did you mean the section's 'prefetch'"
+
 # ---- commands ----
 
 run_torc trian "$cnn"
@@ -171,7 +195,8 @@ pass "torc help losses"
 
 run_torc help config
 expect_rc 0
-expect_has out "kernel_size"
+expect_has out "kernel_size for kernel"
+expect_has out "  workers (or num_workers) "
 pass "torc help config names PyTorch's names"
 
 echo "PASS: $n_pass checks"
