@@ -30,6 +30,12 @@ expect_rc 2
 expect_has err "both.ini:13: key 'kernel' in [layer]: layer 0 (conv2d): conv2d: key 'kernel' is given twice, as 'kernel = 3' and as 'kernel_size = 5' ('kernel_size' is PyTorch's name for it); keep one"
 pass "the key and its PyTorch name both given: an error naming both"
 
+sed 's/^kernel = 3$/kernel_size = 0/' "$cnn" >"$tmp/k0.ini"
+run_torc describe "$tmp/k0.ini"
+expect_rc 2
+expect_has err "k0.ini:13: key 'kernel_size' in [layer]: layer 0 (conv2d): conv2d: key 'kernel' = '0' is not"
+pass "a bad value under PyTorch's name: its own line and name"
+
 # groupnorm's groups is PyTorch's num_groups; conv2d's groups is not.
 cat >"$tmp/gn.ini" <<'EOF'
 [plugin.ref]
