@@ -61,7 +61,7 @@ torc_status torc__null_input(const char *fn);
 void torc__suggest(const char *got, const char *const *cands, int n,
                    char *buf, size_t size);
 
-/* PyTorch's names for torc's keys (config_schema.c). For `key`, not one
+/* PyTorch's names for torc's keys (config_names.c). For `key`, not one
  * of names[0..n) of `scope` (a type name such as "conv2d", or a section
  * name such as "data.train"): the index of the name it stands for, with
  * *accepted (when not NULL) 1 when it is PyTorch's name for that very key
