@@ -95,6 +95,11 @@ const char *torc_config_key_alias(const char *scope, const char *key) {
 }
 
 const char *section_alias(const char *section, const char *name) {
+  const key_alias *a = key_aliases;
+  while (a->alias && !(a->accept && strcmp(a->alias, name) == 0))
+    a++;
+  if (a->alias == NULL)
+    return NULL; /* no one's alias: the rows need not be read */
   const char *key = NULL;
   row_iter it;
   for (ROWS_EACH(it, r)) {

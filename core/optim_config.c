@@ -18,14 +18,16 @@ const torc__config_row torc__optim_rows[] = {
      "bce_with_logits, kl_div or a plugin's",
      TORC__CFG_REQUIRED, "the loss type; its own keys follow"},
     {"loss", "*", TORC__CFG_ANY, NULL, NULL, 0,
-     "the loss type's keys (reduction, label_smoothing, ...)"},
+     "the loss type's keys (reduction, label_smoothing, ...; `torc losses` "
+     "lists them)"},
     {"optimizer", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
      "the optimizer over every parameter of the model"},
     {"optimizer", "type", TORC__CFG_STRING, NULL,
      "an optimizer type: sgd, adam, adamw, rmsprop, adagrad or a plugin's",
      TORC__CFG_REQUIRED, "the optimizer type; its own keys follow"},
     {"optimizer", "*", TORC__CFG_ANY, NULL, NULL, 0,
-     "the optimizer type's keys (lr, momentum, weight_decay, ...)"},
+     "the optimizer type's keys (lr, momentum, weight_decay, ...; `torc "
+     "optimizers` lists them)"},
     {"scheduler", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
      "the learning-rate schedule (none when the section is absent)"},
     {"scheduler", "type", TORC__CFG_STRING, NULL,
@@ -44,7 +46,8 @@ const torc__config_row torc__optim_rows[] = {
     {"scheduler", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the scheduler type's keys, and warmup (steps of linear warm-up) and "
      "warmup_start_factor (default 0.1); torc train sets cosine's t_max "
-     "and onecycle's total_steps to the run after the warm-up when absent"},
+     "and onecycle's total_steps to the run after the warm-up when absent "
+     "(`torc schedulers` lists them)"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
 
 /* The section's keys but `type`, as arrays (borrowed from cfg). */
