@@ -165,14 +165,22 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
                                 int n, const char *const *base,
                                 const char **out) {
   int n1 = torc__keys_count(keys), nk = n1 + torc__keys_count(extra);
-  /* names[j]: key j; names[nk + j]: the name it was given as */
-  const char **names = torc__calloc(2 * (size_t)nk + 1, sizeof *names);
+  /* names[j]: key j; names[nk + j]: the name it was given as; then the
+   * candidates for "did you mean": the names and PyTorch's for them */
+  const char **names = torc__calloc(4 * (size_t)nk + 1, sizeof *names);
   if (names == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory building a '%s'", type);
-  const char **given = names + nk;
+  const char **given = names + nk, **cands = names + 2 * nk;
+  int nc = 0;
   for (int j = 0; j < nk; j++) {
     names[j] = j < n1 ? keys[j].name : extra[j - n1].name;
     out[j] = NULL;
+    cands[nc++] = names[j];
+  }
+  for (int j = 0; j < nk; j++) {
+    const char *alias = torc_config_key_alias(type, names[j]);
+    if (alias)
+      cands[nc++] = alias;
   }
   torc_status st = TORC_OK;
   for (int i = 0; i < n && st == TORC_OK; i++) {
@@ -198,7 +206,7 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
       if (near >= 0)
         snprintf(hint, sizeof hint, " (did you mean '%s'?)", names[near]);
       else
-        torc__suggest(k[i], names, nk, hint, sizeof hint);
+        torc__suggest(k[i], cands, nc, hint, sizeof hint);
       st = torc_set_error(TORC_ERR_INVALID,
                           "%s: unknown key '%s'%s; its keys are: %s", type,
                           k[i], hint, nk ? list : "(none)");

@@ -36,6 +36,12 @@ expect_rc 2
 expect_has err "k0.ini:13: key 'kernel_size' in [layer]: layer 0 (conv2d): conv2d: key 'kernel' = '0' is not"
 pass "a bad value under PyTorch's name: its own line and name"
 
+sed 's/^kernel = 3$/kernal_size = 3/' "$cnn" >"$tmp/ks.ini"
+run_torc describe "$tmp/ks.ini"
+expect_rc 2
+expect_has err "conv2d: unknown key 'kernal_size' (did you mean 'kernel_size'?)"
+pass "a misspelt PyTorch name: did you mean it"
+
 # groupnorm's groups is PyTorch's num_groups; conv2d's groups is not.
 cat >"$tmp/gn.ini" <<'EOF'
 [plugin.ref]
