@@ -1,8 +1,8 @@
 /* core/config_internal.h — what the configuration files (config.c,
- * config_schema.c, config_read.c, config_apply.c) share beyond
- * include/torc/config.h and internal.h: the parsed configuration's layout,
- * the row iterator, the string helpers and the schema's checks. Not
- * installed.
+ * config_schema.c, config_names.c, config_read.c, config_apply.c) share
+ * beyond include/torc/config.h and internal.h: the parsed configuration's
+ * layout, the row iterator, the string helpers and the schema's checks.
+ * Not installed.
  */
 #ifndef TORC_CONFIG_INTERNAL_H
 #define TORC_CONFIG_INTERNAL_H
@@ -101,6 +101,16 @@ void pattern_show(const char *pat, char *buf, size_t n);
 /* 1 if any row's pattern matches `section`; the flags of its section
  * rows. */
 int section_known(const char *section, unsigned *flags);
+
+/* The key of `section`'s rows that `name` is PyTorch's accepted name for
+ * ("workers" for "num_workers" in [data.train]), or NULL (also when
+ * `name` is a key of the section itself). */
+const char *section_alias(const char *section, const char *name);
+
+/* "    PyTorch's names ...: kernel_size for kernel, ..." (every accepted
+ * alias of a type's key, each once, and a newline) into buf: for `torc
+ * help config`. */
+void aliases_line(char *buf, size_t n);
 
 /* The row for `key` in `section`: an exact key, else a "*" row, else NULL. */
 const torc__config_row *find_row(const char *section, const char *key);

@@ -44,6 +44,12 @@ static const char *key_named(const torc_config *cfg, int i, const char *msg) {
     snprintf(pat, sizeof pat, "key '%s'", k);
     if (strstr(msg, pat))
       return k;
+    /* PyTorch's name in the file, torc's in the type's message */
+    const char *canon =
+        torc__alias_key(torc_config_section_get(cfg, i, "type"), k);
+    snprintf(pat, sizeof pat, "key '%s'", canon ? canon : "");
+    if (canon && strstr(msg, pat))
+      return k;
   }
   return NULL;
 }

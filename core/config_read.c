@@ -179,7 +179,16 @@ static int handler(void *user, const char *section, const char *name,
          s->name);
     return 1;
   }
-  cfg_entry *old = find_entry(s, name);
+  /* PyTorch's name for a key of the section is stored as that key. */
+  const char *key = section_alias(s->name, name);
+  cfg_entry *old = find_entry(s, key ? key : name);
+  if (old && key) {
+    perr(c, c->line,
+         "key '%s' in [%s]: PyTorch's name for '%s', which line %d gives "
+         "too; keep one",
+         name, s->name, key, old->line);
+    return 1;
+  }
   if (old) {
     perr(c, c->line,
          "key '%s' in [%s]: given twice in this section (first "
@@ -187,6 +196,8 @@ static int handler(void *user, const char *section, const char *name,
          name, s->name, old->line);
     return 1;
   }
+  if (key)
+    name = key;
   char *v = dup_str(value);
   if (v == NULL || add_entry(s, name, v, c->line) == NULL)
     c->oom = 1;
@@ -456,6 +467,9 @@ torc_status torc_config_set(torc_config *cfg, const char *assignment) {
                           assignment);
   snprintf(section, sizeof section, "%.*s", (int)(dot - a), a);
   snprintf(key, sizeof key, "%.*s", (int)(b - dot - 1), dot + 1);
+  const char *alias_of = section_alias(section, key);
+  if (alias_of) /* PyTorch's name for a key of the section */
+    snprintf(key, sizeof key, "%s", alias_of);
   const char *v = eq + 1, *ve = v + strlen(v);
   while (*v && is_blank((unsigned char)*v))
     v++;

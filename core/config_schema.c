@@ -775,6 +775,11 @@ void known_keys(const char *section, const char *key, char *buf, size_t n,
     append(buf, n, &len, "%s%s", first ? "" : ", ", r->key);
     first = 0;
     suggest(nr, key, r->key, NULL);
+    const char *rk = r->key;
+    if (torc__key_alias(section, key, &rk, 1, NULL) == 0) {
+      nr->d = 0; /* a PyTorch name for this key: the best suggestion */
+      snprintf(nr->word, sizeof nr->word, "%s", r->key);
+    }
   }
 }
 
@@ -798,16 +803,22 @@ char *torc_config_help(void) {
                (r->flags & TORC__CFG_REPEAT) ? " (may repeat)" : "",
                r->help ? r->help : "");
     } else if (strcmp(r->key, "*") == 0) {
-      snprintf(line, sizeof line, "  %-20s %s\n", "(other keys)",
-               r->help ? r->help : "");
+      size_t l = (size_t)snprintf(line, sizeof line, "  %-20s %s\n",
+                                  "(other keys)", r->help ? r->help : "");
+      if (strcmp(r->section, "layer") == 0 && l < sizeof line)
+        aliases_line(line + l, sizeof line - l);
     } else {
       describe(r, acc, sizeof acc);
+      const char *alias = torc_config_key_alias(r->section, r->key);
+      char shown[96];
+      snprintf(shown, sizeof shown, "%s%s%s%s", r->key, alias ? " (or " : "",
+               alias ? alias : "", alias ? ")" : "");
       char dflt[160] = "";
       if (r->flags & TORC__CFG_REQUIRED)
         snprintf(dflt, sizeof dflt, "; required");
       else if (r->def)
         snprintf(dflt, sizeof dflt, "; default %s", r->def);
-      snprintf(line, sizeof line, "  %-20s %s\n  %-20s (%s%s)\n", r->key,
+      snprintf(line, sizeof line, "  %-20s %s\n  %-20s (%s%s)\n", shown,
                r->help ? r->help : "", "", acc, dflt);
     }
     size_t n = strlen(line);

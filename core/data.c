@@ -202,7 +202,16 @@ torc_dataset *torc_dataset_open(const char *source, const char *const *keys,
     if (j == nk) {
       char list[600], hint[96];
       key_list(t, list, sizeof list);
-      torc__suggest(keys[i], names, nk, hint, sizeof hint);
+      /* Every [data.NAME] has the same rows: "data.NAME" stands for any. */
+      const char *row = torc__section_key_for("data.NAME", keys[i]);
+      int near = torc__key_alias(source, keys[i], names, nk, NULL);
+      if (near >= 0)
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", names[near]);
+      else if (row)
+        snprintf(hint, sizeof hint, " (did you mean the section's '%s'?)",
+                 row);
+      else
+        torc__suggest(keys[i], names, nk, hint, sizeof hint);
       st = torc_set_error(TORC_ERR_INVALID,
                           "data source '%s': unknown key '%s'%s; its keys "
                           "are: %s",

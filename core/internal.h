@@ -70,6 +70,23 @@ torc_status torc__null_input(const char *fn);
 void torc__suggest(const char *got, const char *const *cands, int n,
                    char *buf, size_t size);
 
+/* PyTorch's names for torc's keys (config_names.c). For `key`, not one
+ * of names[0..n) of `scope` (a type name such as "conv2d", or a section
+ * name such as "data.train"): the index of the name it stands for, with
+ * *accepted (when not NULL) 1 when it is PyTorch's name for that very key
+ * (use it in its place) and 0 when it is only to be suggested ("did you
+ * mean"); -1 when it stands for none of them. */
+int torc__key_alias(const char *scope, const char *key,
+                    const char *const *names, int n, int *accepted);
+
+/* The key of `section`'s own rows (not a type's keys) that `name` is a
+ * PyTorch name for ("workers" for "num_workers" in "data.train"), or
+ * NULL: for the builders that pass a section's other keys to a type. */
+const char *torc__section_key_for(const char *section, const char *name);
+
+/* The key that `alias` is an accepted name for in `scope`, or NULL. */
+const char *torc__alias_key(const char *scope, const char *alias);
+
 /* ---- dtypes (dtype.c): host-side element access for printing, item and
  * the creation functions that fill on the host (arange, linspace, eye) ---- */
 double torc__load_f64(torc_dtype dt, const void *p);

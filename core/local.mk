@@ -11,6 +11,7 @@ libtorc_la_SOURCES = \
 	core/autograd.c core/gradcheck.c core/derivatives.c \
 	core/plugin.c core/elf_check.h core/elf_check.c \
 	core/config_internal.h core/config.c core/config_schema.c \
+	core/config_names.c \
 	core/config_read.c core/config_apply.c \
 	core/runtime.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \

@@ -18,14 +18,16 @@ const torc__config_row torc__optim_rows[] = {
      "bce_with_logits, kl_div or a plugin's",
      TORC__CFG_REQUIRED, "the loss type; its own keys follow"},
     {"loss", "*", TORC__CFG_ANY, NULL, NULL, 0,
-     "the loss type's keys (reduction, label_smoothing, ...)"},
+     "the loss type's keys (reduction, label_smoothing, ...; `torc losses` "
+     "lists them)"},
     {"optimizer", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
      "the optimizer over every parameter of the model"},
     {"optimizer", "type", TORC__CFG_STRING, NULL,
      "an optimizer type: sgd, adam, adamw, rmsprop, adagrad or a plugin's",
      TORC__CFG_REQUIRED, "the optimizer type; its own keys follow"},
     {"optimizer", "*", TORC__CFG_ANY, NULL, NULL, 0,
-     "the optimizer type's keys (lr, momentum, weight_decay, ...)"},
+     "the optimizer type's keys (lr, momentum, weight_decay, ...; `torc "
+     "optimizers` lists them)"},
     {"scheduler", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
      "the learning-rate schedule (none when the section is absent)"},
     {"scheduler", "type", TORC__CFG_STRING, NULL,
@@ -44,7 +46,8 @@ const torc__config_row torc__optim_rows[] = {
     {"scheduler", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the scheduler type's keys, and warmup (steps of linear warm-up) and "
      "warmup_start_factor (default 0.1); torc train sets cosine's t_max "
-     "and onecycle's total_steps to the run after the warm-up when absent"},
+     "and onecycle's total_steps to the run after the warm-up when absent "
+     "(`torc schedulers` lists them)"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
 
 /* The section's keys but `type`, as arrays (borrowed from cfg). */
@@ -103,6 +106,12 @@ static const char *key_named(const torc_config *cfg, int i, const char *msg) {
     snprintf(pat, sizeof pat, "key '%s'", k);
     if (strstr(msg, pat))
       return k;
+    /* PyTorch's name in the file, torc's in the type's message */
+    const char *canon =
+        torc__alias_key(torc_config_section_get(cfg, i, "type"), k);
+    snprintf(pat, sizeof pat, "key '%s'", canon ? canon : "");
+    if (canon && strstr(msg, pat))
+      return k;
   }
   if (strstr(msg, "unknown ") && strstr(msg, " type '"))
     return "type";
@@ -115,6 +124,14 @@ static void located(const torc_config *cfg, int i) {
   snprintf(msg, sizeof msg, "%s", torc_last_error());
   torc__config_error(cfg, i, key_named(cfg, i, msg),
                      torc__config_rewrap_status(), "%s", msg);
+}
+
+/* Does section i set `key` of `type`, under its name or PyTorch's? */
+static int key_given(const torc_config *cfg, int i, const char *type,
+                     const char *key) {
+  const char *alias = torc_config_key_alias(type, key);
+  return torc_config_section_get(cfg, i, key) != NULL ||
+         (alias && torc_config_section_get(cfg, i, alias) != NULL);
 }
 
 /* Index of [name], or -1 after an error saying to add it (required). */
@@ -228,12 +245,11 @@ torc_scheduler *torc__scheduler_from_config(const torc_config *cfg,
   char len[32];
   const char *lkey = NULL;
   if (run_length > 0 && type) {
-    if (strcmp(type, "cosine") == 0 &&
-        torc_config_section_get(cfg, i, "t_max") == NULL)
+    if (strcmp(type, "cosine") == 0 && !key_given(cfg, i, type, "t_max"))
       lkey = "t_max";
     else if (strcmp(type, "onecycle") == 0 &&
-             torc_config_section_get(cfg, i, "total_steps") == NULL &&
-             torc_config_section_get(cfg, i, "epochs") == NULL)
+             !key_given(cfg, i, type, "total_steps") &&
+             !key_given(cfg, i, type, "epochs"))
       lkey = "total_steps";
   }
   if (lkey) {

@@ -165,12 +165,22 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
                                 int n, const char *const *base,
                                 const char **out) {
   int n1 = torc__keys_count(keys), nk = n1 + torc__keys_count(extra);
-  const char **names = torc__calloc((size_t)nk + 1, sizeof *names);
+  /* names[j]: key j; names[nk + j]: the name it was given as; then the
+   * candidates for "did you mean": the names and PyTorch's for them */
+  const char **names = torc__calloc(4 * (size_t)nk + 1, sizeof *names);
   if (names == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory building a '%s'", type);
+  const char **given = names + nk, **cands = names + 2 * nk;
+  int nc = 0;
   for (int j = 0; j < nk; j++) {
     names[j] = j < n1 ? keys[j].name : extra[j - n1].name;
     out[j] = NULL;
+    cands[nc++] = names[j];
+  }
+  for (int j = 0; j < nk; j++) {
+    const char *alias = torc_config_key_alias(type, names[j]);
+    if (alias)
+      cands[nc++] = alias;
   }
   torc_status st = TORC_OK;
   for (int i = 0; i < n && st == TORC_OK; i++) {
@@ -182,16 +192,32 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
     int j = 0;
     while (j < nk && strcmp(k[i], names[j]) != 0)
       j++;
+    int accepted = 0, near = j < nk ? -1
+                                    : torc__key_alias(type, k[i], names, nk,
+                                                      &accepted);
+    if (near >= 0 && accepted)
+      j = near; /* PyTorch's name for the key */
     if (j == nk) {
       char list[600] = "", hint[96] = "";
       size_t len = 0;
       for (int q = 0; q < nk && len + 40 < sizeof list; q++)
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
                                 q ? ", " : "", names[q]);
-      torc__suggest(k[i], names, nk, hint, sizeof hint);
+      if (near >= 0)
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", names[near]);
+      else
+        torc__suggest(k[i], cands, nc, hint, sizeof hint);
       st = torc_set_error(TORC_ERR_INVALID,
                           "%s: unknown key '%s'%s; its keys are: %s", type,
                           k[i], hint, nk ? list : "(none)");
+    } else if (out[j] && strcmp(given[j], k[i]) != 0) {
+      int first_alias = strcmp(given[j], names[j]) != 0;
+      st = torc_set_error(TORC_ERR_INVALID,
+                          "%s: key '%s' is given twice, as '%s = %s' and as "
+                          "'%s = %s' ('%s' is PyTorch's name for it); keep "
+                          "one",
+                          type, names[j], given[j], out[j], k[i], v[i],
+                          first_alias ? given[j] : k[i]);
     } else if (out[j]) {
       st = torc_set_error(TORC_ERR_INVALID,
                           "%s: key '%s' is given twice ('%s' and '%s'); "
@@ -199,6 +225,7 @@ torc_status torc__keys_resolve(const char *type, const torc_module_key *keys,
                           type, k[i], out[j], v[i]);
     } else {
       out[j] = v[i];
+      given[j] = k[i];
     }
   }
   for (int j = 0; j < nk && st == TORC_OK; j++) {

@@ -815,3 +815,15 @@ torc_tensor *torc_transform_apply(const torc_transform *t,
                                   int64_t epoch, int64_t index) {
   return torc__ret(torc__transform_run(t, x, seed, epoch, index));
 }
+
+/* ---- the list of stages (`torc transforms`) ---- */
+
+int torc_transform_stage_count(void) { return N_STAGE_KINDS; }
+
+const char *torc_transform_stage_name(int i) {
+  return i >= 0 && i < N_STAGE_KINDS ? stage_infos[i].name : NULL;
+}
+
+const char *torc_transform_stage_usage(int i) {
+  return i >= 0 && i < N_STAGE_KINDS ? stage_infos[i].usage : NULL;
+}

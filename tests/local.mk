@@ -14,7 +14,7 @@ check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 endif
 TESTS += tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh \
-	tests/test_docs.sh
+	tests/test_docs.sh tests/test_names.sh tests/test_defaults.sh
 
 tests_test_error_SOURCES = tests/test_error.c tests/testutil.h
 tests_test_dtype_SOURCES = tests/test_dtype.c tests/testutil.h
@@ -78,7 +78,7 @@ AM_TESTS_ENVIRONMENT = \
 	TORC_DATA_CACHE='$(abs_top_builddir)/tests/data-cache'; export TORC_DATA_CACHE; \
 	LIBTOOL='$(LIBTOOL)'; export LIBTOOL; MAKE='$(MAKE)'; export MAKE;
 EXTRA_DIST += tests/harness.sh tests/cli_lib.sh tests/test_cli.sh tests/test_template.sh tests/test_conformance.sh \
-	tests/test_docs.sh
+	tests/test_docs.sh tests/test_names.sh tests/test_defaults.sh
 
 include tests/plugins/local.mk
 EXTRA_DIST += tests/valgrind.supp tests/data/cnn.ini

@@ -17,6 +17,7 @@ tests_test_optim_SOURCES = tests/test_optim.c tests/testutil.h
 tests_test_optim_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 EXTRA_DIST += tests/fixtures/gen_optim.py tests/fixtures/optim.safetensors
 EXTRA_DIST += tests/fixtures/gen_losses.py tests/fixtures/losses.safetensors
+EXTRA_DIST += tests/fixtures/gen_defaults.py tests/fixtures/torch_defaults.txt
 
 # A model, data, loss, optimizer and scheduler together from one INI file;
 # resuming from a checkpoint is bit-exact.

@@ -26,7 +26,12 @@ extern const char commands_line[];
 int is_reserved(const char *cmd);
 int reserved(const char *cmd);
 
-/* Says `cmd` is not a command, with the list; returns EXIT_USAGE. */
+/* The command `cmd` is likely a slip for ("train" for "trian"), or
+ * NULL. */
+const char *nearest_command(const char *cmd);
+
+/* Says `cmd` is not a command, with the nearest one and the list;
+ * returns EXIT_USAGE. */
 int unknown_command(const char *cmd);
 
 /* Device type names, each once, in the order added; names are borrowed.

@@ -43,13 +43,20 @@ extern const char torc_tool__usage_plugins[];
 int torc_tool__cmd_test_backend(int argc, char **argv);
 extern const char torc_tool__usage_test_backend[];
 
-/* `torc describe FILE.ini`, and `torc layers` / `torc sources` (one
- * function: argv[0] tells which) (describe_cmd.c). */
+/* `torc describe FILE.ini`, and the listings `torc layers`, `sources`,
+ * `losses`, `optimizers`, `schedulers`, `transforms` (one function:
+ * argv[0] tells which; torc_tool__is_listing says whether a command is
+ * one) (describe_cmd.c). */
 int torc_tool__cmd_describe(int argc, char **argv);
 int torc_tool__cmd_layers(int argc, char **argv);
+int torc_tool__is_listing(const char *cmd);
 extern const char torc_tool__usage_describe[];
 extern const char torc_tool__usage_layers[];
 extern const char torc_tool__usage_sources[];
+extern const char torc_tool__usage_losses[];
+extern const char torc_tool__usage_optimizers[];
+extern const char torc_tool__usage_schedulers[];
+extern const char torc_tool__usage_transforms[];
 
 /* `torc version` and `torc help [COMMAND | config]` (help_cmd.c); the
  * list of every command, for `torc help` and `torc --help` (torc.c). */

@@ -1,6 +1,7 @@
 /* tools/describe_cmd.c — `torc describe FILE.ini` (the model of a file,
- * built and summarised), and `torc layers` / `torc sources` (the module
- * types and data sources, with their keys).
+ * built and summarised), and the listings of every registered type with
+ * its keys and defaults, one generator for all: `torc layers`, `sources`,
+ * `losses`, `optimizers`, `schedulers` and `transforms`.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,20 +24,30 @@ const char torc_tool__usage_describe[] =
     "Exit status: 0 success, 1 a failure while running (out of memory), 2\n"
     "bad input: usage, a bad file or setting, a missing plugin.\n";
 
-const char torc_tool__usage_layers[] =
-    "usage: torc layers [--config FILE]\n"
-    "\n"
-    "Lists every module type a [layer] section may name (type = ...), with\n"
-    "its keys, defaults and accepted values. Without --config every plugin\n"
-    "on the plugin path is loaded (their module types are listed too); with\n"
-    "it, that file's plugins.\n";
+#define LISTING_USAGE(cmd, what, where)                                        \
+  "usage: torc " cmd " [--config FILE]\n"                                      \
+  "\n"                                                                         \
+  "Lists every " what " " where ", with its keys,\n"                           \
+  "defaults and accepted values; PyTorch's name for a key, where it has\n"    \
+  "another, is shown and accepted too. Without --config every plugin on\n"    \
+  "the plugin path is loaded (their types are listed too); with it, that\n"  \
+  "file's plugins.\n"
 
-const char torc_tool__usage_sources[] =
-    "usage: torc sources [--config FILE]\n"
+const char torc_tool__usage_layers[] = LISTING_USAGE(
+    "layers", "module type", "a [layer] section may name (type = ...)");
+const char torc_tool__usage_sources[] = LISTING_USAGE(
+    "sources", "data source", "a [data.NAME] section may name (source = ...)");
+const char torc_tool__usage_losses[] = LISTING_USAGE(
+    "losses", "loss type", "[loss] may name (type = ...)");
+const char torc_tool__usage_optimizers[] = LISTING_USAGE(
+    "optimizers", "optimizer type", "[optimizer] may name (type = ...)");
+const char torc_tool__usage_schedulers[] = LISTING_USAGE(
+    "schedulers", "scheduler type", "[scheduler] may name (type = ...)");
+const char torc_tool__usage_transforms[] =
+    "usage: torc transforms [--config FILE]\n"
     "\n"
-    "Lists every data source a [data.NAME] section may name (source = ...),\n"
-    "with its keys, defaults and accepted values. Without --config every\n"
-    "plugin on the plugin path is loaded; with it, that file's plugins.\n";
+    "Lists every stage a [data.NAME] transform = ... pipeline may name,\n"
+    "with its arguments (\"scale(0.0039), random_hflip(0.5)\").\n";
 
 /* ---- torc describe, torc layers ---- */
 
@@ -108,51 +119,136 @@ int torc_tool__cmd_describe(int argc, char **argv) {
   return rc;
 }
 
+/* ---- the listings ---- */
+
+/* One key: name (and PyTorch's name for it), help, default. */
+static void print_key(const char *scope, const char *name, const char *help,
+                      const char *def) {
+  const char *alias = torc_config_key_alias(scope, name);
+  char shown[96];
+  if (alias)
+    snprintf(shown, sizeof shown, "%s (or %s)", name, alias);
+  else
+    snprintf(shown, sizeof shown, "%s", name);
+  printf("    %-22s %s%s%s%s\n", shown, help ? help : "",
+         def ? " (default " : " (required", def ? def : "", ")");
+}
+
+/* One type: its name, its description, then its keys. */
+static void print_type(const char *name, const char *desc,
+                       const torc_module_key *keys) {
+  printf("%s\n    %s\n", name, desc ? desc : "");
+  for (const torc_module_key *k = keys; k && k->name; k++)
+    print_key(name, k->name, k->help, k->default_value);
+}
+
+static const char *const listings[] = {"layers", "sources", "losses",
+                                       "optimizers", "schedulers",
+                                       "transforms", NULL};
+
+int torc_tool__is_listing(const char *cmd) {
+  for (int i = 0; listings[i]; i++)
+    if (strcmp(cmd, listings[i]) == 0)
+      return 1;
+  return 0;
+}
+
+static const char *listing_usage(const char *cmd) {
+  if (strcmp(cmd, "sources") == 0)
+    return torc_tool__usage_sources;
+  if (strcmp(cmd, "losses") == 0)
+    return torc_tool__usage_losses;
+  if (strcmp(cmd, "optimizers") == 0)
+    return torc_tool__usage_optimizers;
+  if (strcmp(cmd, "schedulers") == 0)
+    return torc_tool__usage_schedulers;
+  if (strcmp(cmd, "transforms") == 0)
+    return torc_tool__usage_transforms;
+  return torc_tool__usage_layers;
+}
+
 int torc_tool__cmd_layers(int argc, char **argv) {
-  const char *config = NULL;
+  const char *config = NULL, *cmd = argv[0];
   for (int i = 1; i < argc; i++) {
     if (is_help_flag(argv[i])) {
-      fputs(strcmp(argv[0], "sources") == 0 ? torc_tool__usage_sources
-                                            : torc_tool__usage_layers,
-            stdout);
+      fputs(listing_usage(cmd), stdout);
       return EXIT_OK;
     } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       config = argv[++i];
     } else {
       fprintf(stderr, "torc %s: unexpected %s '%s'\nusage: torc %s "
                       "[--config FILE]\n",
-              argv[0], argv[i][0] == '-' ? "option" : "argument", argv[i],
-              argv[0]);
+              cmd, argv[i][0] == '-' ? "option" : "argument", argv[i], cmd);
       return EXIT_USAGE;
     }
   }
   if (config) {
     int rc;
-    torc_config *cfg = load_config(argv[0], config, &rc);
+    torc_config *cfg = load_config(cmd, config, &rc);
     if (cfg == NULL)
       return rc;
     torc_config_free(cfg);
   } else {
     torc_plugin_load_all(); /* what the plugin path offers; failures warn */
   }
-  if (strcmp(argv[0], "sources") == 0) {
-    for (int i = 0; i < torc_data_source_count(); i++) {
+  int n = 0;
+  if (strcmp(cmd, "sources") == 0) {
+    n = torc_data_source_count();
+    for (int i = 0; i < n; i++) {
       const torc_data_source_type *t = torc_data_source_at(i);
       printf("%s\n    %s\n", t->name, t->description ? t->description : "");
       for (const torc_data_key *k = t->keys; k && k->name; k++)
-        printf("    %-18s %s%s%s%s\n", k->name, k->help ? k->help : "",
-               k->default_value ? " (default " : " (required",
-               k->default_value ? k->default_value : "", ")");
+        print_key(t->name, k->name, k->help, k->default_value);
     }
-    return EXIT_OK;
+  } else if (strcmp(cmd, "losses") == 0) {
+    n = torc_loss_type_count();
+    for (int i = 0; i < n; i++) {
+      const torc_loss_type *t = torc_loss_type_at(i);
+      print_type(t->name, t->description, t->keys);
+    }
+  } else if (strcmp(cmd, "optimizers") == 0) {
+    n = torc_optimizer_type_count();
+    for (int i = 0; i < n; i++) {
+      const torc_optimizer_type *t = torc_optimizer_type_at(i);
+      print_type(t->name, t->description, t->keys);
+    }
+  } else if (strcmp(cmd, "schedulers") == 0) {
+    n = torc_scheduler_type_count();
+    for (int i = 0; i < n; i++) {
+      const torc_scheduler_type *t = torc_scheduler_type_at(i);
+      print_type(t->name, t->description, t->keys);
+    }
+    if (n > 0) {
+      printf("(every type)\n    keys the core adds to each scheduler "
+             "type\n");
+      print_key(NULL, "warmup",
+                "steps of linear warm-up before the schedule starts (0 = "
+                "none)",
+                "0");
+      print_key(NULL, "warmup_start_factor",
+                "the warm-up starts at this fraction of each group's lr (0 "
+                "< f <= 1)",
+                "0.1");
+    }
+  } else if (strcmp(cmd, "transforms") == 0) {
+    n = torc_transform_stage_count();
+    for (int i = 0; i < n; i++)
+      printf("%s\n    %s\n", torc_transform_stage_name(i),
+             torc_transform_stage_usage(i));
+  } else {
+    n = torc_module_type_count();
+    for (int i = 0; i < n; i++) {
+      const torc_module_type *t = torc_module_type_at(i);
+      print_type(t->name, t->description, t->keys);
+    }
   }
-  for (int i = 0; i < torc_module_type_count(); i++) {
-    const torc_module_type *t = torc_module_type_at(i);
-    printf("%s\n    %s\n", t->name, t->description ? t->description : "");
-    for (const torc_module_key *k = t->keys; k && k->name; k++)
-      printf("    %-18s %s%s%s%s\n", k->name, k->help ? k->help : "",
-             k->default_value ? " (default " : " (required",
-             k->default_value ? k->default_value : "", ")");
+  if (n == 0) {
+    const char *plugin = strcmp(cmd, "losses") == 0    ? "losses"
+                         : strcmp(cmd, "sources") == 0 ? "data"
+                                                       : "optim";
+    fprintf(stderr, "torc %s: none registered; load the plugin that "
+                    "provides them ([plugin.%s] module = %s)\n",
+            cmd, plugin, plugin);
   }
   return EXIT_OK;
 }

@@ -112,10 +112,10 @@ int torc_tool__cmd_help(int argc, char **argv) {
     fputs(torc_tool__usage_plugins, stdout);
   else if (strcmp(cmd, "describe") == 0)
     fputs(torc_tool__usage_describe, stdout);
-  else if (strcmp(cmd, "layers") == 0)
-    fputs(torc_tool__usage_layers, stdout);
-  else if (strcmp(cmd, "sources") == 0)
-    fputs(torc_tool__usage_sources, stdout);
+  else if (torc_tool__is_listing(cmd)) {
+    char *args[] = {(char *)cmd, "--help", NULL};
+    return torc_tool__cmd_layers(2, args);
+  }
   else if (strcmp(cmd, "version") == 0)
     fputs(torc_tool__usage_version, stdout);
   else if (strcmp(cmd, "help") == 0)

@@ -29,6 +29,8 @@ const char torc_tool__usage_main[] =
     "                           and its summary table (shapes, parameters)\n"
     "  layers                   list the module types and their keys\n"
     "  sources                  list the data sources and their keys\n"
+    "  losses, optimizers, schedulers, transforms\n"
+    "                           list those types and their keys\n"
     "  version                  print the torc version and plugin ABI\n"
     "  help [COMMAND]           print this help, or a command's\n"
     "  train FILE.ini [--set S.K=V] [--resume [CKPT]]\n"
@@ -77,7 +79,7 @@ static int run(int argc, char **argv) {
     return torc_tool__cmd_test_backend(argc - 1, argv + 1);
   if (strcmp(cmd, "describe") == 0)
     return torc_tool__cmd_describe(argc - 1, argv + 1);
-  if (strcmp(cmd, "layers") == 0 || strcmp(cmd, "sources") == 0)
+  if (torc_tool__is_listing(cmd))
     return torc_tool__cmd_layers(argc - 1, argv + 1);
   if (strcmp(cmd, "train") == 0)
     return torc_tool__cmd_train(argc - 1, argv + 1);

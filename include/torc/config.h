@@ -119,6 +119,13 @@ TORC_API torc_status torc_config_error(const torc_config *cfg, int i,
                                        const char *fmt, ...)
     TORC_PRINTF(5, 6);
 
+/* PyTorch's name for `key` of `scope` (a module, loss, optimizer or
+ * scheduler type name such as "conv2d", or a section name), accepted in
+ * its place ("kernel_size" for conv2d's "kernel"); NULL when the key has
+ * none (most keys already carry PyTorch's name). For listings of keys. */
+TORC_API const char *torc_config_key_alias(const char *scope,
+                                           const char *key);
+
 /* ---- adding sections to the schema ---- */
 
 /* The type of a key's value, checked when a file is read. */

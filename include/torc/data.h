@@ -147,6 +147,13 @@ TORC_API torc_transform *torc_transform_parse(const char *spec);
 /* Frees a pipeline. NULL is ignored. */
 TORC_API void torc_transform_free(torc_transform *t);
 
+/* The stages a transform spec may name (for listings): their count, and
+ * stage i's name ("random_hflip") and usage ("random_hflip(p) with ..."),
+ * or NULL past the end. */
+TORC_API int torc_transform_stage_count(void);
+TORC_API const char *torc_transform_stage_name(int i);
+TORC_API const char *torc_transform_stage_usage(int i);
+
 /* 1 if the pipeline draws random numbers. */
 TORC_API int torc_transform_is_random(const torc_transform *t);
 
