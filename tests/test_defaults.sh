@@ -36,7 +36,7 @@ layer adaptive_avgpool2d output_size 1 is global pooling, the common use; PyTorc
 layer softmax dim -1 is the last dim; PyTorch's None picks a dim implicitly, with a deprecation warning
 layer log_softmax dim -1 is the last dim; PyTorch's None picks a dim implicitly, with a deprecation warning
 scheduler onecycle max_lr empty takes each group's lr; PyTorch requires it
-transform random_hflip p is required by torc's transform syntax
+scheduler cyclic base_lr empty takes each group's lr; PyTorch requires it
 EOF
 
 # torc's defaults, "KIND TYPE KEY DEFAULT", from the listings: a type's
