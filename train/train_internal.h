@@ -11,14 +11,42 @@
 
 #include "torc/torc.h"
 
+/* A metric a run can watch: [checkpoint] best, [train] early_stop. */
+enum {
+  TORC_TRAIN__M_NONE = 0,
+  TORC_TRAIN__M_TEST_LOSS,
+  TORC_TRAIN__M_TEST_ACCURACY,
+  TORC_TRAIN__M_VALID_LOSS,
+  TORC_TRAIN__M_VALID_ACCURACY
+};
+
 /* [train], [checkpoint] and [scheduler] interval, as read. */
 typedef struct torc_train__settings {
   int64_t epochs, log_every, eval_every, ck_every, ck_keep;
   double clip_norm, clip_value;
-  const char *metrics; /* or NULL */
-  const char *ck_dir;  /* or NULL */
+  const char *metrics; /* the metrics CSV: [train] metrics, or in dir */
+  const char *ck_dir;  /* [checkpoint] dir, or dir; NULL without a
+                          [checkpoint] section (then only final) */
   int sched_per_step;
+  char dir[1024];      /* the run folder ([train] dir or runs/<name>) */
+  char metrics_buf[1024], ck_buf[1024];
+  int best;            /* [checkpoint] best: TORC_TRAIN__M_* */
+  int early_stop;      /* [train] early_stop: TORC_TRAIN__M_* */
+  int64_t patience;    /* [train] patience */
+  double min_delta;    /* [train] min_delta */
 } torc_train__settings;
+
+/* Reads [train], [checkpoint] and [scheduler] interval of cfg into s
+ * (loop.c). */
+torc_status torc_train__read_settings(const torc_config *cfg,
+                                      torc_train__settings *s);
+
+/* The name of metric m ("test.loss"), and its value in an epoch's event
+ * (NaN when that split was not evaluated). Accuracy is better higher,
+ * loss lower. */
+const char *torc_train__metric_name(int m);
+double torc_train__metric_value(int m, const torc_train_event *ev);
+int torc_train__metric_higher_better(int m);
 
 typedef struct torc_train__run {
   const torc_config *cfg;
@@ -26,6 +54,7 @@ typedef struct torc_train__run {
   torc_device dev;
   torc_module *model;
   torc_loader *train, *test;
+  torc_loader *valid; /* [data.valid] or [data.train] valid_fraction */
   torc_loss *loss;
   torc_optimizer *opt;
   torc_scheduler *sched;
@@ -60,6 +89,21 @@ typedef struct torc_train__position {
 torc_status torc_train__save_ckpt(torc_train__run *r,
                                   const torc_train__position *pos,
                                   char *path, size_t psize);
+
+/* Writes the model's weights (a plain state dict, as PyTorch's
+ * save_file(model.state_dict())) to `name` in the run folder,
+ * atomically, with `value` (unless NaN) as its "torc.best" metadata; its
+ * path into path. */
+torc_status torc_train__save_weights(torc_train__run *r, const char *name,
+                                     double value, char *path, size_t psize);
+
+/* The [checkpoint] best value best.safetensors of the run folder holds
+ * (metadata "torc.best"), NaN when there is none. */
+double torc_train__best_so_far(const torc_train__run *r);
+
+/* Removes what an earlier run left in the run's folders: its
+ * checkpoints, final.safetensors and best.safetensors. */
+void torc_train__clear_outputs(const torc_train__run *r);
 
 /* Loads checkpoint `want` ("": the newest in [checkpoint] dir) into the
  * run, and the position it holds, checked against the run. */
