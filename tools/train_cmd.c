@@ -164,16 +164,15 @@ int torc_tool__cmd_train(int argc, char **argv) {
   free(sets);
   if (cfg == NULL)
     return rc < 0 ? TORC_TOOL_EXIT_USAGE : rc;
-  /* An earlier run's files are kept unless the command line says. */
-  if (!resume && !overwrite && torc_train_check_fresh(cfg) != TORC_OK) {
-    fprintf(stderr, "torc train: %s\n", torc_last_error());
-    torc_config_free(cfg);
-    return TORC_TOOL_EXIT_USAGE;
-  }
+
   torc_train_opts o = {.resume = resume, .progress_bar = bar,
                        .handle_sigint = 1, .out = stdout};
   torc_train_result res;
-  torc_status st = torc_train(cfg, &o, &res);
+  /* An earlier run's files are kept unless the command line says. */
+  torc_train_callbacks keep = {.struct_size = sizeof keep,
+                               .flags = overwrite ? 0u
+                                                  : TORC_TRAIN_KEEP_EARLIER};
+  torc_status st = torc_train_ex(cfg, &o, &keep, &res);
   torc_config_free(cfg);
   if (st == TORC_ERR_INTERRUPTED)
     return TORC_TOOL_EXIT_INTERRUPTED;

@@ -224,15 +224,22 @@ torc_status torc_train_check_fresh(const torc_config *cfg) {
       len += (size_t)snprintf(found + len, sizeof found - len, "%s%s",
                               len ? ", " : "", names[i]);
   }
-  if (r.s.metrics && exists(r.s.metrics) && len + 2 < sizeof found)
+  if (r.s.metrics && exists(r.s.metrics) && len + 2 < sizeof found) {
+    size_t dl = strlen(r.s.dir);
+    const char *m = r.s.metrics;
+    if (strncmp(m, r.s.dir, dl) == 0 && m[dl] == '/')
+      m += dl + 1; /* in the run folder: its name there */
     len += (size_t)snprintf(found + len, sizeof found - len, "%s%s",
-                            len ? ", " : "", r.s.metrics);
+                            len ? ", " : "", m);
+  }
   long long steps[4096];
   int n = r.s.ck_dir ? list_ckpts(r.s.ck_dir, steps, 4096) : 0;
   if (n > 0 && len + 2 < sizeof found)
     len += (size_t)snprintf(found + len, sizeof found - len,
-                            "%s%d checkpoint%s in %s", len ? ", " : "", n,
-                            n == 1 ? "" : "s", r.s.ck_dir);
+                            "%s%d checkpoint%s%s%s", len ? ", " : "", n,
+                            n == 1 ? "" : "s",
+                            strcmp(r.s.ck_dir, r.s.dir) ? " in " : "",
+                            strcmp(r.s.ck_dir, r.s.dir) ? r.s.ck_dir : "");
   if (len == 0)
     return TORC_OK;
   return torc_set_error(TORC_ERR_CONFIG,

@@ -811,6 +811,8 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     st = torc_train__load_ckpt(&r, o.resume, &pos);
   if (st == TORC_OK)
     st = torc_module_check_device(r.model, r.dev);
+  if (st == TORC_OK && !o.resume && (user.flags & TORC_TRAIN_KEEP_EARLIER))
+    st = torc_train_check_fresh(cfg);
   if (st == TORC_OK)
     st = outputs_ok(&r);
   if (st == TORC_OK && !o.resume)

@@ -174,12 +174,18 @@ typedef struct torc_train_event {
  * TORC_TRAIN_CONTINUE, TORC_TRAIN_STOP or TORC_TRAIN_FAIL. */
 typedef int (*torc_train_callback)(const torc_train_event *ev, void *user);
 
-/* Flags of torc_train_callbacks: leave out a built-in reporter. */
+/* Flags of torc_train_callbacks: leave out a built-in reporter, or keep
+ * an earlier run. */
 enum {
   TORC_TRAIN_NO_PROGRESS = 1u << 0, /* no progress lines, bar, per-epoch
                                        summaries or stop messages on out */
-  TORC_TRAIN_NO_METRICS = 1u << 1   /* no metrics CSV or curves.svg, even
+  TORC_TRAIN_NO_METRICS = 1u << 1,  /* no metrics CSV or curves.svg, even
                                        with [train] metrics */
+  /* A fresh run (no resume) whose run folder holds an earlier run's files
+   * fails, once the run is built, with torc_train_check_fresh's error
+   * (TORC_ERR_CONFIG) instead of replacing them; what `torc train` does
+   * without --overwrite. */
+  TORC_TRAIN_KEEP_EARLIER = 1u << 2
 };
 
 /* The callbacks of a run; any may be NULL. Zero-initialise, set
