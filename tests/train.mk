@@ -13,3 +13,7 @@ tests_test_train_callbacks_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 # train/ includes the public headers only.
 TESTS += tests/test_train_layer.sh
 EXTRA_DIST += tests/test_train_layer.sh
+# torc train's run folder, best and final weights, early stopping, the
+# validation split.
+TESTS += tests/test_train_run.sh
+EXTRA_DIST += tests/test_train_run.sh
