@@ -15,7 +15,7 @@
 
 const torc__config_row torc__data_rows[] = {
     {"data.*", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
-     "a dataset and its loader: [data.train], [data.test]"},
+     "a dataset and its loader: [data.train], [data.test], [data.valid]"},
     {"data.*", "source", TORC__CFG_STRING, NULL,
      "a data source: idx, csv, npy, image_folder, synthetic or a plugin's",
      TORC__CFG_REQUIRED,

@@ -1,8 +1,9 @@
-/* train/loop.c — the INI-driven trainer (torc/train.h): the [train] and
- * [checkpoint] sections, building a run from the file, the training loop
- * with its callbacks, Ctrl-C, the NaN guard, evaluation and the bench. The
- * progress, metrics CSV and curves.svg are callbacks (report.c);
- * checkpoints and resume are checkpoint.c's.
+/* train/loop.c — the INI-driven trainer (torc/train.h): building a run
+ * from the file, the training loop with its callbacks, the validation
+ * split, best and final weights, Ctrl-C, the NaN guard, evaluation and the
+ * bench. The sections and settings are settings.c's; the progress,
+ * metrics CSV and curves.svg are callbacks (report.c); checkpoints and
+ * resume are checkpoint.c's.
  *
  * Resuming rebuilds everything from the INI file, loads the checkpoint,
  * trims the metrics CSV to the rows written before it, and starts the
@@ -24,60 +25,6 @@
 typedef torc_train__settings settings;
 typedef torc_train__run run;
 typedef torc_train__position position;
-
-#define WATCHED "none|test.loss|test.accuracy|valid.loss|valid.accuracy"
-
-static const torc_config_row train_rows[] = {
-    {"train", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
-     "the training schedule: epochs, clipping, logging, evaluation"},
-    {"train", "epochs", TORC_CONFIG_INT, "1", "1..", 0, "passes over the data"},
-    {"train", "clip_grad_norm", TORC_CONFIG_FLOAT, "0", "0..", 0,
-     "scale gradients to this total 2-norm before each step (0 = off)"},
-    {"train", "clip_grad_value", TORC_CONFIG_FLOAT, "0", "0..", 0,
-     "clamp each gradient element to [-v, v] (0 = off)"},
-    {"train", "precision", TORC_CONFIG_ENUM, "fp32", "fp32", 0,
-     "arithmetic precision (fp32; mixed precision is not available yet)"},
-    {"train", "log_every", TORC_CONFIG_INT, "100", "1..", 0,
-     "steps per progress line and metrics row"},
-    {"train", "eval_every", TORC_CONFIG_INT, "1", "0..", 0,
-     "epochs between evaluations on [data.test] (0 = only after the last)"},
-    {"train", "dir", TORC_CONFIG_PATH, NULL, NULL, 0,
-     "the run folder: config.ini, metrics.csv, curves.svg, checkpoints, "
-     "final.safetensors (default: runs/<INI name>/ beside the INI)"},
-    {"train", "metrics", TORC_CONFIG_PATH, NULL, NULL, 0,
-     "the metrics CSV (default: metrics.csv in the run folder; curves.svg "
-     "is written next to it)"},
-    {"train", "early_stop", TORC_CONFIG_ENUM, "none", WATCHED, 0,
-     "stop when this metric has not improved for `patience` epochs"},
-    {"train", "patience", TORC_CONFIG_INT, "3", "1..", 0,
-     "early_stop: epochs without improvement before stopping"},
-    {"train", "min_delta", TORC_CONFIG_FLOAT, "0", "0..", 0,
-     "early_stop: the smallest change that counts as an improvement"},
-    {"checkpoint", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
-     "checkpoints: model, optimizer, scheduler, RNG and position"},
-    {"checkpoint", "dir", TORC_CONFIG_PATH, NULL, NULL, 0,
-     "the folder checkpoints are written to (default: the run folder; "
-     "created if missing)"},
-    {"checkpoint", "every", TORC_CONFIG_INT, "1", "0..", 0,
-     "epochs between checkpoints (0 = only at the end and on Ctrl-C)"},
-    {"checkpoint", "keep", TORC_CONFIG_INT, "3", "1..", 0,
-     "how many of the newest checkpoints to keep"},
-    {"checkpoint", "best", TORC_CONFIG_ENUM, "none", WATCHED, 0,
-     "also keep the weights of the best epoch by this metric as "
-     "best.safetensors (accuracy: highest, loss: lowest)"},
-    {NULL, NULL, TORC_CONFIG_SECTION, NULL, NULL, 0, NULL}};
-
-/* The trainer's sections join the schema when libtorc loads, before any
- * file is read, as the core's own do. The table is static and valid, so
- * this cannot fail short of a broken build; if it did, files with these
- * sections would be refused as unknown, and the reason is printed. */
-__attribute__((constructor)) static void train_rows_register(void) {
-  if (torc_config_schema_add(train_rows) != TORC_OK) {
-    fprintf(stderr, "torc: the [train] and [checkpoint] sections are not "
-                    "available: %s\n", torc_last_error());
-    torc_clear_error();
-  }
-}
 
 static double now_s(void) {
   struct timespec ts;
@@ -110,39 +57,6 @@ static void on_sigint(int sig) {
 /* The folders the run writes to exist (made if missing) and are
  * writable: checked before the first step, so a bad path is a
  * configuration error, not a lost run. */
-/* config.ini in the run folder: the configuration as this run reads it
- * (--set overrides applied), section by section. */
-static torc_status write_config(const run *r) {
-  char path[1100], tmp[1110];
-  snprintf(path, sizeof path, "%s/config.ini", r->s.dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (f == NULL)
-    return torc_set_error(TORC_ERR_IO, "cannot write %s: %s; check [train] "
-                          "dir",
-                          tmp, strerror(errno));
-  const torc_config *cfg = r->cfg;
-  fprintf(f, "# the configuration of this run: %s with the --set overrides "
-             "applied\n# (relative paths in it are relative to that file's "
-             "folder)\n",
-          torc_config_path(cfg));
-  for (int i = 0; i < torc_config_section_count(cfg); i++) {
-    fprintf(f, "%s[%s]\n", i ? "\n" : "", torc_config_section_name(cfg, i));
-    for (int j = 0; j < torc_config_section_key_count(cfg, i); j++) {
-      const char *k = torc_config_section_key(cfg, i, j);
-      fprintf(f, "%s = %s\n", k, torc_config_section_get(cfg, i, k));
-    }
-  }
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    return torc_set_error(TORC_ERR_IO, "cannot write %s: %s; check [train] "
-                          "dir",
-                          path, strerror(errno));
-  }
-  return TORC_OK;
-}
-
 static torc_status outputs_ok(const run *r) {
   torc_status st0 = torc_train__mkdirs(r->s.dir, "[train] dir");
   if (st0)
@@ -176,197 +90,6 @@ static torc_status outputs_ok(const run *r) {
       return torc_set_error(TORC_ERR_IO, "cannot write checkpoints to %s: %s; "
                             "check [checkpoint] dir",
                             r->s.ck_dir, strerror(errno));
-  }
-  return TORC_OK;
-}
-
-/* ---- watched metrics: [checkpoint] best, [train] early_stop ---- */
-
-static const char *const metric_names[] = {"none", "test.loss",
-                                           "test.accuracy", "valid.loss",
-                                           "valid.accuracy"};
-
-const char *torc_train__metric_name(int m) {
-  return m >= 0 && m <= TORC_TRAIN__M_VALID_ACCURACY ? metric_names[m]
-                                                     : "none";
-}
-
-double torc_train__metric_value(int m, const torc_train_event *ev) {
-  switch (m) {
-  case TORC_TRAIN__M_TEST_LOSS:
-    return ev->evaluated ? ev->test_loss : NAN;
-  case TORC_TRAIN__M_TEST_ACCURACY:
-    return ev->evaluated ? ev->test_accuracy : NAN;
-  case TORC_TRAIN__M_VALID_LOSS:
-    return ev->valid_evaluated ? ev->valid_loss : NAN;
-  case TORC_TRAIN__M_VALID_ACCURACY:
-    return ev->valid_evaluated ? ev->valid_accuracy : NAN;
-  default:
-    return NAN;
-  }
-}
-
-int torc_train__metric_higher_better(int m) {
-  return m == TORC_TRAIN__M_TEST_ACCURACY ||
-         m == TORC_TRAIN__M_VALID_ACCURACY;
-}
-
-static int metric_parse(const char *v) {
-  for (int m = 0; v && m <= TORC_TRAIN__M_VALID_ACCURACY; m++)
-    if (strcmp(v, metric_names[m]) == 0)
-      return m;
-  return TORC_TRAIN__M_NONE;
-}
-
-/* The run folder: [train] dir, else runs/<the file's name less .ini>
- * beside the file. */
-static torc_status run_dir(const torc_config *cfg, char *buf, size_t size) {
-  int t = torc_config_find(cfg, "train");
-  const char *d = t >= 0 ? torc_config_value(cfg, t, "dir") : NULL;
-  int n;
-  if (d) {
-    n = snprintf(buf, size, "%s", d);
-  } else {
-    const char *path = torc_config_path(cfg);
-    const char *slash = path ? strrchr(path, '/') : NULL;
-    const char *base = slash ? slash + 1 : path ? path : "run";
-    size_t bl = strlen(base);
-    if (bl > 4 && strcmp(base + bl - 4, ".ini") == 0)
-      bl -= 4;
-    if (slash)
-      n = snprintf(buf, size, "%.*s/runs/%.*s", (int)(slash - path), path,
-                   (int)bl, base);
-    else
-      n = snprintf(buf, size, "runs/%.*s", (int)bl, base);
-  }
-  if (n < 0 || (size_t)n >= size)
-    return torc_set_error(TORC_ERR_RANGE,
-                          "the run folder of %s is too long a path (%d "
-                          "bytes); set a shorter [train] dir",
-                          torc_config_path(cfg), n);
-  return TORC_OK;
-}
-
-torc_status torc_train_run_dir(const torc_config *cfg, char *buf,
-                               size_t size) {
-  if (cfg == NULL || buf == NULL)
-    return null_input("torc_train_run_dir");
-  return run_dir(cfg, buf, size);
-}
-
-torc_status torc_train__read_settings(const torc_config *cfg, settings *s) {
-  memset(s, 0, sizeof *s);
-  int t = torc_config_find(cfg, "train");
-  s->epochs = 1;
-  s->log_every = 100;
-  s->eval_every = 1;
-  s->patience = 3;
-  torc_status st = run_dir(cfg, s->dir, sizeof s->dir);
-  if (st)
-    return st;
-  snprintf(s->metrics_buf, sizeof s->metrics_buf, "%s/metrics.csv", s->dir);
-  s->metrics = s->metrics_buf;
-  if (t >= 0) {
-    if ((st = torc_config_get_int(cfg, t, "epochs", &s->epochs)) ||
-        (st = torc_config_get_int(cfg, t, "log_every", &s->log_every)) ||
-        (st = torc_config_get_int(cfg, t, "eval_every", &s->eval_every)) ||
-        (st =
-             torc_config_get_double(cfg, t, "clip_grad_norm", &s->clip_norm)) ||
-        (st =
-             torc_config_get_double(cfg, t, "clip_grad_value", &s->clip_value)) ||
-        (st = torc_config_get_int(cfg, t, "patience", &s->patience)) ||
-        (st = torc_config_get_double(cfg, t, "min_delta", &s->min_delta)))
-      return st;
-    const char *m = torc_config_value(cfg, t, "metrics");
-    if (m) {
-      snprintf(s->metrics_buf, sizeof s->metrics_buf, "%s", m);
-      s->metrics = s->metrics_buf;
-    }
-    s->early_stop = metric_parse(torc_config_value(cfg, t, "early_stop"));
-    if (s->clip_norm > 0 && s->clip_value > 0)
-      return torc_config_error(cfg, t, "clip_grad_value", TORC_ERR_CONFIG,
-                               "clip_grad_norm and clip_grad_value are both "
-                               "set; choose one");
-  }
-  int c = torc_config_find(cfg, "checkpoint");
-  s->ck_every = 1;
-  s->ck_keep = 3;
-  if (c >= 0) {
-    if ((st = torc_config_get_int(cfg, c, "every", &s->ck_every)) ||
-        (st = torc_config_get_int(cfg, c, "keep", &s->ck_keep)))
-      return st;
-    const char *d = torc_config_value(cfg, c, "dir");
-    snprintf(s->ck_buf, sizeof s->ck_buf, "%s", d ? d : s->dir);
-    s->ck_dir = s->ck_buf;
-    s->best = metric_parse(torc_config_value(cfg, c, "best"));
-  }
-  int k = torc_config_find(cfg, "scheduler");
-  if (k >= 0) {
-    const char *iv = torc_config_value(cfg, k, "interval");
-    s->sched_per_step = iv && strcmp(iv, "step") == 0;
-  }
-  return TORC_OK;
-}
-
-/* The [data.NAME] sections the trainer reads. */
-static const char *const data_names[] = {"data.train", "data.test",
-                                         "data.valid"};
-
-/* Edit distance of a and b (short names), for the nearest section. */
-static int distance(const char *a, const char *b) {
-  int la = (int)strlen(a), lb = (int)strlen(b), row[64];
-  if (la > 62 || lb > 62)
-    return 99;
-  for (int j = 0; j <= lb; j++)
-    row[j] = j;
-  for (int i = 1; i <= la; i++) {
-    int diag = row[0];
-    row[0] = i;
-    for (int j = 1; j <= lb; j++) {
-      int up = row[j];
-      int best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best)
-        best = up + 1;
-      if (row[j - 1] + 1 < best)
-        best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[lb];
-}
-
-/* A [data.NAME] section the trainer does not read is a mistake (the
- * schema accepts any name for data.*): an error naming the nearest. */
-static torc_status check_data_sections(const torc_config *cfg) {
-  for (int i = 0; i < torc_config_section_count(cfg); i++) {
-    const char *name = torc_config_section_name(cfg, i);
-    if (strncmp(name, "data.", 5) != 0)
-      continue;
-    int known = 0, best = 0, bd = 99;
-    for (int k = 0; k < 3; k++) {
-      if (strcmp(name, data_names[k]) == 0)
-        known = 1;
-      int d = distance(name + 5, data_names[k] + 5);
-      /* a prefix ("validation" for "valid") is as near as it gets */
-      if (strncmp(name + 5, data_names[k] + 5, strlen(data_names[k] + 5)) ==
-              0 ||
-          strncmp(name + 5, data_names[k] + 5, strlen(name + 5)) == 0)
-        d = 1;
-      if (d < bd)
-        bd = d, best = k;
-    }
-    if (known)
-      continue;
-    char hint[64] = "";
-    if (bd <= 4)
-      snprintf(hint, sizeof hint, "did you mean [%s]? ", data_names[best]);
-    return torc_config_error(
-        cfg, i, NULL, TORC_ERR_CONFIG,
-        "unknown section [%s]; %sthe trainer reads [data.train], "
-        "[data.test] and [data.valid] (a validation split; or "
-        "valid_fraction in [data.train])",
-        name, hint);
   }
   return TORC_OK;
 }
@@ -408,7 +131,7 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
   memset(r, 0, sizeof *r);
   r->cfg = cfg;
   r->started = time(NULL);
-  torc_status st = check_data_sections(cfg);
+  torc_status st = torc_train__check_data_sections(cfg);
   if (st == TORC_OK)
     st = torc_train__read_settings(cfg, &r->s);
   if (st == TORC_OK)
@@ -665,46 +388,6 @@ typedef struct cb_list {
   int n;
 } cb_list;
 
-/* ---- early stopping: a built-in callback on on_epoch_end ---- */
-
-/* [train] early_stop: the metric, its best so far and the epoch of it,
- * and the epochs since it last improved by more than min_delta. */
-typedef struct early_stop {
-  int metric;
-  int64_t patience;
-  double min_delta, best;
-  int64_t best_epoch, wait;
-  FILE *out; /* the message, or NULL */
-} early_stop;
-
-static int early_stop_epoch(const torc_train_event *ev, void *user) {
-  early_stop *e = user;
-  double v = torc_train__metric_value(e->metric, ev);
-  if (isnan(v)) /* not evaluated this epoch ([train] eval_every) */
-    return TORC_TRAIN_CONTINUE;
-  int higher = torc_train__metric_higher_better(e->metric);
-  if (e->best_epoch == 0 ||
-      (higher ? v > e->best + e->min_delta : v < e->best - e->min_delta)) {
-    e->best = v;
-    e->best_epoch = ev->epoch;
-    e->wait = 0;
-    return TORC_TRAIN_CONTINUE;
-  }
-  if (++e->wait < e->patience || ev->epoch == ev->epochs)
-    return TORC_TRAIN_CONTINUE;
-  if (e->out) {
-    fprintf(e->out,
-            "early stop after epoch %lld: %s has not improved by more than "
-            "%g for %lld epochs ([train] patience); the best, %.4f, was at "
-            "epoch %lld\n",
-            (long long)ev->epoch, torc_train__metric_name(e->metric),
-            e->min_delta, (long long)e->wait, e->best,
-            (long long)e->best_epoch);
-    fflush(e->out);
-  }
-  return TORC_TRAIN_STOP;
-}
-
 enum { ON_STEP, ON_EVAL, ON_EPOCH_END, ON_CHECKPOINT, ON_END };
 
 static const char *const cb_names[] = {"on_step", "on_eval", "on_epoch_end",
@@ -770,7 +453,7 @@ static void ev_init(torc_train_event *ev, const run *r, int64_t epoch,
   ev->loss = ev->accuracy = ev->window_loss = ev->window_accuracy = NAN;
   ev->samples_per_sec = ev->eta_seconds = NAN;
   ev->train_loss = ev->train_accuracy = ev->test_loss = NAN;
-  ev->test_accuracy = NAN;
+  ev->test_accuracy = ev->valid_loss = ev->valid_accuracy = NAN;
   ev->checkpoint = "";
 }
 
@@ -818,7 +501,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
   if (st == TORC_OK && !o.resume)
     torc_train__clear_outputs(&r);
   if (st == TORC_OK)
-    st = write_config(&r);
+    st = torc_train__write_config(&r);
   if (st) {
     run_free(&r);
     return st;
@@ -831,7 +514,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     cbs.cb[cbs.n++] = torc_train__metrics_callbacks(&rp);
   if (!(user.flags & TORC_TRAIN_NO_PROGRESS))
     cbs.cb[cbs.n++] = torc_train__progress_callbacks(&rp);
-  early_stop es = {.metric = r.s.early_stop, .patience = r.s.patience,
+  torc_train__early_stop es = {.metric = r.s.early_stop, .patience = r.s.patience,
                    .min_delta = r.s.min_delta,
                    .out = user.flags & TORC_TRAIN_NO_PROGRESS
                               ? NULL
@@ -840,7 +523,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     cbs.cb[cbs.n++] = (torc_train_callbacks){
         .struct_size = sizeof(torc_train_callbacks),
         .user = &es,
-        .on_epoch_end = early_stop_epoch};
+        .on_epoch_end = torc_train__early_stop_epoch};
   /* [checkpoint] best: the best value so far (best.safetensors keeps it,
    * so a resumed run compares against the earlier part's best). */
   double best_v = NAN;

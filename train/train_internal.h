@@ -1,6 +1,6 @@
 /* train/train_internal.h — what the trainer's files share: its settings
- * and the parts of a run (loop.c), the position a checkpoint holds
- * (checkpoint.c) and the built-in reporters (report.c). The trainer is a
+ * (settings.c) and the parts of a run (loop.c), the position a checkpoint
+ * holds (checkpoint.c) and the built-in reporters (report.c). The trainer is a
  * layer above the core: it includes the public headers only.
  */
 #ifndef TORC_TRAIN_INTERNAL_H
@@ -37,7 +37,7 @@ typedef struct torc_train__settings {
 } torc_train__settings;
 
 /* Reads [train], [checkpoint] and [scheduler] interval of cfg into s
- * (loop.c). */
+ * (settings.c). */
 torc_status torc_train__read_settings(const torc_config *cfg,
                                       torc_train__settings *s);
 
@@ -70,6 +70,29 @@ typedef struct torc_train__run {
 
 /* Creates `dir` and its parents; `what` (the key) for the message. */
 torc_status torc_train__mkdirs(const char *dir, const char *what);
+
+/* ---- settings.c ---- */
+
+/* A [data.NAME] section other than train, test and valid:
+ * TORC_ERR_CONFIG with its line and the nearest name. */
+torc_status torc_train__check_data_sections(const torc_config *cfg);
+
+/* Writes config.ini in the run folder (atomically): cfg as the run reads
+ * it, --set overrides applied. */
+torc_status torc_train__write_config(const torc_train__run *r);
+
+/* [train] early_stop as a callback (on_epoch_end, user: this): the
+ * metric, its best so far and the epoch of it, and the epochs since it
+ * last improved by more than min_delta. */
+typedef struct torc_train__early_stop {
+  int metric;
+  int64_t patience;
+  double min_delta, best;
+  int64_t best_epoch, wait;
+  FILE *out; /* the stop message, or NULL */
+} torc_train__early_stop;
+
+int torc_train__early_stop_epoch(const torc_train_event *ev, void *user);
 
 /* ---- checkpoints (checkpoint.c) ---- */
 
