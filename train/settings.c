@@ -249,7 +249,7 @@ torc_status torc_train__check_data_sections(const torc_config *cfg) {
     if (known)
       continue;
     char hint[64] = "";
-    if (bd <= 4)
+    if (bd <= 2)
       snprintf(hint, sizeof hint, "did you mean [%s]? ", data_names[best]);
     return torc_config_error(
         cfg, i, NULL, TORC_ERR_CONFIG,
