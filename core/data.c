@@ -289,6 +289,23 @@ torc_dataset *torc_dataset_open(const char *source, const char *const *keys,
   return ds;
 }
 
+/* A dataset over an open handle of type t (a view the core builds itself,
+ * such as the validation split's subset): NULL with TORC_ERR_OOM. */
+torc_dataset *torc__dataset_wrap(const torc_data_source_type *t,
+                                 void *handle, const char *describe) {
+  torc_dataset *ds = torc__calloc(1, sizeof *ds);
+  if (ds == NULL || (ds->describe = torc__strdup(describe)) == NULL) {
+    torc__free(ds);
+    torc_set_error(TORC_ERR_OOM, "out of memory opening a '%s' dataset",
+                   t->name);
+    return NULL;
+  }
+  ds->type = t;
+  ds->handle = handle;
+  ds->length = t->length(handle);
+  return ds;
+}
+
 void torc_dataset_close(torc_dataset *ds) {
   if (ds == NULL)
     return;

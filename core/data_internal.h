@@ -23,6 +23,11 @@ int torc__data_loader_key(const char *k);
  * for the config layer; data.c. */
 const torc_data_source_type *torc__dataset_type(const torc_dataset *ds);
 
+/* A dataset over `handle`, an open dataset of type t (not registered);
+ * closing it calls t->close. */
+torc_dataset *torc__dataset_wrap(const torc_data_source_type *t,
+                                 void *handle, const char *describe);
+
 /* Gives the loader ownership of its dataset and transform (from config:
  * freed by torc_loader_free); loader.c. */
 void torc__loader_own(torc_loader *ld, torc_dataset *ds, torc_transform *t);

@@ -21,7 +21,7 @@ done_value() {
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 
 run_torc train "$ex/tabular/wine.ini" --progress lines \
-  --set train.metrics="$tmp/wine/metrics.csv"
+  --set train.dir="$tmp/wine" --set train.metrics="$tmp/wine/metrics.csv"
 expect_rc 0
 acc=$(done_value test_accuracy)
 at_least "$acc" 0.94 || fail "wine: test accuracy $acc < 0.94"
@@ -29,7 +29,7 @@ at_least "$acc" 0.94 || fail "wine: test accuracy $acc < 0.94"
 pass "wine (classification from CSV): test accuracy $acc"
 
 run_torc train "$ex/tabular/diabetes.ini" --progress lines \
-  --set train.metrics="$tmp/diabetes/metrics.csv"
+  --set train.dir="$tmp/diabetes" --set train.metrics="$tmp/diabetes/metrics.csv"
 expect_rc 0
 loss=$(done_value test_loss)
 at_least 3600 "$loss" || fail "diabetes: test MSE $loss > 3600"
@@ -43,7 +43,7 @@ elif [ ! -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 else
   run_torc train "$ex/fashion-mnist/mlp.ini" --progress lines \
     --set train.epochs=1 --set scheduler.warmup_epochs=0 \
-    --set train.metrics="$tmp/mlp/metrics.csv" \
+    --set train.dir="$tmp/mlp" --set train.metrics="$tmp/mlp/metrics.csv" \
     --set checkpoint.dir="$tmp/mlp"
   expect_rc 0
   acc=$(done_value test_accuracy)
@@ -59,7 +59,7 @@ else
       --set train.epochs=1 --set scheduler.warmup_epochs=0 \
       --set optimizer.lr=0.01 --set data.train.limit=10000 \
       --set data.test.limit=2000 \
-      --set train.metrics="$tmp/$name/metrics.csv" \
+      --set train.dir="$tmp/$name" --set train.metrics="$tmp/$name/metrics.csv" \
       --set checkpoint.dir="$tmp/$name"
     expect_rc 0
     acc=$(done_value test_accuracy)

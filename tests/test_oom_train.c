@@ -180,9 +180,9 @@ static void test_train(void **state) {
            "samples = 8\nbatch_size = 4\n"
            "[loss]\ntype = cross_entropy\n"
            "[optimizer]\ntype = sgd\nlr = 0.1\nmomentum = 0.9\n"
-           "[train]\nepochs = 1\n"
+           "[train]\nepochs = 1\ndir = %s/run\n"
            "[checkpoint]\ndir = %s\n",
-           c.dir);
+           tmpdir, c.dir);
   scenario sc = {.name = "torc_train", .run = run_train,
                  .after = after_train, .ctx = &c};
   sweep(&sc);
@@ -213,9 +213,9 @@ static void test_train_full(void **state) {
            "[optimizer]\ntype = adam\nlr = 0.01\n"
            "[scheduler]\ntype = cosine\nt_max = 2\nwarmup = 1\n"
            "[train]\nepochs = 2\nclip_grad_norm = 1\nlog_every = 1\n"
-           "metrics = %s/metrics.csv\n"
+           "dir = %s/run\nmetrics = %s/metrics.csv\n"
            "[checkpoint]\ndir = %s\nkeep = 1\n",
-           c.dir, c.dir);
+           tmpdir, c.dir, c.dir);
   scenario sc = {.name = "torc_train (more)", .run = run_train,
                  .after = after_train, .ctx = &c, .threaded = 1};
   sweep(&sc);
@@ -240,7 +240,8 @@ static void test_train_resume(void **state) {
       "[optimizer]\ntype = adam\nlr = 0.01\n"
       "[scheduler]\ntype = step\nstep_size = 1\n";
   snprintf(c.ini, sizeof c.ini,
-           "%s[train]\nepochs = 1\n[checkpoint]\ndir = %s\n", body, first);
+           "%s[train]\nepochs = 1\ndir = %s/run\n[checkpoint]\ndir = %s\n",
+           body, tmpdir, first);
   scenario setup = {.name = "setup", .run = run_train, .ctx = &c};
   run_clean(&setup);
   DIR *d = opendir(first);
@@ -252,7 +253,8 @@ static void test_train_resume(void **state) {
   closedir(d);
   assert_true(ckpt[0] != '\0');
   snprintf(c.ini, sizeof c.ini,
-           "%s[train]\nepochs = 2\n[checkpoint]\ndir = %s\n", body, c.dir);
+           "%s[train]\nepochs = 2\ndir = %s/run\n[checkpoint]\ndir = %s\n",
+           body, tmpdir, c.dir);
   c.resume = ckpt;
   scenario sc = {.name = "torc_train resume", .run = run_train,
                  .after = after_train, .ctx = &c};
@@ -307,8 +309,9 @@ static void test_evaluate(void **state) {
       "samples = 6\nbatch_size = 4\nseed = 9\n"
       "[loss]\ntype = cross_entropy\n"
       "[optimizer]\ntype = sgd\nlr = 0.1\n";
-  snprintf(t.ini, sizeof t.ini, "%s[checkpoint]\ndir = %s\nevery = 0\n",
-           body, t.dir);
+  snprintf(t.ini, sizeof t.ini,
+           "%s[train]\ndir = %s/run\n[checkpoint]\ndir = %s\nevery = 0\n",
+           body, tmpdir, t.dir);
   scenario tr = {.name = "setup", .run = run_train, .ctx = &t};
   run_clean(&tr);
   eval_ctx c;

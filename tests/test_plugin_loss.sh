@@ -49,7 +49,7 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
   fail "the focal loss did not go down ($first -> $last)"
 pass "torc train with [loss] type = focal from the plugin: $first -> $last"
 
-run_torc train "$tmp/pl/focal.ini" --progress lines --set loss.gamma=0
+run_torc train "$tmp/pl/focal.ini" --progress lines --set loss.gamma=0 --overwrite
 expect_rc 0
 fl=$(done_value test_loss) fa=$(done_value test_accuracy)
 sed -e 's/^type = focal$/type = cross_entropy/' -e '/^gamma = /d' \

@@ -67,6 +67,7 @@ warmup_epochs = 1
 [train]
 epochs = 4
 log_every = 5
+dir = run
 metrics = run/metrics.csv
 [checkpoint]
 dir = run/ckpt
@@ -121,7 +122,7 @@ pass "curves.svg, and the newest two checkpoints"
 mv run first
 
 run_torc train base.ini --progress bar --set train.epochs=1 \
-  --set train.metrics=bar/metrics.csv --set checkpoint.dir=bar/ckpt
+  --set train.dir=bar --set train.metrics=bar/metrics.csv --set checkpoint.dir=bar/ckpt
 expect_rc 0
 cr=$(printf '\r') esc=$(printf '\033')
 expect_has out "${cr}epoch 1/1 [##########--------------] 5/12 loss "
@@ -425,7 +426,7 @@ echo partial >stale/curves.svg.tmp
 # Older than the run: a file changed since it started may be another
 # machine's, being written.
 find stale -type f -exec touch -d '1 hour ago' {} +
-run_torc train base.ini --set train.epochs=1 --set checkpoint.dir=stale/ckpt \
+run_torc train base.ini --set train.epochs=1 --set train.dir=stale --set checkpoint.dir=stale/ckpt \
   --set train.metrics=stale/metrics.csv
 expect_rc 0
 for f in ckpt/.ckpt-00000012.safetensors.tmp.$dead.0 .curves.svg.tmp.$dead.0 \

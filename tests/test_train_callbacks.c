@@ -35,9 +35,10 @@ static torc_config *config(const char *name, int epochs) {
            "samples = 24\nbatch_size = 12\n"
            "[loss]\ntype = cross_entropy\n"
            "[optimizer]\ntype = sgd\nlr = 0.1\nmomentum = 0.9\n"
-           "[train]\nepochs = %d\nlog_every = 2\nmetrics = %s/%s/metrics.csv\n"
+           "[train]\nepochs = %d\nlog_every = 2\ndir = %s/%s\n"
+           "metrics = %s/%s/metrics.csv\n"
            "[checkpoint]\ndir = %s/%s/ckpt\nevery = 0\n",
-           epochs, tmpdir, name, tmpdir, name);
+           epochs, tmpdir, name, tmpdir, name, tmpdir, name);
   torc_config *cfg = torc_config_parse(ini, "callbacks.ini");
   assert_torc(cfg);
   return cfg;

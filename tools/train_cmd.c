@@ -13,19 +13,23 @@
 
 const char torc_tool__usage_train[] =
     "usage: torc train FILE.ini [--set SECTION.KEY=VALUE ...] [--resume "
-    "[CHECKPOINT]]\n"
+    "[CHECKPOINT] | --overwrite]\n"
     "\n"
     "Trains the model of FILE.ini (see `torc help config`): a start-up\n"
     "header (the plugins and the ops each serves, the device, the parameter\n"
     "count, the data sizes, the outputs), a progress bar on a terminal, log\n"
-    "lines otherwise; one summary line per epoch; the\n"
-    "metrics CSV and curves.svg of [train] metrics; checkpoints in\n"
-    "[checkpoint] dir. The last line: done: epochs=N test_loss=L\n"
+    "lines otherwise; one summary line per epoch. The run folder ([train]\n"
+    "dir, default runs/<FILE>/ beside FILE.ini) gets config.ini,\n"
+    "metrics.csv, curves.svg, the checkpoints and final.safetensors; a\n"
+    "folder holding an earlier run is refused unless --overwrite or\n"
+    "--resume says what to do. The last line: done: epochs=N test_loss=L\n"
     "test_accuracy=A seconds=S.\n"
     "\n"
     "  --set S.K=V        override key K of section S (repeatable)\n"
     "  --resume [PATH]    go on from the newest checkpoint in [checkpoint]\n"
-    "                     dir, or from PATH\n"
+    "                     dir, or from PATH (a finished run: status 2,\n"
+    "                     raise [train] epochs to go on)\n"
+    "  --overwrite        replace the earlier run in the run folder\n"
     "  --progress bar|lines  force the progress style\n"
     "\n"
     "Ctrl-C writes a checkpoint at the end of the current step and exits\n"
@@ -117,7 +121,7 @@ static int usage_error(const char *cmd, const char *msg, const char *arg) {
 int torc_tool__cmd_train(int argc, char **argv) {
   const char *file = NULL, *resume = NULL;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
-  int n_sets = 0, bar = isatty(STDOUT_FILENO);
+  int n_sets = 0, bar = isatty(STDOUT_FILENO), overwrite = 0;
   if (sets == NULL)
     return TORC_TOOL_EXIT_RUNTIME;
   int rc = -1;
@@ -137,6 +141,8 @@ int torc_tool__cmd_train(int argc, char **argv) {
       resume = "";
       if (i + 1 < argc && argv[i + 1][0] != '-' && file != NULL)
         resume = argv[++i];
+    } else if (strcmp(a, "--overwrite") == 0) {
+      overwrite = 1;
     } else if (strcmp(a, "--progress") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
       if (strcmp(v, "bar") == 0)
@@ -155,16 +161,24 @@ int torc_tool__cmd_train(int argc, char **argv) {
   }
   if (rc < 0 && file == NULL)
     rc = usage_error("train", "which file? usage: torc train FILE.ini", NULL);
+  if (rc < 0 && overwrite && resume)
+    rc = usage_error("train", "--overwrite and --resume exclude each other; "
+                     "choose one", NULL);
   torc_config *cfg = NULL;
   if (rc < 0)
     cfg = config_with_sets("train", file, sets, n_sets, &rc);
   free(sets);
   if (cfg == NULL)
     return rc < 0 ? TORC_TOOL_EXIT_USAGE : rc;
+
   torc_train_opts o = {.resume = resume, .progress_bar = bar,
                        .handle_sigint = 1, .out = stdout};
   torc_train_result res;
-  torc_status st = torc_train(cfg, &o, &res);
+  /* An earlier run's files are kept unless the command line says. */
+  torc_train_callbacks keep = {.struct_size = sizeof keep,
+                               .flags = overwrite ? 0u
+                                                  : TORC_TRAIN_KEEP_EARLIER};
+  torc_status st = torc_train_ex(cfg, &o, &keep, &res);
   torc_config_free(cfg);
   if (st == TORC_ERR_INTERRUPTED)
     return TORC_TOOL_EXIT_INTERRUPTED;

@@ -3,7 +3,8 @@
  * "optimizer." and "scheduler." state, the RNG and the position (epoch,
  * batch within it, global step, seconds so far, the running sums of the
  * log window); the newest [checkpoint] keep kept; resume, with the
- * position checked against the run.
+ * position checked against the run. Also the run folder's weights files
+ * (final.safetensors, best.safetensors) and its check for an earlier run.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -147,6 +148,115 @@ torc_status torc_train__save_ckpt(run *r, const position *pos, char *path,
 }
 
 
+
+/* ---- the run folder's weights, and an earlier run's files ---- */
+
+torc_status torc_train__save_weights(run *r, const char *name, double value,
+                                     char *path, size_t psize) {
+  snprintf(path, psize, "%s/%s", r->s.dir, name);
+  torc_state_dict *sd = torc_state_dict_new();
+  if (sd == NULL)
+    return torc_last_status();
+  torc_status st = torc_module_state_dict(r->model, NULL, sd);
+  if (st == TORC_OK && !isnan(value)) {
+    char v[64];
+    snprintf(v, sizeof v, "%.17g", value);
+    st = torc_state_dict_set_meta(sd, "torc.best", v);
+  }
+  if (st == TORC_OK)
+    st = torc_state_dict_set_meta(sd, "torc.format", "weights");
+  if (st == TORC_OK)
+    st = torc_state_dict_save(sd, path);
+  torc_state_dict_free(sd);
+  return st;
+}
+
+double torc_train__best_so_far(const run *r) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/best.safetensors", r->s.dir);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return NAN;
+  fclose(f);
+  torc_state_dict *sd = torc_state_dict_load(path, TORC_CPU);
+  double v = NAN;
+  const char *m = sd ? torc_state_dict_meta(sd, "torc.best") : NULL;
+  if (m)
+    v = strtod(m, NULL);
+  torc_state_dict_free(sd);
+  torc_clear_error();
+  return v;
+}
+
+void torc_train__clear_outputs(const run *r) {
+  static const char *const names[] = {"final.safetensors",
+                                      "best.safetensors"};
+  char p[1100];
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/%s", r->s.dir, names[i]);
+    remove(p);
+  }
+  if (r->s.ck_dir == NULL)
+    return;
+  long long steps[4096];
+  int n = list_ckpts(r->s.ck_dir, steps, 4096);
+  for (int i = 0; i < n; i++) {
+    snprintf(p, sizeof p, "%s/ckpt-%08lld.safetensors", r->s.ck_dir,
+             steps[i]);
+    remove(p);
+  }
+}
+
+static int exists(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0;
+}
+
+torc_status torc_train_check_fresh(const torc_config *cfg) {
+  if (cfg == NULL)
+    return torc_set_error(TORC_ERR_NULL, "torc_train_check_fresh: the "
+                                         "configuration is NULL");
+  torc_train__run r;
+  memset(&r, 0, sizeof r);
+  r.cfg = cfg;
+  torc_status st = torc_train__read_settings(cfg, &r.s);
+  if (st)
+    return st;
+  char found[1400] = "", p[1100];
+  size_t len = 0;
+  static const char *const names[] = {"config.ini", "final.safetensors",
+                                      "best.safetensors"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%s", r.s.dir, names[i]);
+    if (exists(p) && len + 2 < sizeof found)
+      len += (size_t)snprintf(found + len, sizeof found - len, "%s%s",
+                              len ? ", " : "", names[i]);
+  }
+  if (r.s.metrics && exists(r.s.metrics) && len + 2 < sizeof found) {
+    size_t dl = strlen(r.s.dir);
+    const char *m = r.s.metrics;
+    if (strncmp(m, r.s.dir, dl) == 0 && m[dl] == '/')
+      m += dl + 1; /* in the run folder: its name there */
+    len += (size_t)snprintf(found + len, sizeof found - len, "%s%s",
+                            len ? ", " : "", m);
+  }
+  long long steps[4096];
+  int n = r.s.ck_dir ? list_ckpts(r.s.ck_dir, steps, 4096) : 0;
+  if (n > 0 && len + 2 < sizeof found)
+    len += (size_t)snprintf(found + len, sizeof found - len,
+                            "%s%d checkpoint%s%s%s", len ? ", " : "", n,
+                            n == 1 ? "" : "s",
+                            strcmp(r.s.ck_dir, r.s.dir) ? " in " : "",
+                            strcmp(r.s.ck_dir, r.s.dir) ? r.s.ck_dir : "");
+  if (len == 0)
+    return TORC_OK;
+  return torc_set_error(TORC_ERR_CONFIG,
+                        "%s holds an earlier run (%s); not overwriting it. "
+                        "Replace it with --overwrite, go on from it with "
+                        "--resume, or set another [train] dir (--set "
+                        "train.dir=runs/NEW)",
+                        r.s.dir, found);
+}
 
 /* The metadata `key` of checkpoint `path` as an integer in [lo, hi]; an
  * error naming the file, the key, the value and the range otherwise. */
@@ -302,6 +412,13 @@ torc_status torc_train__load_ckpt(run *r, const char *want, position *pos) {
   if (st == TORC_OK)
     st = check_position(r, ck, path, pos);
   torc_state_dict_free(ck);
+  if (st == TORC_OK && pos->epoch == r->s.epochs)
+    return torc_set_error(TORC_ERR_CONFIG,
+                          "--resume: the run in %s already finished %lld "
+                          "epochs (%s); raise [train] epochs to go on "
+                          "(e.g. --set train.epochs=%lld)",
+                          r->s.dir, (long long)r->s.epochs, path,
+                          (long long)r->s.epochs * 2);
   if (st == TORC_OK)
     torc_logf(TORC_LOG_INFO, "resuming from %s (epoch %lld, batch %lld)",
               path, (long long)pos->epoch + 1, (long long)pos->batch);

@@ -1,8 +1,9 @@
-/* train/loop.c — the INI-driven trainer (torc/train.h): the [train] and
- * [checkpoint] sections, building a run from the file, the training loop
- * with its callbacks, Ctrl-C, the NaN guard and the bench. Evaluation is
- * eval.c's; the progress, metrics CSV and curves.svg are callbacks
- * (report.c); checkpoints and resume are checkpoint.c's.
+/* train/loop.c — the INI-driven trainer (torc/train.h): building a run
+ * from the file, the training loop with its callbacks, the validation
+ * split, best and final weights, Ctrl-C, the NaN guard and the bench. The
+ * sections and settings are settings.c's; evaluation is eval.c's; the
+ * progress, metrics CSV and curves.svg are callbacks (report.c);
+ * checkpoints and resume are checkpoint.c's.
  *
  * Resuming rebuilds everything from the INI file, loads the checkpoint,
  * trims the metrics CSV to the rows written before it, and starts the
@@ -25,44 +26,6 @@ typedef torc_train__settings settings;
 typedef torc_train__run run;
 typedef torc_train__position position;
 typedef torc_train__eval_out eval_out;
-
-static const torc_config_row train_rows[] = {
-    {"train", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
-     "the training schedule: epochs, clipping, logging, evaluation"},
-    {"train", "epochs", TORC_CONFIG_INT, "1", "1..", 0, "passes over the data"},
-    {"train", "clip_grad_norm", TORC_CONFIG_FLOAT, "0", "0..", 0,
-     "scale gradients to this total 2-norm before each step (0 = off)"},
-    {"train", "clip_grad_value", TORC_CONFIG_FLOAT, "0", "0..", 0,
-     "clamp each gradient element to [-v, v] (0 = off)"},
-    {"train", "precision", TORC_CONFIG_ENUM, "fp32", "fp32", 0,
-     "arithmetic precision (fp32; mixed precision is not available yet)"},
-    {"train", "log_every", TORC_CONFIG_INT, "100", "1..", 0,
-     "steps per progress line and metrics row"},
-    {"train", "eval_every", TORC_CONFIG_INT, "1", "0..", 0,
-     "epochs between evaluations on [data.test] (0 = only after the last)"},
-    {"train", "metrics", TORC_CONFIG_PATH, NULL, NULL, 0,
-     "the metrics CSV (curves.svg is written next to it)"},
-    {"checkpoint", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
-     "checkpoints: model, optimizer, scheduler, RNG and position"},
-    {"checkpoint", "dir", TORC_CONFIG_PATH, NULL, NULL, TORC_CONFIG_REQUIRED,
-     "the folder checkpoints are written to (created if missing)"},
-    {"checkpoint", "every", TORC_CONFIG_INT, "1", "0..", 0,
-     "epochs between checkpoints (0 = only at the end and on Ctrl-C)"},
-    {"checkpoint", "keep", TORC_CONFIG_INT, "3", "1..", 0,
-     "how many of the newest checkpoints to keep"},
-    {NULL, NULL, TORC_CONFIG_SECTION, NULL, NULL, 0, NULL}};
-
-/* The trainer's sections join the schema when libtorc loads, before any
- * file is read, as the core's own do. The table is static and valid, so
- * this cannot fail short of a broken build; if it did, files with these
- * sections would be refused as unknown, and the reason is printed. */
-__attribute__((constructor)) static void train_rows_register(void) {
-  if (torc_config_schema_add(train_rows) != TORC_OK) {
-    fprintf(stderr, "torc: the [train] and [checkpoint] sections are not "
-                    "available: %s\n", torc_last_error());
-    torc_clear_error();
-  }
-}
 
 static double now_s(void) {
   struct timespec ts;
@@ -96,6 +59,13 @@ static void on_sigint(int sig) {
  * writable: checked before the first step, so a bad path is a
  * configuration error, not a lost run. */
 static torc_status outputs_ok(const run *r) {
+  torc_status st0 = torc_train__mkdirs(r->s.dir, "[train] dir");
+  if (st0)
+    return st0;
+  if (access(r->s.dir, W_OK) != 0)
+    return torc_set_error(TORC_ERR_IO, "cannot write to the run folder %s: "
+                          "%s; check [train] dir",
+                          r->s.dir, strerror(errno));
   if (r->s.metrics) {
     char d[1024];
     snprintf(d, sizeof d, "%s", r->s.metrics);
@@ -125,46 +95,6 @@ static torc_status outputs_ok(const run *r) {
   return TORC_OK;
 }
 
-static torc_status read_settings(const torc_config *cfg, settings *s) {
-  memset(s, 0, sizeof *s);
-  int t = torc_config_find(cfg, "train");
-  s->epochs = 1;
-  s->log_every = 100;
-  s->eval_every = 1;
-  if (t >= 0) {
-    torc_status st;
-    if ((st = torc_config_get_int(cfg, t, "epochs", &s->epochs)) ||
-        (st = torc_config_get_int(cfg, t, "log_every", &s->log_every)) ||
-        (st = torc_config_get_int(cfg, t, "eval_every", &s->eval_every)) ||
-        (st =
-             torc_config_get_double(cfg, t, "clip_grad_norm", &s->clip_norm)) ||
-        (st =
-             torc_config_get_double(cfg, t, "clip_grad_value", &s->clip_value)))
-      return st;
-    s->metrics = torc_config_value(cfg, t, "metrics");
-    if (s->clip_norm > 0 && s->clip_value > 0)
-      return torc_config_error(cfg, t, "clip_grad_value", TORC_ERR_CONFIG,
-                               "clip_grad_norm and clip_grad_value are both "
-                               "set; choose one");
-  }
-  int c = torc_config_find(cfg, "checkpoint");
-  s->ck_every = 1;
-  s->ck_keep = 3;
-  if (c >= 0) {
-    torc_status st;
-    if ((st = torc_config_get_int(cfg, c, "every", &s->ck_every)) ||
-        (st = torc_config_get_int(cfg, c, "keep", &s->ck_keep)))
-      return st;
-    s->ck_dir = torc_config_value(cfg, c, "dir");
-  }
-  int k = torc_config_find(cfg, "scheduler");
-  if (k >= 0) {
-    const char *iv = torc_config_value(cfg, k, "interval");
-    s->sched_per_step = iv && strcmp(iv, "step") == 0;
-  }
-  return TORC_OK;
-}
-
 static void run_free(run *r) {
   free(r->warm_lr);
   torc_scheduler_free(r->sched);
@@ -172,10 +102,29 @@ static void run_free(run *r) {
   torc_loss_free(r->loss);
   torc_loader_free(r->train);
   torc_loader_free(r->test);
+  torc_loader_free(r->valid);
   torc_module_free(r->model);
 }
 
 static torc_status warmup_build(run *r);
+
+/* A watched metric needs its split: valid.* a validation split, test.* a
+ * [data.test]. */
+static torc_status check_watched(const run *r, int m, const char *section,
+                                 const char *key) {
+  int valid = m == TORC_TRAIN__M_VALID_LOSS || m == TORC_TRAIN__M_VALID_ACCURACY;
+  int test = m == TORC_TRAIN__M_TEST_LOSS || m == TORC_TRAIN__M_TEST_ACCURACY;
+  if ((valid && r->valid == NULL) || (test && r->test == NULL))
+    return torc_config_error(
+        r->cfg, torc_config_find(r->cfg, section), key, TORC_ERR_CONFIG,
+        "%s is measured on %s, and there is none; add %s, or watch "
+        "another metric",
+        torc_train__metric_name(m),
+        valid ? "a validation split" : "[data.test]",
+        valid ? "[data.valid] (or valid_fraction = 0.1 in [data.train])"
+              : "a [data.test] section");
+  return TORC_OK;
+}
 
 /* Builds the model, data, loss, optimizer and scheduler of cfg. With
  * `for_train` 0 only the model, the test data and the loss. */
@@ -183,7 +132,9 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
   memset(r, 0, sizeof *r);
   r->cfg = cfg;
   r->started = time(NULL);
-  torc_status st = read_settings(cfg, &r->s);
+  torc_status st = torc_train__check_data_sections(cfg);
+  if (st == TORC_OK)
+    st = torc_train__read_settings(cfg, &r->s);
   if (st == TORC_OK)
     st = torc_config_device(cfg, &r->dev);
   if (st)
@@ -214,6 +165,18 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
   if (torc_config_find(cfg, "data.test") >= 0 &&
       (r->test = torc_loader_from_config(cfg, "test", r->dev)) == NULL)
     return torc_last_status();
+  if (for_train) {
+    int ti = torc_config_find(cfg, "data.train");
+    const char *vf =
+        ti >= 0 ? torc_config_section_get(cfg, ti, "valid_fraction") : NULL;
+    if ((torc_config_find(cfg, "data.valid") >= 0 ||
+         (vf && strtod(vf, NULL) > 0)) &&
+        (r->valid = torc_loader_from_config(cfg, "valid", r->dev)) == NULL)
+      return torc_last_status();
+    if ((st = check_watched(r, r->s.best, "checkpoint", "best")) ||
+        (st = check_watched(r, r->s.early_stop, "train", "early_stop")))
+      return st;
+  }
   if (!for_train && r->test == NULL)
     return torc_set_error(TORC_ERR_CONFIG,
                           "%s: no [data.test] section to evaluate on; add "
@@ -356,7 +319,7 @@ static torc_status train_step(run *r, const torc_batch *b, double *lv,
  * metrics first, as the CSV row was written before the progress line),
  * then the caller's. */
 typedef struct cb_list {
-  torc_train_callbacks cb[3];
+  torc_train_callbacks cb[4];
   int n;
 } cb_list;
 
@@ -425,7 +388,7 @@ static void ev_init(torc_train_event *ev, const run *r, int64_t epoch,
   ev->loss = ev->accuracy = ev->window_loss = ev->window_accuracy = NAN;
   ev->samples_per_sec = ev->eta_seconds = NAN;
   ev->train_loss = ev->train_accuracy = ev->test_loss = NAN;
-  ev->test_accuracy = NAN;
+  ev->test_accuracy = ev->valid_loss = ev->valid_accuracy = NAN;
   ev->checkpoint = "";
 }
 
@@ -466,8 +429,14 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     st = torc_train__load_ckpt(&r, o.resume, &pos);
   if (st == TORC_OK)
     st = torc_module_check_device(r.model, r.dev);
+  if (st == TORC_OK && !o.resume && (user.flags & TORC_TRAIN_KEEP_EARLIER))
+    st = torc_train_check_fresh(cfg);
   if (st == TORC_OK)
     st = outputs_ok(&r);
+  if (st == TORC_OK && !o.resume)
+    torc_train__clear_outputs(&r);
+  if (st == TORC_OK)
+    st = torc_train__write_config(&r);
   if (st) {
     run_free(&r);
     return st;
@@ -482,6 +451,21 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     cbs.cb[cbs.n++] = torc_train__metrics_callbacks(&rp);
   if (!(user.flags & TORC_TRAIN_NO_PROGRESS))
     cbs.cb[cbs.n++] = torc_train__progress_callbacks(&rp);
+  torc_train__early_stop es = {.metric = r.s.early_stop, .patience = r.s.patience,
+                   .min_delta = r.s.min_delta,
+                   .out = user.flags & TORC_TRAIN_NO_PROGRESS
+                              ? NULL
+                              : (o.out ? o.out : stdout)};
+  if (r.s.early_stop != TORC_TRAIN__M_NONE)
+    cbs.cb[cbs.n++] = (torc_train_callbacks){
+        .struct_size = sizeof(torc_train_callbacks),
+        .user = &es,
+        .on_epoch_end = torc_train__early_stop_epoch};
+  /* [checkpoint] best: the best value so far (best.safetensors keeps it,
+   * so a resumed run compares against the earlier part's best). */
+  double best_v = NAN;
+  if (r.s.best != TORC_TRAIN__M_NONE && o.resume)
+    best_v = torc_train__best_so_far(&r);
   if (callbacks)
     cbs.cb[cbs.n++] = user;
   struct sigaction old_sa, sa;
@@ -639,8 +623,24 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       }
       stop_after |= rc == TORC_TRAIN_STOP;
     }
+    /* The validation split, every epoch: evaluate() reads r.test, so the
+     * split stands in for it meanwhile. */
+    eval_out vo = {.loss = NAN, .accuracy = NAN};
+    double valid_sps = NAN;
+    if (r.valid) {
+      torc_loader *test = r.test;
+      double t0 = now_s();
+      r.test = r.valid;
+      st = evaluate(&r, epoch, 0, 0, NULL, &vo);
+      r.test = test;
+      valid_sps = vo.samples / (now_s() - t0);
+      if (st)
+        break;
+    }
     if (r.sched && !r.s.sched_per_step && epoch + 1 > r.warm_epochs) {
-      double metric = evaluated ? eo.loss : (ep_n ? ep_l / ep_n : NAN);
+      double metric = r.valid    ? vo.loss
+                      : evaluated ? eo.loss
+                                  : (ep_n ? ep_l / ep_n : NAN);
       if ((st = torc_scheduler_step(r.sched, metric)))
         break;
     }
@@ -651,11 +651,27 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     ev.evaluated = evaluated;
     ev.test_loss = eo.loss;
     ev.test_accuracy = eo.accuracy;
+    ev.valid_evaluated = r.valid != NULL;
+    ev.samples_per_sec = valid_sps;
+    ev.valid_loss = vo.loss;
+    ev.valid_accuracy = vo.accuracy;
     if ((rc = fire(&cbs, ON_EPOCH_END, &ev)) == TORC_TRAIN_FAIL) {
       st = torc_last_status();
       break;
     }
     stop_after |= rc == TORC_TRAIN_STOP;
+    if (r.s.best != TORC_TRAIN__M_NONE) {
+      double v = torc_train__metric_value(r.s.best, &ev);
+      int higher = torc_train__metric_higher_better(r.s.best);
+      if (!isnan(v) &&
+          (isnan(best_v) || (higher ? v > best_v : v < best_v))) {
+        char bp[1100];
+        if ((st = torc_train__save_weights(&r, "best.safetensors", v, bp,
+                                           sizeof bp)))
+          break;
+        best_v = v;
+      }
+    }
     res->epochs = epoch + 1;
     int due =
         (r.s.ck_every > 0 && (epoch + 1) % r.s.ck_every == 0) || last_epoch;
@@ -686,6 +702,12 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
   }
   if (o.handle_sigint)
     sigaction(SIGINT, &old_sa, NULL);
+  /* The weights at the end, always: with no [checkpoint] section too. */
+  if (st == TORC_OK) {
+    char fp[1100];
+    st = torc_train__save_weights(&r, "final.safetensors", NAN, fp,
+                                  sizeof fp);
+  }
   res->steps = gstep;
   res->seconds = now_s() - t_proc;
   /* The end, however it came. */

@@ -168,6 +168,13 @@ static int progress_epoch_end(const torc_train_event *ev, void *user) {
   if (!isnan(ev->train_accuracy))
     len += snprintf(line + len, sizeof line - (size_t)len, " accuracy %.4f",
                     ev->train_accuracy);
+  if (ev->valid_evaluated) {
+    len += snprintf(line + len, sizeof line - (size_t)len,
+                    " | valid loss %.4f", ev->valid_loss);
+    if (!isnan(ev->valid_accuracy))
+      len += snprintf(line + len, sizeof line - (size_t)len, " accuracy %.4f",
+                      ev->valid_accuracy);
+  }
   if (ev->evaluated) {
     len += snprintf(line + len, sizeof line - (size_t)len, " | test loss %.4f",
                     ev->test_loss);
@@ -228,6 +235,14 @@ static int metrics_curves(const torc_train_event *ev, void *user) {
   return TORC_TRAIN_CONTINUE;
 }
 
+/* The epoch's validation row (split "valid"), then curves.svg. */
+static int metrics_epoch_end(const torc_train_event *ev, void *user) {
+  if (ev->valid_evaluated)
+    csv_row(user, ev->epoch, ev->step, "valid", ev->valid_loss,
+            ev->valid_accuracy, ev->lr, ev->samples_per_sec, ev->seconds);
+  return metrics_curves(ev, user);
+}
+
 /* ---- set-up ---- */
 
 void torc_train__report_init(report *rp, const torc_train__run *r, FILE *out,
@@ -255,7 +270,7 @@ torc_train_callbacks torc_train__metrics_callbacks(report *rp) {
                                 .user = rp,
                                 .on_step = metrics_step,
                                 .on_eval = metrics_eval,
-                                .on_epoch_end = metrics_curves,
+                                .on_epoch_end = metrics_epoch_end,
                                 .on_end = metrics_curves};
 }
 

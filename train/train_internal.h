@@ -1,8 +1,8 @@
 /* train/train_internal.h — what the trainer's files share: its settings
- * and the parts of a run (loop.c), evaluation (eval.c), the position a
- * checkpoint holds (checkpoint.c), the built-in reporters (report.c) and
- * curves.svg (curves.c). The trainer is a layer above the core: it
- * includes the public headers only.
+ * (settings.c) and the parts of a run (loop.c), evaluation (eval.c), the
+ * position a checkpoint holds (checkpoint.c), the built-in reporters
+ * (report.c) and curves.svg (curves.c). The trainer is a layer above the
+ * core: it includes the public headers only.
  */
 #ifndef TORC_TRAIN_INTERNAL_H
 #define TORC_TRAIN_INTERNAL_H
@@ -12,14 +12,42 @@
 
 #include "torc/torc.h"
 
+/* A metric a run can watch: [checkpoint] best, [train] early_stop. */
+enum {
+  TORC_TRAIN__M_NONE = 0,
+  TORC_TRAIN__M_TEST_LOSS,
+  TORC_TRAIN__M_TEST_ACCURACY,
+  TORC_TRAIN__M_VALID_LOSS,
+  TORC_TRAIN__M_VALID_ACCURACY
+};
+
 /* [train], [checkpoint] and [scheduler] interval, as read. */
 typedef struct torc_train__settings {
   int64_t epochs, log_every, eval_every, ck_every, ck_keep;
   double clip_norm, clip_value;
-  const char *metrics; /* or NULL */
-  const char *ck_dir;  /* or NULL */
+  const char *metrics; /* the metrics CSV: [train] metrics, or in dir */
+  const char *ck_dir;  /* [checkpoint] dir, or dir; NULL without a
+                          [checkpoint] section (then only final) */
   int sched_per_step;
+  char dir[1024];      /* the run folder ([train] dir or runs/<name>) */
+  char metrics_buf[1024], ck_buf[1024];
+  int best;            /* [checkpoint] best: TORC_TRAIN__M_* */
+  int early_stop;      /* [train] early_stop: TORC_TRAIN__M_* */
+  int64_t patience;    /* [train] patience */
+  double min_delta;    /* [train] min_delta */
 } torc_train__settings;
+
+/* Reads [train], [checkpoint] and [scheduler] interval of cfg into s
+ * (settings.c). */
+torc_status torc_train__read_settings(const torc_config *cfg,
+                                      torc_train__settings *s);
+
+/* The name of metric m ("test.loss"), and its value in an epoch's event
+ * (NaN when that split was not evaluated). Accuracy is better higher,
+ * loss lower. */
+const char *torc_train__metric_name(int m);
+double torc_train__metric_value(int m, const torc_train_event *ev);
+int torc_train__metric_higher_better(int m);
 
 typedef struct torc_train__run {
   const torc_config *cfg;
@@ -27,6 +55,7 @@ typedef struct torc_train__run {
   torc_device dev;
   torc_module *model;
   torc_loader *train, *test;
+  torc_loader *valid; /* [data.valid] or [data.train] valid_fraction */
   torc_loss *loss;
   torc_optimizer *opt;
   torc_scheduler *sched;
@@ -69,6 +98,29 @@ torc_status torc_train__mkdirs(const char *dir, const char *what);
 void torc_train__header(FILE *out, const torc_train__run *r,
                         const char *what);
 
+/* ---- settings.c ---- */
+
+/* A [data.NAME] section other than train, test and valid:
+ * TORC_ERR_CONFIG with its line and the nearest name. */
+torc_status torc_train__check_data_sections(const torc_config *cfg);
+
+/* Writes config.ini in the run folder (atomically): cfg as the run reads
+ * it, --set overrides applied. */
+torc_status torc_train__write_config(const torc_train__run *r);
+
+/* [train] early_stop as a callback (on_epoch_end, user: this): the
+ * metric, its best so far and the epoch of it, and the epochs since it
+ * last improved by more than min_delta. */
+typedef struct torc_train__early_stop {
+  int metric;
+  int64_t patience;
+  double min_delta, best;
+  int64_t best_epoch, wait;
+  FILE *out; /* the stop message, or NULL */
+} torc_train__early_stop;
+
+int torc_train__early_stop_epoch(const torc_train_event *ev, void *user);
+
 /* ---- checkpoints (checkpoint.c) ---- */
 
 /* Where a run is: the next epoch and batch, the steps so far, the
@@ -91,6 +143,21 @@ torc_status torc_train__save_ckpt(torc_train__run *r,
 /* The newest checkpoint in dir (the highest step) into path: 1, or 0
  * when dir holds none. */
 int torc_train__newest_ckpt(const char *dir, char *path, size_t psize);
+
+/* Writes the model's weights (a plain state dict, as PyTorch's
+ * save_file(model.state_dict())) to `name` in the run folder,
+ * atomically, with `value` (unless NaN) as its "torc.best" metadata; its
+ * path into path. */
+torc_status torc_train__save_weights(torc_train__run *r, const char *name,
+                                     double value, char *path, size_t psize);
+
+/* The [checkpoint] best value best.safetensors of the run folder holds
+ * (metadata "torc.best"), NaN when there is none. */
+double torc_train__best_so_far(const torc_train__run *r);
+
+/* Removes what an earlier run left in the run's folders: its
+ * checkpoints, final.safetensors and best.safetensors. */
+void torc_train__clear_outputs(const torc_train__run *r);
 
 /* Loads checkpoint `want` ("": the newest in [checkpoint] dir) into the
  * run, and the position it holds, checked against the run. */

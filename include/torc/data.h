@@ -269,10 +269,13 @@ TORC_API torc_status torc_loader_get_stats(const torc_loader *ld,
 
 struct torc_config;
 
-/* Builds the loader of section [data.NAME] ("train", "test") of cfg: the
- * source and its keys (paths resolved against the INI's folder),
+/* Builds the loader of section [data.NAME] ("train", "test", "valid") of
+ * cfg: the source and its keys (paths resolved against the INI's folder),
  * transform, batch_size, shuffle, drop_last, workers, prefetch,
- * pin_memory; the seed is [torc] seed. The loader owns its dataset and
+ * pin_memory; the seed is [torc] seed. With valid_fraction > 0 in
+ * [data.train], "train" is the training part of that section and "valid"
+ * (when there is no [data.valid]) its held-out part: a split fixed by the
+ * seed, read in order with [data.test]'s transform when there is one. The loader owns its dataset and
  * transform (freed by torc_loader_free); torc_loader_dataset returns the
  * dataset. Errors: TORC_ERR_CONFIG "FILE:LINE: key 'k' in [data.NAME]:
  * ..." (a source's errors are given the line of the key they name). */

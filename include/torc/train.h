@@ -24,7 +24,9 @@ struct torc_config;
 /* How a run is driven. Zero-initialise, then set what you need. */
 typedef struct torc_train_opts {
   /* NULL: start fresh. "": resume from the newest checkpoint in
-   * [checkpoint] dir. Otherwise the checkpoint file to resume from. */
+   * [checkpoint] dir. Otherwise the checkpoint file to resume from. A
+   * checkpoint of a run that finished all [train] epochs is
+   * TORC_ERR_CONFIG ("already finished N epochs; raise [train] epochs"). */
   const char *resume;
   /* 0: log lines (one per log_every steps and per epoch); 1: a progress
    * bar redrawn in place (for a terminal). */
@@ -167,7 +169,8 @@ typedef struct torc_train_event {
   int logged;
   double window_loss;     /* mean over the window's samples */
   double window_accuracy; /* NaN as accuracy */
-  double samples_per_sec; /* of the window (on_eval: of the evaluation) */
+  double samples_per_sec; /* of the window (on_eval: of the evaluation;
+                             on_epoch_end: of the validation split's) */
   double eta_seconds;     /* the rest of this epoch, estimated */
   /* on_epoch_end: the epoch's figures; on_eval: test_loss and
    * test_accuracy. */
@@ -180,18 +183,29 @@ typedef struct torc_train_event {
   const char *checkpoint;
   int reason;         /* TORC_TRAIN_SCHEDULED ... TORC_TRAIN_FAILED */
   torc_status status; /* on_end: what torc_train_ex returns */
+  /* on_epoch_end: the validation split ([data.valid], or [data.train]
+   * valid_fraction), evaluated every epoch when there is one. */
+  int valid_evaluated;
+  double valid_loss;     /* NaN when not evaluated */
+  double valid_accuracy; /* NaN when not evaluated or for regression */
 } torc_train_event;
 
 /* A callback: `ev` the event, `user` the struct's user pointer. Returns
  * TORC_TRAIN_CONTINUE, TORC_TRAIN_STOP or TORC_TRAIN_FAIL. */
 typedef int (*torc_train_callback)(const torc_train_event *ev, void *user);
 
-/* Flags of torc_train_callbacks: leave out a built-in reporter. */
+/* Flags of torc_train_callbacks: leave out a built-in reporter, or keep
+ * an earlier run. */
 enum {
   TORC_TRAIN_NO_PROGRESS = 1u << 0, /* no progress lines, bar, per-epoch
                                        summaries or stop messages on out */
-  TORC_TRAIN_NO_METRICS = 1u << 1   /* no metrics CSV or curves.svg, even
+  TORC_TRAIN_NO_METRICS = 1u << 1,  /* no metrics CSV or curves.svg, even
                                        with [train] metrics */
+  /* A fresh run (no resume) whose run folder holds an earlier run's files
+   * fails, once the run is built, with torc_train_check_fresh's error
+   * (TORC_ERR_CONFIG) instead of replacing them; what `torc train` does
+   * without --overwrite. */
+  TORC_TRAIN_KEEP_EARLIER = 1u << 2
 };
 
 /* The callbacks of a run; any may be NULL. Zero-initialise, set
@@ -224,6 +238,29 @@ TORC_API torc_status torc_train_ex(const struct torc_config *cfg,
                                    const torc_train_opts *opts,
                                    const torc_train_callbacks *callbacks,
                                    torc_train_result *res);
+
+/* ---- the run folder ----
+ * A run writes into one folder: [train] dir, by default runs/<the INI
+ * file's name without .ini>/ beside the file. It holds config.ini (the
+ * configuration as the run saw it, --set overrides applied), metrics.csv
+ * and curves.svg (unless [train] metrics names another file), the
+ * checkpoints (unless [checkpoint] dir names another folder),
+ * final.safetensors (the weights at the end, always) and best.safetensors
+ * ([checkpoint] best). A fresh run removes the checkpoints, final and best
+ * an earlier run left there. */
+
+/* The run folder of `cfg` into buf (size bytes). TORC_ERR_RANGE when it
+ * does not fit; TORC_ERR_NULL for a NULL argument. */
+TORC_API torc_status torc_train_run_dir(const struct torc_config *cfg,
+                                        char *buf, size_t size);
+
+/* TORC_OK when a fresh run of `cfg` would replace no earlier run's files:
+ * config.ini, the metrics CSV, checkpoints, final.safetensors or
+ * best.safetensors in the run folder (or where [train] metrics and
+ * [checkpoint] dir point). Otherwise TORC_ERR_CONFIG saying what is there
+ * and the ways on: `torc train --overwrite`, `--resume`, or another
+ * [train] dir. What `torc train` checks before a fresh run. */
+TORC_API torc_status torc_train_check_fresh(const struct torc_config *cfg);
 
 TORC_END_DECLS
 
