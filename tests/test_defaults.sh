@@ -103,7 +103,7 @@ epochs = 2
 EOF
 flip_run() {
   sed "s/FLIP/$1/" "$tmp/flip.ini" >"$tmp/f.ini"
-  run_torc train "$tmp/f.ini"
+  run_torc train "$tmp/f.ini" --overwrite
   grep '^epoch [0-9]*/[0-9]*: ' "$tmp/out" >"$tmp/flip.$2"
   [ "$rc" -eq 0 ]
 }

@@ -102,7 +102,7 @@ header=$(grep -n ' train: cnn.ini on cpu' out | head -n 1 | cut -d: -f1)
   fail "expected the header before the first progress line"
 pass "the header is printed before the first step"
 
-run_torc train ref_all.ini
+run_torc train ref_all.ini --overwrite
 expect_rc 0
 expect_has err "op 'conv2d' on cpu $slow"
 expect_has err "[plugin.onednn] module = onednn"
@@ -114,7 +114,7 @@ grep -E '^  (cpu|onednn) ' out >/dev/null &&
   fail "expected an explicit plugin list to stay exact (no cpu, onednn)"
 pass "only ref named: the slow-kernel warning with the line to add, once per op"
 
-run_torc train ref_only.ini
+run_torc train ref_only.ini --overwrite
 expect_rc 0
 expect_has out "done: epochs=1"
 for p in data losses optim; do
@@ -131,7 +131,7 @@ for f in "$plugins"/*.so; do
   *) ln -s "$f" partial/ ;;
   esac
 done
-TORC_PLUGIN_PATH=$tmp/partial run_torc train cnn.ini --set checkpoint.dir=ck2
+TORC_PLUGIN_PATH=$tmp/partial run_torc train cnn.ini --overwrite --set checkpoint.dir=ck2
 if [ -f "/usr/local/lib/torc/plugins/onednn.so" ]; then
   echo "SKIP part: an installed onednn.so is found in the install folder"
 else
@@ -139,7 +139,7 @@ else
   expect_lacks out "  onednn "
   expect_lacks err "onednn"
   expect_has out "done: epochs=1"
-  TORC_LOG=info TORC_PLUGIN_PATH=$tmp/partial run_torc train cnn.ini --set checkpoint.dir=ck3
+  TORC_LOG=info TORC_PLUGIN_PATH=$tmp/partial run_torc train cnn.ini --overwrite --set checkpoint.dir=ck3
   expect_rc 0
   expect_has err "plugin onednn (the standard set"
   expect_has err "is not installed"

@@ -623,7 +623,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       }
       stop_after |= rc == TORC_TRAIN_STOP;
     }
-    /* The validation split, every epoch: evaluate() reads r.test, so the
+    /* The validation split, every epoch: the evaluation reads r.test, so the
      * split stands in for it meanwhile. */
     eval_out vo = {.loss = NAN, .accuracy = NAN};
     double valid_sps = NAN;
@@ -631,7 +631,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       torc_loader *test = r.test;
       double t0 = now_s();
       r.test = r.valid;
-      st = evaluate(&r, epoch, 0, 0, NULL, &vo);
+      st = torc_train__evaluate(&r, epoch, 0, 0, NULL, &vo);
       r.test = test;
       valid_sps = vo.samples / (now_s() - t0);
       if (st)
