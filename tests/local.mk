@@ -93,6 +93,7 @@ include tests/onednn.mk
 include tests/oom.mk
 include tests/train.mk
 include tests/optable.mk
+include tests/docs.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh
