@@ -68,7 +68,7 @@ cd "$tmp" || exit 1
 
 run_torc eval base.ini
 expect_rc 2
-expect_has err "no checkpoint (ckpt-*.safetensors) in run/ckpt, the [checkpoint] dir of base.ini"
+expect_has err "no checkpoint (ckpt-*.safetensors) in run/ckpt, the [checkpoint] dir of base.ini, and no final.safetensors"
 expect_has err "torc train base.ini"
 expect_has err "--checkpoint PATH"
 expect_empty out
@@ -77,9 +77,21 @@ pass "no checkpoint to evaluate: says so, status 2"
 sed '/^\[checkpoint\]/,$d' base.ini >nockpt.ini
 run_torc eval nockpt.ini
 expect_rc 2
-expect_has err "nockpt.ini has no [checkpoint] dir"
+expect_has err "nockpt.ini has no [checkpoint] dir and its run folder"
 expect_has err "--checkpoint PATH"
 pass "no [checkpoint] section: says so, status 2"
+
+run_torc train nockpt.ini
+expect_rc 0
+tail -n 2 "$tmp/out" | head -n 1 |
+  grep -q '^wrote .*runs/nockpt: config.ini metrics.csv curves.svg final.safetensors$' ||
+  fail "torc train's second-to-last line says what the run folder holds"
+run_torc eval nockpt.ini
+expect_rc 0
+head -n 1 "$tmp/out" |
+  grep -q "^checkpoint: .*runs/nockpt/final.safetensors (the run's final weights)\$" ||
+  fail "no [checkpoint] section: eval takes the run's final.safetensors"
+pass "no [checkpoint] section: eval takes the run's final weights"
 
 # ---- the newest checkpoint by default ----
 

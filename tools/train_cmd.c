@@ -118,6 +118,21 @@ static int usage_error(const char *cmd, const char *msg, const char *arg) {
   return TORC_TOOL_EXIT_USAGE;
 }
 
+/* "wrote DIR: FILE ..." for what the run folder holds after a run. */
+static void print_wrote(const char *dir) {
+  static const char *const files[] = {"config.ini", "metrics.csv",
+                                      "curves.svg", "final.safetensors",
+                                      "best.safetensors"};
+  printf("wrote %s:", dir);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[1100];
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    if (access(p, F_OK) == 0)
+      printf(" %s", files[i]);
+  }
+  printf("\n");
+}
+
 int torc_tool__cmd_train(int argc, char **argv) {
   const char *file = NULL, *resume = NULL;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
@@ -179,6 +194,9 @@ int torc_tool__cmd_train(int argc, char **argv) {
                                .flags = overwrite ? 0u
                                                   : TORC_TRAIN_KEEP_EARLIER};
   torc_status st = torc_train_ex(cfg, &o, &keep, &res);
+  char dir[1024];
+  if (st == TORC_OK && torc_train_run_dir(cfg, dir, sizeof dir) == TORC_OK)
+    print_wrote(dir);
   torc_config_free(cfg);
   if (st == TORC_ERR_INTERRUPTED)
     return TORC_TOOL_EXIT_INTERRUPTED;

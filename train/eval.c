@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train_internal.h"
 
@@ -226,22 +227,37 @@ static torc_status read_class_names(const torc_config *cfg, class_names *cn) {
 /* The checkpoint torc eval takes when none is named: the newest the run
  * wrote, as --resume finds it (the highest step of [checkpoint] dir's
  * ckpt-*.safetensors). */
-static torc_status newest_checkpoint(const run *r, char *path, size_t size) {
+static torc_status newest_checkpoint(const run *r, char *path, size_t size,
+                                     const char **what) {
+  /* The newest checkpoint (what --resume takes), else the run's final
+   * weights: a run without a [checkpoint] section keeps only those. */
+  char final[1100];
+  struct stat fs;
+  if (r->s.ck_dir && torc_train__newest_ckpt(r->s.ck_dir, path, size)) {
+    *what = "the newest of the run";
+    return TORC_OK;
+  }
+  snprintf(final, sizeof final, "%s/final.safetensors", r->s.dir);
+  if (stat(final, &fs) == 0 && S_ISREG(fs.st_mode)) {
+    snprintf(path, size, "%s", final);
+    *what = "the run's final weights";
+    return TORC_OK;
+  }
   if (r->s.ck_dir == NULL)
-    return torc_set_error(TORC_ERR_CONFIG,
-                          "%s has no [checkpoint] dir, so no checkpoint of "
-                          "its run to evaluate; name the weights to "
-                          "evaluate: --checkpoint PATH",
-                          torc_config_path(r->cfg));
-  if (!torc_train__newest_ckpt(r->s.ck_dir, path, size))
     return torc_set_error(TORC_ERR_IO,
-                          "no checkpoint (ckpt-*.safetensors) in %s, the "
-                          "[checkpoint] dir of %s; train first (torc train "
-                          "%s), or name the weights to evaluate: "
-                          "--checkpoint PATH",
-                          r->s.ck_dir, torc_config_path(r->cfg),
+                          "no weights to evaluate: %s has no [checkpoint] "
+                          "dir and its run folder %s holds no "
+                          "final.safetensors; train first (torc train %s), "
+                          "or name the weights: --checkpoint PATH",
+                          torc_config_path(r->cfg), r->s.dir,
                           torc_config_path(r->cfg));
-  return TORC_OK;
+  return torc_set_error(TORC_ERR_IO,
+                        "no checkpoint (ckpt-*.safetensors) in %s, the "
+                        "[checkpoint] dir of %s, and no final.safetensors in "
+                        "%s; train first (torc train %s), or name the "
+                        "weights to evaluate: --checkpoint PATH",
+                        r->s.ck_dir, torc_config_path(r->cfg), r->s.dir,
+                        torc_config_path(r->cfg));
 }
 
 torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
@@ -255,13 +271,14 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
   run r;
   class_names cn = {0};
   char path[1100];
+  const char *what = NULL;
   torc_status st = torc_train__build(&r, cfg, 0);
   if (st == TORC_OK)
     st = read_class_names(cfg, &cn);
   if (st == TORC_OK && checkpoint == NULL &&
-      (st = newest_checkpoint(&r, path, sizeof path)) == TORC_OK) {
+      (st = newest_checkpoint(&r, path, sizeof path, &what)) == TORC_OK) {
     checkpoint = path;
-    fprintf(out, "checkpoint: %s (the newest of the run)\n", checkpoint);
+    fprintf(out, "checkpoint: %s (%s)\n", checkpoint, what);
   }
   if (st == TORC_OK) {
     /* A torc checkpoint (its "model." part) or a plain state dict. */

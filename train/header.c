@@ -151,14 +151,18 @@ void torc_train__header(FILE *out, const torc_train__run *r,
   data_line(out, r->cfg, "test", r->test);
   if (strcmp(what, "train") == 0) {
     fprintf(out, "outputs:\n");
+    fprintf(out, "  run folder  %s (config.ini, final.safetensors)\n",
+            r->s.dir);
     if (r->s.metrics)
-      fprintf(out, "  metrics  %s (curves.svg beside it)\n", r->s.metrics);
+      fprintf(out, "  metrics     %s (curves.svg beside it)\n",
+              r->s.metrics);
     else
-      fprintf(out, "  metrics  none ([train] metrics is not set)\n");
+      fprintf(out, "  metrics     none ([train] metrics is not set)\n");
     if (r->s.ck_dir)
       fprintf(out, "  checkpoints %s\n", r->s.ck_dir);
     else
-      fprintf(out, "  checkpoints none (no [checkpoint] dir)\n");
+      fprintf(out, "  checkpoints none (no [checkpoint] section: the "
+                   "weights at the end only)\n");
   }
   fflush(out);
 }
