@@ -1,7 +1,6 @@
 #!/bin/sh
 # tests/test_fast_default.sh — the plugins a file gets: the docs' CNN
-# (extracted at test time: README.md's ```ini block with a conv2d, else
-# docs/training.md's, else examples/fashion-mnist/cnn.ini) on
+# (extracted at test time: README.md's ```ini block with a conv2d) on
 # small synthetic data. With no [plugin.NAME] section the standard set
 # loads and the start-up header shows cpu/onednn serving matmul/conv2d;
 # with only ref named the slow-kernel warning gives the lines to add,
@@ -20,19 +19,20 @@ if [ ! -f "$plugins/cpu.so" ] || [ ! -f "$plugins/onednn.so" ]; then
   exit 77
 fi
 
-# The model sections of the docs' CNN (the first ```ini block with a
-# conv2d in README.md, else docs/training.md's, else the example file):
-# every section but the plugins, the data, the run's schedule and outputs.
-: >"$tmp/snippet.ini"
-for doc in README.md docs/training.md; do
-  grep -q 'type = conv2d' "$tmp/snippet.ini" && break
-  awk '/^```ini/ { grab = 1; buf = ""; next }
-       grab && /^```/ { if (buf ~ /type = conv2d/) { printf "%s", buf; exit }
-                        grab = 0; next }
-       grab { buf = buf $0 "\n" }' "$TORC_TOP_SRCDIR/$doc" >"$tmp/snippet.ini"
-done
+# The model sections of README.md's CNN (its first ```ini block with a
+# conv2d): every section but the plugins, the data, the run's schedule and
+# outputs.
+awk '/^```ini/ { grab = 1; buf = ""; next }
+     grab && /^```/ { if (buf ~ /type = conv2d/) { printf "%s", buf; exit }
+                      grab = 0; next }
+     grab { buf = buf $0 "\n" }' "$TORC_TOP_SRCDIR/README.md" >"$tmp/snippet.ini"
 if ! grep -q 'type = conv2d' "$tmp/snippet.ini"; then
-  cp "$TORC_TOP_SRCDIR/examples/fashion-mnist/cnn.ini" "$tmp/snippet.ini"
+  echo "FAIL: README.md has no \`\`\`ini block with a conv2d layer (its CNN snippet)"
+  exit 1
+fi
+if grep -q '^\[plugin' "$tmp/snippet.ini"; then
+  echo "FAIL: README.md's CNN snippet names plugins; it shows the standard set"
+  exit 1
 fi
 awk '/^\[/ { keep = $0 !~ /^\[(plugin\.|plugins\]|data\.|train\]|checkpoint\]|scheduler\]|torc\])/ }
      keep' "$tmp/snippet.ini" >"$tmp/model.ini"
