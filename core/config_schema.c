@@ -88,36 +88,6 @@ const torc__config_row *rows_next(row_iter *it) {
 
 /* ---- the nearest known word ("did you mean") ---- */
 
-/* Optimal string alignment distance (Damerau-Levenshtein where each
- * substring is edited once), ignoring case; long strings count as far. */
-static size_t edit_distance(const char *a, const char *b) {
-  enum { L = 64 };
-  size_t la = strlen(a), lb = strlen(b);
-  if (la >= L || lb >= L)
-    return (size_t)-1;
-  size_t d[L + 1][L + 1];
-  for (size_t i = 0; i <= la; i++)
-    d[i][0] = i;
-  for (size_t j = 0; j <= lb; j++)
-    d[0][j] = j;
-  for (size_t i = 1; i <= la; i++)
-    for (size_t j = 1; j <= lb; j++) {
-      int ca = lower((unsigned char)a[i - 1]),
-          cb = lower((unsigned char)b[j - 1]);
-      size_t cost = ca != cb;
-      size_t v = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < v)
-        v = d[i][j - 1] + 1;
-      if (d[i - 1][j - 1] + cost < v)
-        v = d[i - 1][j - 1] + cost;
-      if (i > 1 && j > 1 && ca == lower((unsigned char)b[j - 2]) &&
-          lower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < v)
-        v = d[i - 2][j - 2] + 1;
-      d[i][j] = v;
-    }
-  return d[la][lb];
-}
-
 /* Considers `cand` for `word`; keeps `shown` (the way to print it, NULL =
  * cand itself) when it is the nearest so far. */
 static void suggest(nearest *nr, const char *word, const char *cand,
@@ -126,7 +96,7 @@ static void suggest(nearest *nr, const char *word, const char *cand,
   size_t limit = 1 + len / 4;
   if (limit > 3)
     limit = 3;
-  size_t d = edit_distance(word, cand);
+  size_t d = torc_edit_distance(word, cand);
   if (d <= limit && d < len && d < nr->d) {
     nr->d = d;
     snprintf(nr->word, sizeof nr->word, "%s", shown ? shown : cand);

@@ -93,45 +93,17 @@ int torc__op_find(const char *name) {
 
 void torc__set_fallback(int on) { fallback_cpu = on; }
 
-/* Optimal string alignment distance (edits: insert, delete, substitute,
- * swap two neighbours) between a and b, or INT_MAX when either is longer
- * than an op name can sensibly be. */
-static int edit_distance(const char *a, const char *b) {
-  enum { MAXLEN = 64 };
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > MAXLEN || lb > MAXLEN)
-    return INT_MAX;
-  int d[MAXLEN + 1][MAXLEN + 1];
-  for (size_t i = 0; i <= la; i++)
-    d[i][0] = (int)i;
-  for (size_t j = 0; j <= lb; j++)
-    d[0][j] = (int)j;
-  for (size_t i = 1; i <= la; i++)
-    for (size_t j = 1; j <= lb; j++) {
-      int m = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < m)
-        m = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < m)
-        m = d[i][j - 1] + 1;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < m)
-        m = d[i - 2][j - 2] + 1;
-      d[i][j] = m;
-    }
-  return d[la][lb];
-}
-
 /* The known op name nearest to `name`, or NULL when none is near enough
  * (more edits than half the name) for a suggestion to help. */
 static const char *nearest_op(const char *name) {
   const char *win = NULL;
-  int win_d = INT_MAX;
+  size_t win_d = SIZE_MAX;
   for (int i = 0; i < TORC__OP_COUNT; i++) {
-    int d = edit_distance(name, torc__ops[i].name);
+    size_t d = torc_edit_distance(name, torc__ops[i].name);
     if (d < win_d)
       win = torc__ops[i].name, win_d = d;
   }
-  int len = (int)strlen(name);
+  size_t len = strlen(name);
   return win && win_d <= (len > 4 ? len / 2 : 2) ? win : NULL;
 }
 

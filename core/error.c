@@ -70,32 +70,41 @@ torc_status torc__null_input(const char *fn) {
   return TORC_ERR_NULL;
 }
 
-/* Levenshtein distance, case-insensitive (names of at most 63 bytes). */
-static int edit_distance(const char *a, const char *b) {
+size_t torc_edit_distance(const char *a, const char *b) {
+  enum { L = 64 };
+  if (a == NULL || b == NULL)
+    return SIZE_MAX;
   size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63)
-    return 99;
-  int d[64][64];
+  if (la >= L || lb >= L)
+    return SIZE_MAX;
+  size_t d[L + 1][L + 1];
   for (size_t i = 0; i <= la; i++)
-    d[i][0] = (int)i;
+    d[i][0] = i;
   for (size_t j = 0; j <= lb; j++)
-    d[0][j] = (int)j;
+    d[0][j] = j;
   for (size_t i = 1; i <= la; i++)
     for (size_t j = 1; j <= lb; j++) {
-      int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) !=
-                                 tolower((unsigned char)b[j - 1]));
-      int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1;
-      d[i][j] = c < x ? (c < y ? c : y) : (x < y ? x : y);
+      int ca = tolower((unsigned char)a[i - 1]),
+          cb = tolower((unsigned char)b[j - 1]);
+      size_t v = d[i - 1][j - 1] + (ca != cb);
+      if (d[i - 1][j] + 1 < v)
+        v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v)
+        v = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+          tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < v)
+        v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
     }
   return d[la][lb];
 }
 
 void torc__suggest(const char *got, const char *const *cands, int n,
                    char *buf, size_t size) {
-  int best = 99;
+  size_t best = SIZE_MAX;
   const char *bn = NULL;
   for (int i = 0; i < n; i++) {
-    int dd = edit_distance(got, cands[i]);
+    size_t dd = torc_edit_distance(got, cands[i]);
     if (dd < best) {
       best = dd;
       bn = cands[i];
@@ -103,7 +112,7 @@ void torc__suggest(const char *got, const char *const *cands, int n,
   }
   if (size == 0)
     return;
-  if (bn && best <= 2 + (int)strlen(got) / 4)
+  if (bn && best <= 2 + strlen(got) / 4)
     snprintf(buf, size, " (did you mean '%s'?)", bn);
   else
     buf[0] = '\0';

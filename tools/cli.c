@@ -36,38 +36,11 @@ int reserved(const char *cmd) {
   return EXIT_USAGE;
 }
 
-/* Edit distance (insertions, deletions, substitutions and swaps of two
- * neighbours count one each); long words count as far. */
-static size_t distance(const char *a, const char *b) {
-  enum { L = 32 };
-  size_t la = strlen(a), lb = strlen(b);
-  if (la >= L || lb >= L)
-    return (size_t)-1;
-  size_t d[L + 1][L + 1];
-  for (size_t i = 0; i <= la; i++)
-    d[i][0] = i;
-  for (size_t j = 0; j <= lb; j++)
-    d[0][j] = j;
-  for (size_t i = 1; i <= la; i++)
-    for (size_t j = 1; j <= lb; j++) {
-      size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < v)
-        v = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < v)
-        v = d[i][j - 1] + 1;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < v)
-        v = d[i - 2][j - 2] + 1;
-      d[i][j] = v;
-    }
-  return d[la][lb];
-}
-
 const char *nearest_command(const char *cmd) {
   const char *best = NULL;
   size_t bd = (size_t)-1;
   for (int i = 0; command_names[i]; i++) {
-    size_t d = distance(cmd, command_names[i]);
+    size_t d = torc_edit_distance(cmd, command_names[i]);
     if (d < bd) {
       bd = d;
       best = command_names[i];

@@ -7,6 +7,8 @@
 #ifndef TORC_ERROR_H
 #define TORC_ERROR_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 #define TORC_BEGIN_DECLS extern "C" {
 #define TORC_END_DECLS }
@@ -79,6 +81,13 @@ TORC_API const char *torc_status_name(torc_status status);
  * since the last torc_clear_error(). The string stays valid until the next
  * torc call on this thread. */
 TORC_API const char *torc_last_error(void);
+
+/* The distance torc's "did you mean" suggestions use: the fewest
+ * insertions, deletions, substitutions and swaps of two neighbouring
+ * characters turning a into b, ignoring ASCII case (optimal string
+ * alignment). SIZE_MAX when either is NULL or 64 bytes or longer. For a
+ * plugin's or a program's own suggestions. */
+TORC_API size_t torc_edit_distance(const char *a, const char *b);
 
 /* The status of the last failed call on this thread (TORC_OK if none). */
 TORC_API torc_status torc_last_status(void);
