@@ -54,11 +54,13 @@ torc_status torc_config_get_bool(const torc_config *cfg, int i, const char *key,
 
 torc_status torc_config_error(const torc_config *cfg, int i, const char *key,
                               torc_status status, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt ? fmt : "", ap);
-  va_end(ap);
+  char msg[1024] = "";
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+  }
   return torc__config_error(cfg, i, key, status, "%s", msg);
 }
 

@@ -101,7 +101,7 @@ include tests/docs.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh
-EXTRA_DIST += tests/test_train.sh tests/test_examples.sh
+EXTRA_DIST += tests/test_train.sh tests/test_examples.sh tests/lsan_libgomp.supp
 # The idx source's decoded-data cache of the tests (TORC_DATA_CACHE above).
 clean-local: clean-local-data-cache
 clean-local-data-cache:
