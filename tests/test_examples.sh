@@ -57,7 +57,7 @@ else
   # thread's dynamic TLS; with oneDNN's OpenMP runtime (libgomp) loaded
   # through a plugin, gcc 12's LSan crashed there at the end of the ResNet
   # run ("Tracer caught signal 11" on a garbage TLS range), depending on
-  # the heap's layout; valgrind reports no error on the same run. Its TLS
+  # the heap's layout (an unrelated INI line moved it). Its TLS
   # scan is off for these two runs and libgomp's TLS-held blocks are
   # suppressed; every other leak is still reported. Without ASan the
   # variable is ignored.
