@@ -248,9 +248,8 @@ static void oom_error(torc__devtype *d, int index, torc__cache *c,
                  total, fix, *said ? said : "out of memory");
 }
 
-/* One call of the device's alloc, unless the fault injector
- * (torc/testing.h) says this attempt fails: an injected failure acts as
- * the device's out-of-memory. */
+/* One more call of the device's alloc (a retry), unless the fault
+ * injector (torc/testing.h) says this attempt fails. */
 static torc_status segment_alloc(torc__devtype *d, int index, size_t seg,
                                  void **h) {
   if (torc__alloc_fault())
@@ -263,14 +262,20 @@ static torc_status segment_alloc(torc__devtype *d, int index, size_t seg,
 
 /* A new segment for a block of `size`, as the first block of its
  * segment, free and on no list; NULL with the error set. When the device
- * refuses the segment, the cache's free segments go back and it is asked
- * again, then for just the block (a device smaller than a segment still
- * works, uncached in effect). The lock is not held. */
+ * refuses the segment (or `injected` says the request's attempt failed),
+ * the cache's free segments go back and it is asked again, then for just
+ * the block (a device smaller than a segment still works, uncached in
+ * effect). The lock is not held. */
 static blk *segment_new(torc__devtype *d, int index, torc__cache *c,
-                        size_t nbytes, size_t size) {
+                        size_t nbytes, size_t size, int injected) {
   size_t seg = segment_size(size);
   void *h = NULL;
-  torc_status st = segment_alloc(d, index, seg, &h);
+  torc_status st =
+      injected ? torc_set_error(TORC_ERR_OOM,
+                                "out of memory allocating %zu bytes on %s:%d "
+                                "(an injected failure)",
+                                seg, d->name, index)
+               : (torc_status)d->ops.alloc(d->ops.user, index, seg, &h);
   if (st == TORC_ERR_OOM) {
     pthread_mutex_lock(&c->lock);
     size_t freed = torc__blocks_release(d, index, c);
@@ -318,9 +323,12 @@ torc_status torc__blocks_alloc(torc__devtype *d, int index, torc__cache *c,
                                size_t nbytes, void **out) {
   size_t size = round_size(nbytes);
   int pool = size > TORC__SMALL_MAX;
+  /* One attempt of the fault injector per request, cached or not: an
+   * injected failure acts as the device's out-of-memory. */
+  int injected = torc__alloc_fault();
   pthread_mutex_lock(&c->lock);
   torc__blocks *bk = c->bk;
-  blk *b = bk->free_list[pool];
+  blk *b = injected ? NULL : bk->free_list[pool];
   while (b && b->size < size)
     b = b->fnext;
   if (b) {
@@ -328,7 +336,7 @@ torc_status torc__blocks_alloc(torc__devtype *d, int index, torc__cache *c,
     c->st.cache_hits++;
   } else {
     pthread_mutex_unlock(&c->lock);
-    if ((b = segment_new(d, index, c, nbytes, size)) == NULL)
+    if ((b = segment_new(d, index, c, nbytes, size, injected)) == NULL)
       return torc_last_status();
     pthread_mutex_lock(&c->lock);
   }

@@ -68,7 +68,6 @@ typedef struct sim_device {
   size_t n_slots, cap_slots;
   uintptr_t next_base; /* where the next allocation starts */
   size_t in_use, peak;
-  uint64_t n_allocs; /* alloc calls that succeeded (tests count them) */
   /* the first error of an asynchronous kernel since the last sync */
   int sticky;
   char sticky_msg[SIM_MSG_MAX];

@@ -211,7 +211,6 @@ int sim__alloc(void *user, int index, size_t nbytes, void **out) {
   dev->in_use += nbytes;
   if (dev->in_use > dev->peak)
     dev->peak = dev->in_use;
-  dev->n_allocs++;
   *out = handle_make(index, base);
   pthread_mutex_unlock(&dev->mu);
   return TORC_OK;
