@@ -369,7 +369,7 @@ torc_status torc_reset_peak_memory_stats(torc_device dev) {
   return TORC_OK;
 }
 
-static void human(size_t n, char *buf, size_t size) {
+void torc__mem_human(size_t n, char *buf, size_t size) {
   if (n < 1024)
     snprintf(buf, size, "%zu B", n);
   else if (n < ((size_t)1 << 20))
@@ -384,8 +384,8 @@ static void human(size_t n, char *buf, size_t size) {
 static int summary_row(char *buf, size_t size, const char *name,
                        const torc_memory_stat *m) {
   char cur[32], peak[32];
-  human(m->current, cur, sizeof cur);
-  human(m->peak, peak, sizeof peak);
+  torc__mem_human(m->current, cur, sizeof cur);
+  torc__mem_human(m->peak, peak, sizeof peak);
   return snprintf(buf, size, "  %-22s %12s %12s %10llu %10llu\n", name, cur,
                   peak, (unsigned long long)m->allocs,
                   (unsigned long long)m->frees);
@@ -409,7 +409,7 @@ char *torc_memory_summary(torc_device dev) {
     torc_set_error(TORC_ERR_OOM, "out of memory writing a memory summary");
     return NULL;
   }
-  human(s.fragmentation, t1, sizeof t1);
+  torc__mem_human(s.fragmentation, t1, sizeof t1);
   n += (size_t)snprintf(buf + n, cap - n,
                         "memory summary of %s (caching: %s)\n"
                         "  %-22s %12s %12s %10s %10s\n",
@@ -431,8 +431,8 @@ char *torc_memory_summary(torc_device dev) {
                         t1, (unsigned long long)s.cache_hits,
                         (unsigned long long)s.oom_count);
   if (s.device_total) {
-    human(s.device_total, t2, sizeof t2);
-    human(s.device_free, t3, sizeof t3);
+    torc__mem_human(s.device_total, t2, sizeof t2);
+    torc__mem_human(s.device_free, t3, sizeof t3);
     snprintf(buf + n, cap - n, "  device: %s total, %s free\n", t2, t3);
   }
   return buf;

@@ -21,7 +21,6 @@
 
 #include "alloc_internal.h"
 
-#define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 #define ROUND ((size_t)512)
 #define SMALL_SEGMENT (2 * MIB)
@@ -195,17 +194,6 @@ size_t torc__blocks_in_use(const torc__cache *c) {
 
 /* ---- allocation ---- */
 
-static void human(size_t n, char *buf, size_t size) {
-  if (n < KIB)
-    snprintf(buf, size, "%zu B", n);
-  else if (n < MIB)
-    snprintf(buf, size, "%.1f KiB", (double)n / KIB);
-  else if (n < 1024 * MIB)
-    snprintf(buf, size, "%.1f MiB", (double)n / MIB);
-  else
-    snprintf(buf, size, "%.2f GiB", (double)n / (1024.0 * MIB));
-}
-
 /* The out-of-memory error after the cache was emptied and the device
  * still refused: what was asked, what torc holds, what the device has,
  * what to do, and the device's own message. Lock held. */
@@ -221,11 +209,11 @@ static void oom_error(torc__devtype *d, int index, torc__cache *c,
       d->ops.mem_info &&
       d->ops.mem_info(d->ops.user, index, &dev_free, &dev_total) == TORC_OK;
   char want[32], a[32], f[32], t[32], total[96] = "";
-  human(nbytes, want, sizeof want);
-  human(allocated, a, sizeof a);
-  human(held_free, f, sizeof f);
+  torc__mem_human(nbytes, want, sizeof want);
+  torc__mem_human(allocated, a, sizeof a);
+  torc__mem_human(held_free, f, sizeof f);
   if (have_total) {
-    human(dev_total, t, sizeof t);
+    torc__mem_human(dev_total, t, sizeof t);
     snprintf(total, sizeof total, "; the device has %s in total", t);
   }
   const char *fix;

@@ -63,6 +63,10 @@ static inline void torc__mstat_sub(torc__mstat *m, size_t size, size_t n) {
   }
 }
 
+/* Writes n bytes as "512 B", "1.5 KiB", "20.0 MiB" or "1.00 GiB"
+ * (alloc.c). */
+void torc__mem_human(size_t n, char *buf, size_t size);
+
 /* ---- alloc_blocks.c ---- */
 
 /* Creates the block state of a cache; TORC_OK or OOM. */

@@ -156,6 +156,7 @@ static void test_summary_and_old_stats(void **state) {
   torc_tensor *a = bytes_on(sim, 3 * MIB);
   char *text = torc_memory_summary(sim);
   assert_non_null(text);
+  print_message("%s", text);
   assert_contains(text, "memory summary of sim:0");
   assert_contains(text, "blocks");
   assert_contains(text, "allocated");
