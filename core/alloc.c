@@ -15,28 +15,20 @@
  * (torc/testing.h), a cache hit too: an injected failure acts as the
  * device's out-of-memory, so tests reach the empty-and-retry path.
  *
- * Caching is on for the built-in cpu device; TORC_NO_CACHE=1 (or a
+ * Caching is on for the built-in cpu device; a plugin device that sets
+ * TORC_DEVICE_CACHING gets the block allocator of alloc_blocks.c instead,
+ * and any other device is called for every storage. TORC_NO_CACHE=1 (or a
  * sanitizer build, where a reused block would hide a use-after-free) turns
- * it off.
+ * caching off. Every device keeps the statistics of torc_device_memory_stats2
+ * (allocated, reserved, their peaks, counts), here too.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "alloc_internal.h"
 
-enum { N_SMALL = 16, N_BINS = N_SMALL + 4 * 40 };
-
-typedef struct bin {
-  void **ptr; /* a stack of free blocks of this class */
-  int n, cap;
-} bin;
-
-struct torc__cache {
-  pthread_mutex_t lock;
-  bin bins[N_BINS];
-  size_t cached; /* bytes held in the bins */
-  torc_memory_stats st;
-};
+enum { N_SMALL = TORC__N_SMALL, N_BINS = TORC__N_BINS };
+typedef torc__bin bin;
 
 /* The class of a request: its rounded size and its bin (-1: too large to
  * cache, served straight from the device). */
@@ -55,6 +47,14 @@ static size_t size_class(size_t nbytes, int *binp) {
   return s;
 }
 
+/* The size of the blocks of bin b (the inverse of size_class). */
+static size_t bin_size(int b) {
+  if (b < N_SMALL)
+    return (size_t)(b + 1) * 64;
+  int e = 10 + (b - N_SMALL) / 4, k = (b - N_SMALL) % 4 + 1;
+  return ((size_t)1 << e) + (size_t)k * ((size_t)1 << (e - 2));
+}
+
 static int caching_enabled(void) {
 #ifdef TORC_SANITIZE
   return 0;
@@ -65,13 +65,27 @@ static int caching_enabled(void) {
 }
 
 torc_status torc__cache_create(torc__devtype *d) {
-  if (!caching_enabled() || d->count <= 0)
+  if (d->count <= 0)
     return TORC_OK;
+  int mode = !caching_enabled()                      ? TORC__CACHE_NONE
+             : d->owner == NULL                      ? TORC__CACHE_BINS
+             : (d->ops.flags & TORC_DEVICE_CACHING) ? TORC__CACHE_BLOCKS
+                                                     : TORC__CACHE_NONE;
   d->cache = torc__calloc((size_t)d->count, sizeof *d->cache);
   if (d->cache == NULL)
     return torc_set_error(TORC_ERR_OOM, "out of memory creating the memory "
                                         "cache of device %s",
                           d->name);
+  for (int i = 0; i < d->count; i++) {
+    d->cache[i].mode = mode;
+    if (mode == TORC__CACHE_BLOCKS && torc__blocks_create(&d->cache[i])) {
+      while (i-- > 0)
+        torc__blocks_destroy(d, i, &d->cache[i]);
+      torc__free(d->cache);
+      d->cache = NULL;
+      return torc_last_status();
+    }
+  }
   for (int i = 0; i < d->count; i++)
     pthread_mutex_init(&d->cache[i].lock, NULL);
   return TORC_OK;
@@ -79,11 +93,16 @@ torc_status torc__cache_create(torc__devtype *d) {
 
 /* Hands every cached block of `c` back to the device. Lock held. */
 static void flush_locked(torc__devtype *d, int index, torc__cache *c) {
+  if (c->mode == TORC__CACHE_BLOCKS) {
+    torc__blocks_release(d, index, c);
+    return;
+  }
   for (int b = 0; b < N_BINS; b++) {
     bin *bn = &c->bins[b];
     for (int i = 0; i < bn->n; i++) {
       d->ops.free(d->ops.user, index, bn->ptr[i]);
       c->st.os_frees++;
+      torc__mstat_sub(c->resv, bin_size(b), bin_size(b));
     }
     bn->n = 0;
   }
@@ -95,7 +114,10 @@ void torc__cache_destroy(torc__devtype *d) {
     return;
   for (int i = 0; i < d->count; i++) {
     torc__cache *c = &d->cache[i];
-    flush_locked(d, i, c);
+    if (c->mode == TORC__CACHE_BLOCKS)
+      torc__blocks_destroy(d, i, c);
+    else
+      flush_locked(d, i, c);
     for (int b = 0; b < N_BINS; b++)
       torc__free(c->bins[b].ptr);
     pthread_mutex_destroy(&c->lock);
@@ -116,11 +138,31 @@ static torc_status device_alloc(torc__devtype *d, int index, size_t nbytes,
   return (torc_status)d->ops.alloc(d->ops.user, index, nbytes, out);
 }
 
+/* An uncached device: every storage is one call of the device's alloc,
+ * counted in the statistics. */
+static torc_status uncached_alloc(torc__devtype *d, int index, torc__cache *c,
+                                  size_t nbytes, void **out) {
+  torc_status st = device_alloc(d, index, nbytes, out);
+  pthread_mutex_lock(&c->lock);
+  if (st == TORC_OK) {
+    torc__mstat_add(c->alloc, nbytes, nbytes);
+    torc__mstat_add(c->resv, nbytes, nbytes);
+  } else if (st == TORC_ERR_OOM) {
+    c->oom_count++;
+  }
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
 torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
                             void **out) {
   torc__cache *c = d->cache ? &d->cache[index] : NULL;
   if (c == NULL)
     return device_alloc(d, index, nbytes, out);
+  if (c->mode == TORC__CACHE_BLOCKS)
+    return torc__blocks_alloc(d, index, c, nbytes, out);
+  if (c->mode == TORC__CACHE_NONE)
+    return uncached_alloc(d, index, c, nbytes, out);
   int b;
   size_t size = size_class(nbytes, &b);
   /* One attempt per request, cached or not; an injected failure acts as
@@ -131,6 +173,7 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
     *out = c->bins[b].ptr[--c->bins[b].n];
     c->cached -= size;
     c->st.cache_hits++;
+    torc__mstat_add(c->alloc, nbytes, nbytes);
     pthread_mutex_unlock(&c->lock);
     return TORC_OK;
   }
@@ -145,39 +188,63 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
     pthread_mutex_lock(&c->lock);
     size_t had = c->cached;
     flush_locked(d, index, c);
+    if (had == 0)
+      c->oom_count++;
     pthread_mutex_unlock(&c->lock);
     if (had == 0)
       return st;
     torc_clear_error();
-    if ((st = device_alloc(d, index, size, out)))
+    if ((st = device_alloc(d, index, size, out))) {
+      pthread_mutex_lock(&c->lock);
+      c->oom_count++;
+      pthread_mutex_unlock(&c->lock);
       return st;
+    }
   }
   pthread_mutex_lock(&c->lock); /* a block taken from the device */
   c->st.os_allocs++;
+  torc__mstat_add(c->resv, size, size);
+  torc__mstat_add(c->alloc, nbytes, nbytes);
   pthread_mutex_unlock(&c->lock);
   return TORC_OK;
 }
 
 void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes) {
   torc__cache *c = d->cache ? &d->cache[index] : NULL;
+  if (c && c->mode == TORC__CACHE_BLOCKS) {
+    torc__blocks_free(d, index, c, ptr, nbytes);
+    return;
+  }
+  if (c && c->mode == TORC__CACHE_NONE) {
+    pthread_mutex_lock(&c->lock);
+    torc__mstat_sub(c->alloc, nbytes, nbytes);
+    torc__mstat_sub(c->resv, nbytes, nbytes);
+    pthread_mutex_unlock(&c->lock);
+    d->ops.free(d->ops.user, index, ptr);
+    return;
+  }
   int b = -1;
   size_t size = c ? size_class(nbytes, &b) : 0;
   if (c == NULL || b < 0) {
     if (c) {
       pthread_mutex_lock(&c->lock);
       c->st.os_frees++;
+      torc__mstat_sub(c->alloc, nbytes, nbytes);
+      torc__mstat_sub(c->resv, size, size);
       pthread_mutex_unlock(&c->lock);
     }
     d->ops.free(d->ops.user, index, ptr);
     return;
   }
   pthread_mutex_lock(&c->lock);
+  torc__mstat_sub(c->alloc, nbytes, nbytes);
   bin *bn = &c->bins[b];
   if (bn->n == bn->cap) {
     int cap = bn->cap ? bn->cap * 2 : 8;
     void **p = torc__realloc(bn->ptr, (size_t)cap * sizeof *p);
     if (p == NULL) { /* cannot remember it: free it */
       c->st.os_frees++;
+      torc__mstat_sub(c->resv, size, size);
       pthread_mutex_unlock(&c->lock);
       d->ops.free(d->ops.user, index, ptr);
       return;
@@ -213,16 +280,162 @@ torc_status torc_device_memory_stats(torc_device dev, torc_memory_stats *out) {
                           "torc_device_memory_stats: out is NULL");
   torc__devtype *d = torc__devtype_get(dev.type);
   memset(out, 0, sizeof *out);
-  if (d->cache) {
+  if (d->cache && d->cache[dev.index].mode != TORC__CACHE_NONE) {
     torc__cache *c = &d->cache[dev.index];
     pthread_mutex_lock(&c->lock);
     *out = c->st;
-    out->cached = c->cached;
+    out->cached = c->mode == TORC__CACHE_BLOCKS
+                      ? c->resv[0].cur - torc__blocks_in_use(c)
+                      : c->cached;
     pthread_mutex_unlock(&c->lock);
     out->caching = 1;
   }
   out->allocated = d->allocated[dev.index];
   return TORC_OK;
+}
+
+/* ---- memory statistics, version 2 ---- */
+
+static void copy_stat(torc_memory_stat *to, const torc__mstat *from) {
+  to->current = from->cur;
+  to->peak = from->peak;
+  to->allocs = from->allocs;
+  to->frees = from->frees;
+}
+
+torc_status torc_device_memory_stats2(torc_device dev, torc_memory_stats2 *out) {
+  torc_status st = torc__device_check(dev, "torc_device_memory_stats2");
+  if (st)
+    return st;
+  if (out == NULL || out->struct_size < offsetof(torc_memory_stats2, caching) +
+                                            sizeof out->caching)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_device_memory_stats2: out is NULL or its "
+                          "struct_size (%zu) is too small; set it to "
+                          "sizeof(torc_memory_stats2)",
+                          out ? out->struct_size : (size_t)0);
+  torc__devtype *d = torc__devtype_get(dev.type);
+  torc_memory_stats2 s;
+  memset(&s, 0, sizeof s);
+  s.struct_size = out->struct_size;
+  if (d->cache) {
+    torc__cache *c = &d->cache[dev.index];
+    pthread_mutex_lock(&c->lock);
+    s.caching = c->mode;
+    s.allocated = c->alloc[0].cur;
+    s.peak_allocated = c->alloc[0].peak;
+    s.reserved = c->resv[0].cur;
+    s.peak_reserved = c->resv[0].peak;
+    s.alloc_count = c->alloc[0].allocs;
+    s.free_count = c->alloc[0].frees;
+    s.segment_allocs = c->resv[0].allocs;
+    s.segment_frees = c->resv[0].frees;
+    s.cache_hits = c->st.cache_hits;
+    s.oom_count = c->oom_count;
+    s.fragmentation = s.reserved > s.allocated ? s.reserved - s.allocated : 0;
+    for (int p = 0; p < 2; p++) {
+      copy_stat(&s.pool_allocated[p], &c->alloc[1 + p]);
+      copy_stat(&s.pool_reserved[p], &c->resv[1 + p]);
+    }
+    pthread_mutex_unlock(&c->lock);
+  } else { /* no statistics kept: what is live */
+    s.allocated = s.reserved = d->allocated[dev.index];
+  }
+  if (d->ops.mem_info &&
+      d->ops.mem_info(d->ops.user, dev.index, &s.device_free,
+                      &s.device_total) != TORC_OK) {
+    torc_clear_error();
+    s.device_free = s.device_total = 0;
+  }
+  size_t n = out->struct_size < sizeof s ? out->struct_size : sizeof s;
+  memcpy(out, &s, n);
+  return TORC_OK;
+}
+
+torc_status torc_reset_peak_memory_stats(torc_device dev) {
+  torc_status st = torc__device_check(dev, "torc_reset_peak_memory_stats");
+  if (st)
+    return st;
+  torc__devtype *d = torc__devtype_get(dev.type);
+  if (d->cache) {
+    torc__cache *c = &d->cache[dev.index];
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < 3; i++) {
+      c->alloc[i].peak = c->alloc[i].cur;
+      c->resv[i].peak = c->resv[i].cur;
+    }
+    pthread_mutex_unlock(&c->lock);
+  }
+  return TORC_OK;
+}
+
+void torc__mem_human(size_t n, char *buf, size_t size) {
+  if (n < 1024)
+    snprintf(buf, size, "%zu B", n);
+  else if (n < ((size_t)1 << 20))
+    snprintf(buf, size, "%.1f KiB", (double)n / 1024);
+  else if (n < ((size_t)1 << 30))
+    snprintf(buf, size, "%.1f MiB", (double)n / (1 << 20));
+  else
+    snprintf(buf, size, "%.2f GiB", (double)n / (1 << 30));
+}
+
+/* One row of the summary table. */
+static int summary_row(char *buf, size_t size, const char *name,
+                       const torc_memory_stat *m) {
+  char cur[32], peak[32];
+  torc__mem_human(m->current, cur, sizeof cur);
+  torc__mem_human(m->peak, peak, sizeof peak);
+  return snprintf(buf, size, "  %-22s %12s %12s %10llu %10llu\n", name, cur,
+                  peak, (unsigned long long)m->allocs,
+                  (unsigned long long)m->frees);
+}
+
+char *torc_memory_summary(torc_device dev) {
+  torc_memory_stats2 s = {.struct_size = sizeof s};
+  if (torc_device_memory_stats2(dev, &s) != TORC_OK)
+    return NULL;
+  static const char *const modes[] = {"none", "size classes",
+                                      "blocks (split and merged)"};
+  char name[64], t1[32], t2[32], t3[32];
+  torc_device_str(dev, name, sizeof name);
+  torc_memory_stat all_a = {s.allocated, s.peak_allocated, s.alloc_count,
+                            s.free_count};
+  torc_memory_stat all_r = {s.reserved, s.peak_reserved, s.segment_allocs,
+                            s.segment_frees};
+  size_t cap = 2048, n = 0;
+  char *buf = torc__malloc(cap);
+  if (buf == NULL) {
+    torc_set_error(TORC_ERR_OOM, "out of memory writing a memory summary");
+    return NULL;
+  }
+  torc__mem_human(s.fragmentation, t1, sizeof t1);
+  n += (size_t)snprintf(buf + n, cap - n,
+                        "memory summary of %s (caching: %s)\n"
+                        "  %-22s %12s %12s %10s %10s\n",
+                        name, modes[s.caching], "", "current", "peak",
+                        "allocs", "frees");
+  n += (size_t)summary_row(buf + n, cap - n, "allocated", &all_a);
+  n += (size_t)summary_row(buf + n, cap - n, "  small pool (<= 1 MiB)",
+                           &s.pool_allocated[0]);
+  n += (size_t)summary_row(buf + n, cap - n, "  large pool",
+                           &s.pool_allocated[1]);
+  n += (size_t)summary_row(buf + n, cap - n, "reserved", &all_r);
+  n += (size_t)summary_row(buf + n, cap - n, "  small pool",
+                           &s.pool_reserved[0]);
+  n += (size_t)summary_row(buf + n, cap - n, "  large pool",
+                           &s.pool_reserved[1]);
+  n += (size_t)snprintf(buf + n, cap - n,
+                        "  reserved - allocated: %s; cache hits: %llu; "
+                        "out-of-memory errors: %llu\n",
+                        t1, (unsigned long long)s.cache_hits,
+                        (unsigned long long)s.oom_count);
+  if (s.device_total) {
+    torc__mem_human(s.device_total, t2, sizeof t2);
+    torc__mem_human(s.device_free, t3, sizeof t3);
+    snprintf(buf + n, cap - n, "  device: %s total, %s free\n", t2, t3);
+  }
+  return buf;
 }
 
 /* ---- object pools: tensor headers, storages, autograd nodes ----

@@ -107,8 +107,9 @@ static int register_locked(torc__plugin *owner, const torc_device_ops *ops,
                    ops->type);
     return -1;
   }
-  /* The built-in cpu device caches freed blocks (alloc.c). */
-  if (owner == NULL && torc__cache_create(d) != TORC_OK) {
+  /* The memory statistics, and the cache of the cpu device and of those
+   * that ask for one (alloc.c). */
+  if (torc__cache_create(d) != TORC_OK) {
     torc__free((void *)d->allocated);
     return -1;
   }

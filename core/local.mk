@@ -2,8 +2,9 @@
 lib_LTLIBRARIES += libtorc.la
 # include/torc/testing.h: core/mem.c's test-only controls, not installed.
 libtorc_la_SOURCES = \
-	core/internal.h include/torc/testing.h \
-	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c core/profile.c \
+	core/internal.h core/alloc_internal.h include/torc/testing.h \
+	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c \
+	core/alloc_blocks.c core/profile.c \
 	core/tensor_internal.h core/tensor.c core/tensor_views.c \
 	core/scope.c \
 	core/random.c core/dispatch.c core/ops.c core/print.c \

@@ -91,6 +91,7 @@ include tests/optim.mk
 include tests/cpu.mk
 include tests/onednn.mk
 include tests/oom.mk
+include tests/alloc.mk
 include tests/train.mk
 include tests/optable.mk
 include tests/sched.mk

@@ -74,8 +74,9 @@ TORC_API size_t torc_device_memory_allocated(torc_device dev);
  * storage goes back to a per-device cache of size-classed blocks, so a
  * training loop's steady state takes no memory from the OS; a request the
  * device cannot serve empties the cache and is tried again. The cache is
- * on for the cpu device (TORC_NO_CACHE=1 turns it off; sanitizer builds
- * never cache, so a use-after-free is still caught). */
+ * on for the cpu device and plugin devices that ask for it (TORC_NO_CACHE=1
+ * turns it off; sanitizer builds never cache, so a use-after-free is still
+ * caught). The fields of torc_memory_stats2 say more. */
 typedef struct torc_memory_stats {
   size_t allocated;    /* bytes in live tensor storages */
   size_t cached;       /* bytes held free in the cache */
@@ -92,6 +93,73 @@ TORC_API torc_status torc_device_memory_stats(torc_device dev,
 /* Gives every cached free block of `dev` back to the device (the OS for
  * cpu), as torch.cuda.empty_cache(). Live tensors are untouched. */
 TORC_API torc_status torc_device_empty_cache(torc_device dev);
+
+/* One figure of torc_memory_stats2: its current value, its peak since
+ * the start or the last torc_reset_peak_memory_stats, and how many times
+ * it grew (allocs) and shrank (frees). */
+typedef struct torc_memory_stat {
+  size_t current, peak;
+  uint64_t allocs, frees;
+} torc_memory_stat;
+
+/* How a device's memory is cached (torc_memory_stats2.caching). */
+enum {
+  TORC_CACHING_NONE = 0,   /* every storage is one call of the device */
+  TORC_CACHING_CLASSES = 1, /* size-class bins (the cpu device) */
+  TORC_CACHING_BLOCKS = 2  /* split and merged blocks of segments */
+};
+
+/* The memory statistics of a device, version 2, as torch.cuda's
+ * memory_stats. The caller sets struct_size to sizeof(torc_memory_stats2)
+ * before the call; the core fills the fields that fit in it, so a program
+ * built against older headers keeps working as fields are appended.
+ *
+ * "Allocated" counts the bytes of live tensor storages as requested;
+ * "reserved" the bytes taken from the device (whole segments for a device
+ * with the block allocator, size classes for the cpu device, the storages
+ * themselves for an uncached device). A device with TORC_DEVICE_CACHING
+ * (torc/plugin.h) gets the block allocator: requests round up to 512
+ * bytes; up to 1 MiB they share 2 MiB segments (the small pool), larger
+ * ones 20 MiB segments (requests of 10 MiB and more get a segment of their
+ * own, rounded up to 2 MiB); a block is split when the rest is big enough
+ * (512 bytes small, over 1 MiB large) and merges with free neighbours. */
+typedef struct torc_memory_stats2 {
+  size_t struct_size;       /* set by the caller */
+  int caching;              /* TORC_CACHING_* */
+  size_t allocated;         /* bytes in live tensor storages */
+  size_t reserved;          /* bytes held from the device */
+  size_t peak_allocated;    /* highest `allocated` since the last reset */
+  size_t peak_reserved;     /* highest `reserved` since the last reset */
+  size_t fragmentation;     /* reserved - allocated */
+  uint64_t alloc_count;     /* storages allocated */
+  uint64_t free_count;      /* storages freed */
+  uint64_t segment_allocs;  /* calls of the device's alloc (segments) */
+  uint64_t segment_frees;   /* calls of its free */
+  uint64_t cache_hits;      /* requests served without calling the device */
+  uint64_t oom_count;       /* requests that failed out of memory */
+  size_t device_free;       /* what the device reports free (0: unknown) */
+  size_t device_total;      /* its total memory (0: unknown) */
+  /* [0] the small pool (requests up to 1 MiB), [1] the large pool */
+  torc_memory_stat pool_allocated[2];
+  torc_memory_stat pool_reserved[2];
+} torc_memory_stats2;
+
+/* Fills the fields of *out that fit in out->struct_size for `dev`.
+ * Errors: an unknown device; out NULL or its struct_size too small to
+ * hold `caching` (TORC_ERR_INVALID). */
+TORC_API torc_status torc_device_memory_stats2(torc_device dev,
+                                               torc_memory_stats2 *out);
+
+/* Sets the peaks of `dev` (peak_allocated, peak_reserved and the pools')
+ * to the current values, as torch.cuda.reset_peak_memory_stats(). */
+TORC_API torc_status torc_reset_peak_memory_stats(torc_device dev);
+
+/* A table of `dev`'s memory as torch.cuda.memory_summary(): current and
+ * peak bytes, allocs and frees of allocated and reserved memory, overall
+ * and per pool, then fragmentation, cache hits, out-of-memory errors and
+ * the device's own figures when it reports them. A malloc'ed string (free
+ * it), or NULL with the error set. */
+TORC_API char *torc_memory_summary(torc_device dev);
 
 /* Pinned (page-locked) host memory for fast, asynchronous copies to
  * `dev`, from the device's plugin; plain aligned host memory when the

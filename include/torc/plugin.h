@@ -37,8 +37,9 @@ TORC_BEGIN_DECLS
  * torc_host.register_module_type. 1.2: torc_host.register_data_source.
  * 1.3: torc_host.register_loss, register_optimizer, register_scheduler.
  * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
- * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset. */
-#define TORC_ABI_MINOR 6
+ * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset.
+ * 1.7: torc_device_ops.flags and mem_info (the caching allocator). */
+#define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -279,6 +280,17 @@ enum {
   TORC_COPY_ASYNC_PINNED = 1u << 0
 };
 
+/* Device flags (torc_device_ops.flags). */
+enum {
+  /* The core caches the device's memory in its block allocator (pools of
+   * segments split into blocks and merged back, as PyTorch's CUDA caching
+   * allocator): alloc is called for whole segments (2 MiB and up) only,
+   * free only with a handle alloc returned. The device promises that a
+   * handle plus a byte offset inside its allocation is a valid handle
+   * (kernels, copies), as CUDA device pointers are. */
+  TORC_DEVICE_CACHING = 1u << 0
+};
+
 /* A device type. The core calls these with the `user` pointer given here.
  * Slots marked optional may be NULL. Memory handles returned by alloc are
  * opaque to the core: it passes them to kernels and back to free/copy. */
@@ -312,6 +324,13 @@ typedef struct torc_device_ops {
   int (*describe)(void *user, int index, char *buf, size_t size);
   /* (optional) Called at unload, after every tensor is freed. */
   void (*shutdown)(void *user);
+  /* (1.7) TORC_DEVICE_* flags; 0 (or a table without the slot): the core
+   * calls alloc and free for every tensor storage, uncached. */
+  uint32_t flags;
+  /* (optional, 1.7) The device's free and total bytes, for out-of-memory
+   * messages and torc_memory_summary. */
+  int (*mem_info)(void *user, int index, size_t *free_bytes,
+                  size_t *total_bytes);
 } torc_device_ops;
 
 /* ------------------------------------------------------------------------

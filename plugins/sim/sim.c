@@ -214,6 +214,9 @@ static const torc_device_ops sim_ops = {
     .host_free = sim__host_free,
     .describe = sim_describe,
     .shutdown = sim_shutdown,
+    /* Handles inside an allocation are valid (sim_memory.c). */
+    .flags = TORC_DEVICE_CACHING,
+    .mem_info = sim__mem_info,
 };
 
 static int sim_init(const torc_host *host, torc_plugin *self) {

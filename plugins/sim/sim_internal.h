@@ -42,14 +42,15 @@ typedef struct sim_task {
   sim_pin *pin; /* COPY from pinned memory: the block, released after */
 } sim_task;
 
-/* One entry of a device's memory table. A handle names a slot and the
- * slot's generation, so a handle used after its free is recognised. */
+/* One live allocation of a device's memory table. A handle is an address
+ * in the device's own address space: `base` plus an offset, so handles
+ * into the inside of an allocation are valid too (as CUDA pointers are,
+ * which the core's caching allocator relies on to split blocks). Bases
+ * are never reused, so a handle used after its free is recognised. */
 typedef struct sim_slot {
-  void *buf;         /* the host buffer standing for device memory */
-  size_t size;       /* bytes requested */
-  uint32_t gen;      /* bumped at every free */
-  int32_t next_free; /* free-list link, -1 at the end */
-  int live;
+  uintptr_t base; /* the allocation's first address (device space) */
+  void *buf;      /* the host buffer standing for device memory */
+  size_t size;    /* bytes requested */
 } sim_slot;
 
 typedef struct sim_device {
@@ -63,8 +64,9 @@ typedef struct sim_device {
   sim_task *head, *tail;
   size_t pending; /* queued + running tasks */
   /* memory */
-  sim_slot *slots;
-  int32_t n_slots, cap_slots, free_head;
+  sim_slot *slots; /* live allocations, sorted by base */
+  size_t n_slots, cap_slots;
+  uintptr_t next_base; /* where the next allocation starts */
   size_t in_use, peak;
   /* the first error of an asynchronous kernel since the last sync */
   int sticky;
@@ -135,6 +137,8 @@ int sim__resolve_locked(sim_device *dev, const void *handle, char **buf,
                         size_t *size);
 
 /* The device ops slots for memory. */
+int sim__mem_info(void *user, int index, size_t *free_bytes,
+                  size_t *total_bytes);
 int sim__alloc(void *user, int index, size_t nbytes, void **out);
 void sim__free(void *user, int index, void *ptr);
 int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,

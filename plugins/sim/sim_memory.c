@@ -1,7 +1,8 @@
 /* plugins/sim/sim_memory.c — the sim device's memory: opaque handles the
  * core cannot dereference, mapped through a per-device table to host
- * buffers; the per-device cap (out of memory); stream-ordered frees; copies
- * to and from the host; pinned host memory.
+ * buffers (a handle inside an allocation is valid too); the per-device cap
+ * (out of memory); stream-ordered frees; copies to and from the host;
+ * pinned host memory; the memory-info slot.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -15,32 +16,32 @@
 /* A handle is a non-canonical address on 64-bit machines (bits 48-63 are
  * not copies of bit 47), so that any dereference by the core faults at
  * once, under ASan and valgrind as without them:
- *   bits 56-63 tag 0x5a, 48-55 device index, 24-47 generation, 0-23 slot.
+ *   bits 56-63 tag 0x5a, 48-55 device index, 0-47 an address in the
+ *   device's own space.
  * On 32-bit machines it points into the kernel's part of the address space
- * (>= 0xc0000000): tag 2 bits, device 6, generation 4, slot 20. */
+ * (>= 0xc0000000): tag 2 bits, device 3, address 27. Each allocation takes
+ * fresh addresses (never reused, with a gap after it), so a handle is
+ * recognised after its free and an overrun never lands in a neighbour. */
 #if UINTPTR_MAX > 0xffffffffu
 #define H_TAG ((uintptr_t)0x5a << 56)
 #define H_TAG_MASK ((uintptr_t)0xff << 56)
 #define H_DEV_SHIFT 48
 #define H_DEV_MASK ((uintptr_t)0xff)
-#define H_GEN_SHIFT 24
-#define H_GEN_MASK ((uintptr_t)0xffffff)
-#define H_SLOT_MASK ((uintptr_t)0xffffff)
+#define H_ADDR_MASK (((uintptr_t)1 << 48) - 1)
 #else
 #define H_TAG ((uintptr_t)0x3 << 30)
 #define H_TAG_MASK ((uintptr_t)0x3 << 30)
-#define H_DEV_SHIFT 24
-#define H_DEV_MASK ((uintptr_t)0x3f)
-#define H_GEN_SHIFT 20
-#define H_GEN_MASK ((uintptr_t)0xf)
-#define H_SLOT_MASK ((uintptr_t)0xfffff)
+#define H_DEV_SHIFT 27
+#define H_DEV_MASK ((uintptr_t)0x7)
+#define H_ADDR_MASK (((uintptr_t)1 << 27) - 1)
 #endif
+/* Allocations start at multiples of this, with at least this much unused
+ * space after each (the core's allocator aligns blocks to 512 bytes). */
+#define H_ALIGN ((uintptr_t)512)
 
-static void *handle_make(int dev, int32_t slot, uint32_t gen) {
-  uintptr_t h = H_TAG | ((uintptr_t)dev & H_DEV_MASK) << H_DEV_SHIFT |
-                ((uintptr_t)gen & H_GEN_MASK) << H_GEN_SHIFT |
-                ((uintptr_t)slot & H_SLOT_MASK);
-  return (void *)h;
+static void *handle_make(int dev, uintptr_t addr) {
+  return (void *)(H_TAG | ((uintptr_t)dev & H_DEV_MASK) << H_DEV_SHIFT |
+                  (addr & H_ADDR_MASK));
 }
 
 sim_device *sim__device(int index) {
@@ -71,9 +72,27 @@ void sim__human_bytes(size_t nbytes, char *buf, size_t size) {
   snprintf(buf, size, "%.1f %s", v, units[u]);
 }
 
-/* What a handle is, without raising anything: 0 a live allocation of dev
- * (buf and size set), 1 not a sim handle, 2 another sim device's, 3 freed
- * or never allocated. Called with dev->mu held. */
+/* The index of the live allocation holding address `a` (its end
+ * included, for empty allocations), or -1. Called with dev->mu held. */
+static ptrdiff_t find_locked(sim_device *dev, uintptr_t a) {
+  size_t lo = 0, hi = dev->n_slots; /* the first slot with base > a */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (dev->slots[mid].base <= a)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return -1;
+  sim_slot *s = &dev->slots[lo - 1];
+  return a - s->base <= s->size ? (ptrdiff_t)(lo - 1) : -1;
+}
+
+/* What a handle is, without raising anything: 0 inside a live allocation
+ * of dev (buf and size set to what lies from the handle on), 1 not a sim
+ * handle, 2 another sim device's, 3 freed or never allocated. Called with
+ * dev->mu held. */
 static int lookup_locked(sim_device *dev, const void *handle, char **buf,
                          size_t *size, int *owner) {
   uintptr_t h = (uintptr_t)handle;
@@ -82,13 +101,13 @@ static int lookup_locked(sim_device *dev, const void *handle, char **buf,
   *owner = (int)((h >> H_DEV_SHIFT) & H_DEV_MASK);
   if (*owner != (dev->index & (int)H_DEV_MASK))
     return 2;
-  int32_t slot = (int32_t)(h & H_SLOT_MASK);
-  uint32_t gen = (uint32_t)((h >> H_GEN_SHIFT) & H_GEN_MASK);
-  if (slot >= dev->n_slots || !dev->slots[slot].live ||
-      (dev->slots[slot].gen & H_GEN_MASK) != gen)
+  uintptr_t a = h & H_ADDR_MASK;
+  ptrdiff_t i = find_locked(dev, a);
+  if (i < 0)
     return 3;
-  *buf = dev->slots[slot].buf;
-  *size = dev->slots[slot].size;
+  size_t off = a - dev->slots[i].base;
+  *buf = (char *)dev->slots[i].buf + off;
+  *size = dev->slots[i].size - off;
   return 0;
 }
 
@@ -119,28 +138,31 @@ int sim__resolve_locked(sim_device *dev, const void *handle, char **buf,
   }
 }
 
-/* A free slot index (growing the table), or -1 when the table is full or
- * its growth failed. Called with dev->mu held. */
-static int32_t slot_take_locked(sim_device *dev) {
-  if (dev->free_head >= 0) {
-    int32_t s = dev->free_head;
-    dev->free_head = dev->slots[s].next_free;
-    return s;
-  }
-  if (dev->n_slots == dev->cap_slots) {
-    if ((uintptr_t)dev->cap_slots >= H_SLOT_MASK)
-      return -1;
-    int32_t cap = dev->cap_slots ? dev->cap_slots * 2 : 64;
-    if ((uintptr_t)cap > H_SLOT_MASK + 1)
-      cap = (int32_t)(H_SLOT_MASK + 1);
-    sim_slot *s = realloc(dev->slots, sizeof *s * (size_t)cap);
-    if (s == NULL)
-      return -1;
-    dev->slots = s;
-    dev->cap_slots = cap;
-  }
-  dev->slots[dev->n_slots] = (sim_slot){NULL, 0, 0, -1, 0};
-  return dev->n_slots++;
+/* Room for one more slot at the end of the table (0), or -1 when its
+ * growth failed. Called with dev->mu held. */
+static int slot_reserve_locked(sim_device *dev) {
+  if (dev->n_slots < dev->cap_slots)
+    return 0;
+  size_t cap = dev->cap_slots ? dev->cap_slots * 2 : 64;
+  sim_slot *s = realloc(dev->slots, sizeof *s * cap);
+  if (s == NULL)
+    return -1;
+  dev->slots = s;
+  dev->cap_slots = cap;
+  return 0;
+}
+
+int sim__mem_info(void *user, int index, size_t *free_bytes,
+                  size_t *total_bytes) {
+  (void)user;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  pthread_mutex_lock(&dev->mu);
+  *total_bytes = sim__g.mem_cap;
+  *free_bytes = sim__g.mem_cap - dev->in_use;
+  pthread_mutex_unlock(&dev->mu);
+  return TORC_OK;
 }
 
 int sim__alloc(void *user, int index, size_t nbytes, void **out) {
@@ -167,26 +189,29 @@ int sim__alloc(void *user, int index, size_t nbytes, void **out) {
         sim__g.mem_text);
   }
   void *buf = malloc(nbytes ? nbytes : 1);
-  int32_t slot = buf ? slot_take_locked(dev) : -1;
-  if (slot < 0) {
+  if (dev->next_base == 0)
+    dev->next_base = H_ALIGN;
+  uintptr_t base = dev->next_base;
+  uintptr_t span = ((uintptr_t)nbytes + 2 * H_ALIGN - 1) & ~(H_ALIGN - 1);
+  int room = nbytes <= H_ADDR_MASK && span <= H_ADDR_MASK - base;
+  if (buf == NULL || !room || slot_reserve_locked(dev) != 0) {
     pthread_mutex_unlock(&dev->mu);
     free(buf);
     sim__human_bytes(nbytes, want, sizeof want);
     return sim__g.host->set_error(
         TORC_ERR_OOM,
-        "sim:%d: out of host memory allocating %zu bytes (%s) to stand for "
-        "device memory; free tensors or lower the batch size",
-        index, nbytes, want);
+        "sim:%d: out of %s allocating %zu bytes (%s) to stand for device "
+        "memory; free tensors or lower the batch size",
+        index, room ? "host memory" : "simulated address space", nbytes,
+        want);
   }
-  sim_slot *s = &dev->slots[slot];
-  s->buf = buf;
-  s->size = nbytes;
-  s->live = 1;
-  s->next_free = -1;
+  dev->next_base = base + span;
+  /* Bases only grow: appending keeps the table sorted. */
+  dev->slots[dev->n_slots++] = (sim_slot){base, buf, nbytes};
   dev->in_use += nbytes;
   if (dev->in_use > dev->peak)
     dev->peak = dev->in_use;
-  *out = handle_make(index, slot, s->gen);
+  *out = handle_make(index, base);
   pthread_mutex_unlock(&dev->mu);
   return TORC_OK;
 }
@@ -219,17 +244,21 @@ void sim__free(void *user, int index, void *ptr) {
                                 : "already freed (double free?)");
     return;
   }
-  int32_t slot = (int32_t)((uintptr_t)ptr & H_SLOT_MASK);
-  sim_slot *s = &dev->slots[slot];
+  ptrdiff_t i = find_locked(dev, (uintptr_t)ptr & H_ADDR_MASK);
+  if (dev->slots[i].base != ((uintptr_t)ptr & H_ADDR_MASK)) {
+    pthread_mutex_unlock(&dev->mu);
+    sim__g.host->log(TORC_LOG_ERROR,
+                     "sim:%d: free of %p, which points inside an allocation, "
+                     "not at its start; ignored",
+                     index, ptr);
+    return;
+  }
   /* The accounting drops now; the buffer goes after the work queued so far,
    * which may still read or write it. */
-  dev->in_use -= s->size;
-  s->live = 0;
-  s->buf = NULL;
-  s->size = 0;
-  s->gen++;
-  s->next_free = dev->free_head;
-  dev->free_head = slot;
+  dev->in_use -= dev->slots[i].size;
+  memmove(&dev->slots[i], &dev->slots[i + 1],
+          (dev->n_slots - (size_t)i - 1) * sizeof *dev->slots);
+  dev->n_slots--;
   if (dev->pending == 0) {
     pthread_mutex_unlock(&dev->mu);
     free(buf);
@@ -248,13 +277,11 @@ void sim__free(void *user, int index, void *ptr) {
 }
 
 void sim__free_table(sim_device *dev) {
-  for (int32_t i = 0; i < dev->n_slots; i++)
-    if (dev->slots[i].live)
-      free(dev->slots[i].buf);
+  for (size_t i = 0; i < dev->n_slots; i++)
+    free(dev->slots[i].buf);
   free(dev->slots);
   dev->slots = NULL;
   dev->n_slots = dev->cap_slots = 0;
-  dev->free_head = -1;
   dev->in_use = 0;
 }
 

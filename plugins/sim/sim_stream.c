@@ -180,7 +180,6 @@ int sim__drain(sim_device *dev, int report) {
 int sim__device_start(sim_device *dev, int index) {
   memset(dev, 0, sizeof *dev);
   dev->index = index;
-  dev->free_head = -1;
   if (pthread_mutex_init(&dev->mu, NULL) != 0)
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
                                   "sim:%d: cannot create a mutex", index);
