@@ -1,0 +1,5 @@
+# tests/decline.mk — kernels that decline a case (the dispatcher's ranked
+# lists, tests/test_decline.c with tests/plugins/decline.c), ktensor_of for
+# plugins, and torc/philox.h compiled as CUDA device code.
+TESTS += tests/test_philox_cuda.sh
+EXTRA_DIST += tests/test_philox_cuda.sh tests/philox_cuda.cu
