@@ -649,9 +649,14 @@ static torc_status all_declined(int op, torc_dtype dt, torc_device dev,
                            torc__shape_str(t->shape, t->ndim, sh, sizeof sh),
                            torc_dtype_name(t->dtype));
   }
-  for (int i = 0; i < n_who && pl < sizeof provs; i++)
-    pl += (size_t)snprintf(provs + pl, sizeof provs - pl, "%s%s",
-                           i ? ", " : "", who[i]);
+  for (int i = 0; i < n_who && pl < sizeof provs; i++) {
+    int seen = 0; /* a provider with several kernels for the key */
+    for (int j = 0; j < i && !seen; j++)
+      seen = strcmp(who[j], who[i]) == 0;
+    if (!seen)
+      pl += (size_t)snprintf(provs + pl, sizeof provs - pl, "%s%s",
+                             pl ? ", " : "", who[i]);
+  }
   return torc_set_error(
       TORC_ERR_NO_KERNEL,
       "op '%s' (%s) on %s: every kernel declined this case (%s); providers "
@@ -751,24 +756,25 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
         }
       }
     }
+    int contig = (k->flags & TORC_KERNEL_CONTIGUOUS) != 0;
     for (int i = 0; i < n_in; i++)
-      to_ktensor(tmp[i] && (k->flags & TORC_KERNEL_CONTIGUOUS) ? tmp[i]
-                                                                : in[i],
-                 &kin[i]);
+      to_ktensor(contig && tmp[i] ? tmp[i] : in[i], &kin[i]);
     args.kernel_data = k->data;
-    const char *who = k->owner ? torc__plugin_name(k->owner) : "core";
     if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
       uint64_t t0 = torc__prof_now();
       st = (torc_status)k->fn(&args);
       if ((int)st != TORC_KERNEL_DECLINED)
-        torc__prof_kernel(op, dev.type, who, torc__prof_now() - t0);
+        torc__prof_kernel(op, dev.type,
+                          k->owner ? torc__plugin_name(k->owner) : "core",
+                          torc__prof_now() - t0);
     } else {
       st = (torc_status)k->fn(&args);
     }
     if ((int)st != TORC_KERNEL_DECLINED)
       break;
     if (n_declined < (int)(sizeof declined / sizeof *declined))
-      declined[n_declined++] = who;
+      declined[n_declined++] =
+          k->owner ? torc__plugin_name(k->owner) : "core";
     /* The next candidate, skipping a pinned kernel met again. */
     uint64_t seq = k->seq;
     k = NULL;
