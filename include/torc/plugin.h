@@ -269,7 +269,9 @@ enum {
 };
 
 /* One kernel registration: (device type, op name, dtype) -> fn. Among the
- * kernels for one key, the highest plugin priority + `priority` wins. */
+ * kernels for one key, the highest plugin priority + `priority` wins (the
+ * later registration on a tie); when it declines a case, the next one in
+ * that order runs (TORC_KERNEL_DECLINED). */
 typedef struct torc_kernel_reg {
   size_t struct_size;
   const char *device_type; /* "cpu", "sim", ... */
