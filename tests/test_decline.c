@@ -74,6 +74,29 @@ static void test_declined_case_runs_on_the_next_kernel(void **state) {
   assert_int_equal(c->served_cpu, 2);
   assert_int_equal(c->declined, 2);
 
+  /* The profiler's provider column names the kernel that accepted, and
+   * counts no call for the one that declined. */
+  char want[128];
+  torc_profile_enable(1);
+  assert_ok(add_n(3, TORC_CPU));
+  char *rep = torc_profile_report(0, 0);
+  assert_non_null(rep);
+  snprintf(want, sizeof want, "  %-28s %-8s %-10s %10d ", "add", "cpu", "ref",
+           1);
+  assert_contains(rep, want);
+  free(rep);
+  torc_profile_enable(1); /* resets the counts */
+  assert_ok(add_n(4, TORC_CPU));
+  rep = torc_profile_report(0, 0);
+  assert_non_null(rep);
+  snprintf(want, sizeof want, "  %-28s %-8s %-10s %10d ", "add", "cpu",
+           "decline", 1);
+  assert_contains(rep, want);
+  free(rep);
+  torc_profile_enable(0);
+  assert_int_equal(c->served_cpu, 3);
+  assert_int_equal(c->declined, 3);
+
   /* The listing still shows the plugin's kernel as the key's winner. */
   int found = 0;
   for (int i = 0; i < torc_kernel_count(); i++) {
