@@ -1,8 +1,9 @@
 /* core/dispatch.c — the kernel registry and the dispatcher: (device type,
- * op, dtype) -> the highest-priority kernel, found by three array indexes;
- * the call itself (device checks, contiguous inputs on request, the kernel
- * arguments); the opt-in cpu fallback; the warning when the reference
- * kernels serve a heavy op on the cpu while a faster plugin sits unused.
+ * op, dtype) -> the kernels in priority order, the first found by three
+ * array indexes; the call itself (device checks, contiguous inputs on
+ * request, the kernel arguments, the next kernel when one declines); the
+ * opt-in cpu fallback; the warning when the reference kernels serve a
+ * heavy op on the cpu while a faster plugin sits unused.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -26,6 +27,11 @@ typedef struct kbest {
   uint32_t flags;
   uint64_t seq; /* the winning registration */
   torc__plugin *owner;
+  /* The key's other kernels, best first, tried in turn when the ones
+   * before decline (TORC_KERNEL_DECLINED): for an exact dtype, its other
+   * kernels and then the ANY kernels. They live in ranked[][]. */
+  const struct kbest *rest;
+  int n_rest;
 } kbest;
 
 static kentry *entries;
@@ -34,6 +40,9 @@ static kentry *sorted; /* entries sorted for listing; NULL when stale */
 static uint64_t next_seq;
 /* best[devtype][op][dtype + 1]; slot 0 is TORC_DTYPE_ANY. */
 static kbest best[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT][TORC_DTYPE_COUNT + 1];
+/* ranked[devtype][op]: one allocation holding the `rest` lists of every
+ * dtype slot of the pair, rebuilt with them when the registry changes. */
+static kbest *ranked[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT];
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fallback_cpu;
 /* (op, devtype) pairs already logged by the fallback. */
@@ -138,29 +147,101 @@ static int unknown_op(torc__plugin *owner, const char *who, const char *name) {
   return st;
 }
 
-/* Recomputes best[] for one key. Called with reg_lock held. */
-static void recompute(int devtype, int op, int dtype) {
-  const kentry *win = NULL;
-  for (int i = 0; i < n_entries; i++) {
-    const kentry *e = &entries[i];
-    if (e->devtype != devtype || e->op != op || e->dtype != dtype)
-      continue;
-    if (win == NULL || e->priority > win->priority ||
-        (e->priority == win->priority && e->seq > win->seq))
-      win = e;
-  }
-  kbest *b = &best[devtype][op][dtype + 1];
-  if (win) {
-    b->fn = win->fn;
-    b->data = win->data;
-    b->flags = win->flags;
-    b->seq = win->seq;
-    b->owner = win->owner;
-  } else {
-    memset(b, 0, sizeof *b);
-  }
+/* 1 when a ranks before b: higher priority, then later registration. */
+static int ranks_before(const kentry *a, const kentry *b) {
+  return a->priority > b->priority ||
+         (a->priority == b->priority && a->seq > b->seq);
+}
+
+static void set_kbest(kbest *b, const kentry *e) {
+  b->fn = e->fn;
+  b->data = e->data;
+  b->flags = e->flags;
+  b->seq = e->seq;
+  b->owner = e->owner;
+  b->rest = NULL;
+  b->n_rest = 0;
+}
+
+/* Rebuilds best[] and the ranked lists of every dtype slot of (devtype,
+ * op): the pair's entries sorted once, then per slot its exact-dtype
+ * kernels followed by the ANY ones. Called with reg_lock held, only when
+ * the registry changes, so dispatch itself never sorts. On allocation
+ * failure the slots keep only their winners (declines then end the list
+ * early; nothing else changes). */
+static void recompute(int devtype, int op) {
+  int n = 0;
+  for (int i = 0; i < n_entries; i++)
+    if (entries[i].devtype == devtype && entries[i].op == op)
+      n++;
+  torc__free(ranked[devtype][op]);
+  ranked[devtype][op] = NULL;
+  kbest *slots = best[devtype][op];
+  memset(slots, 0, sizeof best[devtype][op]);
   if (devtype == 0)
     atomic_store_explicit(&slow_checked[op], 0, memory_order_relaxed);
+  if (n == 0)
+    return;
+  const kentry **mine = torc__malloc((size_t)n * sizeof *mine);
+  if (mine == NULL) { /* winners only, as found by a plain scan */
+    const kentry *win[TORC_DTYPE_COUNT + 1] = {0};
+    for (int i = 0; i < n_entries; i++) {
+      const kentry *e = &entries[i];
+      if (e->devtype == devtype && e->op == op &&
+          (win[e->dtype + 1] == NULL || ranks_before(e, win[e->dtype + 1])))
+        win[e->dtype + 1] = e;
+    }
+    for (int d = 0; d <= TORC_DTYPE_COUNT; d++)
+      if (win[d])
+        set_kbest(&slots[d], win[d]);
+    return;
+  }
+  n = 0;
+  for (int i = 0; i < n_entries; i++)
+    if (entries[i].devtype == devtype && entries[i].op == op)
+      mine[n++] = &entries[i];
+  /* Insertion sort: a pair has a handful of kernels. */
+  for (int i = 1; i < n; i++) {
+    const kentry *e = mine[i];
+    int j = i;
+    for (; j > 0 && ranks_before(e, mine[j - 1]); j--)
+      mine[j] = mine[j - 1];
+    mine[j] = e;
+  }
+  int n_any = 0, n_rest = 0;
+  for (int i = 0; i < n; i++)
+    n_any += mine[i]->dtype == -1;
+  /* Slot 0 (ANY) ranks the ANY kernels; slot d + 1 its own, then ANY. */
+  for (int d = -1; d < TORC_DTYPE_COUNT; d++) {
+    int own = 0;
+    for (int i = 0; i < n; i++)
+      own += mine[i]->dtype == d;
+    if (own > 0)
+      n_rest += own - 1 + (d >= 0 ? n_any : 0);
+  }
+  kbest *pool = n_rest ? torc__malloc((size_t)n_rest * sizeof *pool) : NULL;
+  ranked[devtype][op] = pool;
+  int used = 0;
+  for (int d = -1; d < TORC_DTYPE_COUNT; d++) {
+    kbest *b = &slots[d + 1];
+    for (int pass = 0; pass < 2; pass++) {
+      int want = pass == 0 ? d : -1;
+      if (pass == 1 && (d < 0 || b->fn == NULL))
+        break;
+      for (int i = 0; i < n; i++) {
+        if (mine[i]->dtype != want)
+          continue;
+        if (b->fn == NULL) {
+          set_kbest(b, mine[i]);
+          b->rest = pool ? pool + used : NULL;
+        } else if (pool) {
+          set_kbest(&pool[used++], mine[i]);
+          b->n_rest++;
+        }
+      }
+    }
+  }
+  torc__free(mine);
 }
 
 int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
@@ -211,11 +292,20 @@ int torc__kernel_register(torc__plugin *owner, const torc_kernel_reg *reg) {
   e->data = TORC_HAS_SLOT(reg, torc_kernel_reg, data) ? reg->data : NULL;
   e->flags = TORC_HAS_SLOT(reg, torc_kernel_reg, flags) ? reg->flags : 0;
   e->owner = owner;
-  recompute(devtype, op, e->dtype);
+  recompute(devtype, op);
   torc__free(sorted);
   sorted = NULL;
   pthread_mutex_unlock(&reg_lock);
   return TORC_OK;
+}
+
+/* 1 when some slot of (devtype, op) holds a kernel. Called with reg_lock
+ * held. */
+static int pair_used(int devtype, int op) {
+  for (int d = 0; d <= TORC_DTYPE_COUNT; d++)
+    if (best[devtype][op][d].fn)
+      return 1;
+  return 0;
 }
 
 void torc__kernel_unregister_owner(torc__plugin *owner) {
@@ -229,9 +319,12 @@ void torc__kernel_unregister_owner(torc__plugin *owner) {
   torc__free(sorted);
   sorted = NULL;
   if (removed) {
-    memset(best, 0, sizeof best);
-    for (int i = 0; i < n_entries; i++)
-      recompute(entries[i].devtype, entries[i].op, entries[i].dtype);
+    /* Every pair rebuilds: those the owner served lose its kernels, and
+     * a pair left empty must drop its lists too. */
+    for (int t = 0; t < TORC__MAX_DEVICE_TYPES; t++)
+      for (int o = 0; o < TORC__OP_COUNT; o++)
+        if (pair_used(t, o))
+          recompute(t, o);
   }
   pthread_mutex_unlock(&reg_lock);
 }
@@ -243,6 +336,11 @@ void torc__registry_clear(void) {
   torc__free(sorted);
   sorted = NULL;
   n_entries = cap_entries = 0;
+  for (int t = 0; t < TORC__MAX_DEVICE_TYPES; t++)
+    for (int o = 0; o < TORC__OP_COUNT; o++) {
+      torc__free(ranked[t][o]);
+      ranked[t][o] = NULL;
+    }
   memset(best, 0, sizeof best);
   memset(fallback_logged, 0, sizeof fallback_logged);
   memset(slow_warned, 0, sizeof slow_warned);
@@ -275,15 +373,19 @@ static const kbest *lookup_pinned(int devtype, int op, torc_dtype dt) {
         win = e;
     }
   }
-  if (win) {
-    tl_pinned.fn = win->fn;
-    tl_pinned.data = win->data;
-    tl_pinned.flags = win->flags;
-    tl_pinned.seq = win->seq;
-    tl_pinned.owner = win->owner;
-  }
+  if (win)
+    set_kbest(&tl_pinned, win);
   pthread_mutex_unlock(&reg_lock);
   return win ? &tl_pinned : NULL;
+}
+
+/* The head of the key's ranked list (exact dtype, else ANY), unpinned. */
+static const kbest *lookup_list(int devtype, int op, torc_dtype dt) {
+  const kbest *b = &best[devtype][op][dt + 1];
+  if (b->fn)
+    return b;
+  b = &best[devtype][op][0];
+  return b->fn ? b : NULL;
 }
 
 static const kbest *lookup(int devtype, int op, torc_dtype dt) {
@@ -517,6 +619,54 @@ static torc_status run_fallback(int op, torc_dtype kdt,
   return st;
 }
 
+/* Every kernel for the call declined it. With [torc] fallback = cpu on
+ * another device and a cpu kernel for the key, logs the fallback once and
+ * returns TORC_OK (the caller runs it on the cpu); otherwise the error
+ * names the op, the inputs' and outputs' shapes and dtypes, and each
+ * provider that declined. */
+static torc_status all_declined(int op, torc_dtype dt, torc_device dev,
+                                const torc_tensor *const *in, int n_in,
+                                torc_tensor *const *out, int n_out,
+                                const char *const *who, int n_who) {
+  const char *name = torc__ops[op].name;
+  if (fallback_cpu && dev.type != 0 && lookup(0, op, dt)) {
+    if (!fallback_logged[dev.type][op]) {
+      fallback_logged[dev.type][op] = 1;
+      torc_logf(TORC_LOG_WARN,
+                "op '%s' (%s): every kernel on %s declined these inputs: "
+                "running it on the cpu with copies ([torc] fallback = cpu); "
+                "this is slow",
+                name, torc_dtype_name(dt), torc__devname(dev));
+    }
+    return TORC_OK;
+  }
+  char args[512] = "", provs[256] = "", sh[128];
+  size_t al = 0, pl = 0;
+  for (int i = 0; i < n_in + n_out && al < sizeof args; i++) {
+    const torc_tensor *t = i < n_in ? in[i] : out[i - n_in];
+    al += (size_t)snprintf(args + al, sizeof args - al, "%s%s %s",
+                           i == 0 ? "" : i == n_in ? " -> " : ", ",
+                           torc__shape_str(t->shape, t->ndim, sh, sizeof sh),
+                           torc_dtype_name(t->dtype));
+  }
+  for (int i = 0; i < n_who && pl < sizeof provs; i++) {
+    int seen = 0; /* a provider with several kernels for the key */
+    for (int j = 0; j < i && !seen; j++)
+      seen = strcmp(who[j], who[i]) == 0;
+    if (!seen)
+      pl += (size_t)snprintf(provs + pl, sizeof provs - pl, "%s%s",
+                             pl ? ", " : "", who[i]);
+  }
+  return torc_set_error(
+      TORC_ERR_NO_KERNEL,
+      "op '%s' (%s) on %s: every kernel declined this case (%s); providers "
+      "that declined: %s. Load a plugin whose kernel supports it%s.",
+      name, torc_dtype_name(dt), torc__devname(dev), args, provs,
+      dev.type != 0 && !fallback_cpu
+          ? ", or set [torc] fallback = cpu to run it on the CPU"
+          : "");
+}
+
 static void to_ktensor(const torc_tensor *t, torc_ktensor *k) {
   k->data = t->storage->ptr;
   k->offset = t->offset;
@@ -572,17 +722,7 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
   }
   torc_ktensor kin[8], kout[4];
   torc_tensor *tmp[8] = {0};
-  for (int i = 0; i < n_in; i++) {
-    const torc_tensor *t = in[i];
-    if ((k->flags & TORC_KERNEL_CONTIGUOUS) && !torc_is_contiguous(t)) {
-      if ((tmp[i] = torc__contiguous(t)) == NULL) {
-        st = torc_last_status();
-        goto done;
-      }
-      t = tmp[i];
-    }
-    to_ktensor(t, &kin[i]);
-  }
+  int made_contig = 0;
   for (int i = 0; i < n_out; i++)
     to_ktensor(out[i], &kout[i]);
   torc_kernel_args args = {
@@ -596,16 +736,64 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
       .params_size = params_size,
       .device_index = dev.index,
       .n_threads = torc_get_num_threads(),
-      .kernel_data = k->data,
   };
-  if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
-    uint64_t t0 = torc__prof_now();
-    st = (torc_status)k->fn(&args);
-    torc__prof_kernel(op, dev.type,
-                      k->owner ? torc__plugin_name(k->owner) : "core",
-                      torc__prof_now() - t0);
-  } else {
-    st = (torc_status)k->fn(&args);
+  /* The candidates: k (the pinned or the best kernel), then the ranked
+   * rest of the key's list. A decline moves to the next one; the first
+   * kernel that accepts is the only one most calls ever reach. */
+  const kbest *list = NULL; /* looked up at the first decline */
+  int next = -1;            /* -1: the list's head is still to try */
+  const char *declined[16];
+  int n_declined = 0;
+  for (;;) {
+    if ((k->flags & TORC_KERNEL_CONTIGUOUS) && !made_contig) {
+      made_contig = 1;
+      for (int i = 0; i < n_in; i++) {
+        if (torc_is_contiguous(in[i]))
+          continue;
+        if ((tmp[i] = torc__contiguous(in[i])) == NULL) {
+          st = torc_last_status();
+          goto done;
+        }
+      }
+    }
+    int contig = (k->flags & TORC_KERNEL_CONTIGUOUS) != 0;
+    for (int i = 0; i < n_in; i++)
+      to_ktensor(contig && tmp[i] ? tmp[i] : in[i], &kin[i]);
+    args.kernel_data = k->data;
+    if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
+      uint64_t t0 = torc__prof_now();
+      st = (torc_status)k->fn(&args);
+      if ((int)st != TORC_KERNEL_DECLINED)
+        torc__prof_kernel(op, dev.type,
+                          k->owner ? torc__plugin_name(k->owner) : "core",
+                          torc__prof_now() - t0);
+    } else {
+      st = (torc_status)k->fn(&args);
+    }
+    if ((int)st != TORC_KERNEL_DECLINED)
+      break;
+    if (n_declined < (int)(sizeof declined / sizeof *declined))
+      declined[n_declined++] =
+          k->owner ? torc__plugin_name(k->owner) : "core";
+    /* The next candidate, skipping a pinned kernel met again. */
+    uint64_t seq = k->seq;
+    k = NULL;
+    if (list == NULL)
+      list = lookup_list(dev.type, op, kdtype);
+    while (list && k == NULL && next < list->n_rest) {
+      const kbest *c = next < 0 ? list : &list->rest[next];
+      next++;
+      if (c->seq != seq && c->seq != kcopy.seq)
+        k = c;
+    }
+    if (k == NULL) {
+      st = all_declined(op, kdtype, dev, in, n_in, out, n_out, declined,
+                        n_declined);
+      if (st == TORC_OK) /* fallback = cpu took it */
+        st = run_fallback(op, kdtype, in, n_in, out, n_out, params,
+                          params_size);
+      goto done;
+    }
   }
   if (st != TORC_OK && torc_last_status() == TORC_OK)
     torc_set_error(st, "kernel '%s' (%s) on %s failed without a message",

@@ -8,6 +8,24 @@
 #include "torc/indexing.h"
 #include "torc/plugin_api.h"
 
+torc_status torc_ktensor_of(const torc_tensor *t, torc_ktensor *out) {
+  if (t == NULL || out == NULL)
+    return torc_set_error(TORC_ERR_NULL,
+                          "torc_ktensor_of: %s is NULL (an earlier call "
+                          "failed?)",
+                          t == NULL ? "the tensor" : "out");
+  memset(out, 0, sizeof *out);
+  out->data = t->storage->ptr;
+  out->offset = t->offset;
+  out->dtype = t->dtype;
+  out->ndim = t->ndim;
+  for (int i = 0; i < TORC_KERNEL_MAX_DIMS; i++) {
+    out->shape[i] = i < t->ndim ? t->shape[i] : 1;
+    out->strides[i] = i < t->ndim ? t->strides[i] : 0;
+  }
+  return TORC_OK;
+}
+
 /* Read by plugin.c's host table. */
 extern const torc_api torc__api;
 
@@ -178,6 +196,8 @@ const torc_api torc__api = {
     .cross_entropy = torc_cross_entropy,
     .sgd_step_ = torc_sgd_step_,
     .adam_step_ = torc_adam_step_,
+
+    .ktensor_of = torc_ktensor_of,
 
 /* The op table's slots (torc/ops.def's fn UNARY_API, BINARY_API rows). */
 #define TORC_API_SET_UNARY_API(name) .name = torc_##name,

@@ -444,3 +444,18 @@ static_assert(sizeof(torc_scheduler_type) >= 80,
               "torc_scheduler_type shrank");
 
 #endif /* TEST_ABI_LP64 */
+
+/* ---- ABI 1.4 and 1.7: the fused-op slots, ktensor_of, and the kernel
+ * status that declines a case ---- */
+
+FROZEN_VALUE(TORC_KERNEL_DECLINED, -1);
+
+#if TEST_ABI_LP64
+
+FROZEN(torc_api, cross_entropy, 1192);
+FROZEN(torc_api, sgd_step_, 1200);
+FROZEN(torc_api, adam_step_, 1208);
+FROZEN(torc_api, ktensor_of, 1216);
+static_assert(sizeof(torc_api) >= 1224, "torc_api shrank");
+
+#endif /* TEST_ABI_LP64 */

@@ -4,12 +4,28 @@
  * that every backend computes exactly the same bits: element i of a tensor
  * drawn at generator offset `off` with seed `s` is a pure function of
  * (s, off + i), whatever the device or the thread that computes it.
+ *
+ * Every function is TORC_PHILOX_FN, so a CUDA kernel (a `__global__` or
+ * `__device__` function compiled by nvcc) calls the same code as the host.
+ * The block, the uniforms and randint are integer arithmetic and exact
+ * conversions: bit-exact on any device. torc_philox_normal goes through
+ * sqrt, log and cos, so its last bits are those of the device's math
+ * library (CUDA's double log and cos are within 1-2 ulp of glibc's).
  */
 #ifndef TORC_PHILOX_H
 #define TORC_PHILOX_H
 
 #include <math.h>
 #include <stdint.h>
+
+/* The storage class of every function here: plain `static inline` for C
+ * compilers, host-and-device for nvcc (which defines __CUDACC__), so the
+ * same definitions compile into CPU code and CUDA kernels. */
+#ifdef __CUDACC__
+#define TORC_PHILOX_FN __host__ __device__ static inline
+#else
+#define TORC_PHILOX_FN static inline
+#endif
 
 /* One Philox 4x32-10 block: 128 bits of output for a 128-bit counter and a
  * 64-bit key. */
@@ -18,9 +34,9 @@ typedef struct torc_philox_block {
 } torc_philox_block;
 
 /* Philox 4x32-10 of counter (c0..c3) under key (k0, k1). */
-static inline torc_philox_block torc_philox4x32(uint32_t c0, uint32_t c1,
-                                                uint32_t c2, uint32_t c3,
-                                                uint32_t k0, uint32_t k1) {
+TORC_PHILOX_FN torc_philox_block torc_philox4x32(uint32_t c0, uint32_t c1,
+                                                 uint32_t c2, uint32_t c3,
+                                                 uint32_t k0, uint32_t k1) {
   for (int r = 0; r < 10; r++) {
     uint64_t p0 = (uint64_t)0xD2511F53u * c0;
     uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
@@ -38,14 +54,14 @@ static inline torc_philox_block torc_philox4x32(uint32_t c0, uint32_t c1,
 
 /* The block for element counter `n` under `seed`: the counter is
  * (lo(n), hi(n), 0, 0) and the key (lo(seed), hi(seed)). */
-static inline torc_philox_block torc_philox_at(uint64_t seed, uint64_t n) {
+TORC_PHILOX_FN torc_philox_block torc_philox_at(uint64_t seed, uint64_t n) {
   return torc_philox4x32((uint32_t)n, (uint32_t)(n >> 32), 0, 0,
                          (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
 /* Uniform double in [0, 1) for element index `n`: 53 bits from the block's
  * first two words. */
-static inline double torc_philox_uniform(uint64_t seed, uint64_t n) {
+TORC_PHILOX_FN double torc_philox_uniform(uint64_t seed, uint64_t n) {
   torc_philox_block b = torc_philox_at(seed, n);
   uint64_t bits = ((uint64_t)b.v[0] << 21) ^ (uint64_t)(b.v[1] >> 11);
   return (double)(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
@@ -53,14 +69,14 @@ static inline double torc_philox_uniform(uint64_t seed, uint64_t n) {
 
 /* Uniform float in [0, 1) for element index `n`: 24 bits of the first
  * word, so the value is exact in f32, f16 rounding aside. */
-static inline float torc_philox_uniform_f32(uint64_t seed, uint64_t n) {
+TORC_PHILOX_FN float torc_philox_uniform_f32(uint64_t seed, uint64_t n) {
   torc_philox_block b = torc_philox_at(seed, n);
   return (float)(b.v[0] >> 8) * (1.0f / 16777216.0f);
 }
 
 /* Standard normal double for element index `n` (Box-Muller on the block's
  * words: u1 in (0, 1], u2 in [0, 1)). */
-static inline double torc_philox_normal(uint64_t seed, uint64_t n) {
+TORC_PHILOX_FN double torc_philox_normal(uint64_t seed, uint64_t n) {
   torc_philox_block b = torc_philox_at(seed, n);
   uint64_t a = ((uint64_t)b.v[0] << 21) ^ (uint64_t)(b.v[1] >> 11);
   uint64_t c = ((uint64_t)b.v[2] << 21) ^ (uint64_t)(b.v[3] >> 11);
@@ -72,8 +88,8 @@ static inline double torc_philox_normal(uint64_t seed, uint64_t n) {
 
 /* Integer uniform in [low, high) for element index `n` (high > low): 64
  * bits reduced modulo the range (bias below 2^-32 for ranges < 2^32). */
-static inline int64_t torc_philox_randint(uint64_t seed, uint64_t n,
-                                          int64_t low, int64_t high) {
+TORC_PHILOX_FN int64_t torc_philox_randint(uint64_t seed, uint64_t n,
+                                           int64_t low, int64_t high) {
   torc_philox_block b = torc_philox_at(seed, n);
   uint64_t bits = ((uint64_t)b.v[0] << 32) | b.v[1];
   uint64_t range = (uint64_t)high - (uint64_t)low;

@@ -38,7 +38,8 @@ TORC_BEGIN_DECLS
  * 1.3: torc_host.register_loss, register_optimizer, register_scheduler.
  * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
  * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset.
- * 1.7: torc_device_ops.flags and mem_info (the caching allocator). */
+ * 1.7: torc_device_ops.flags and mem_info (the caching allocator);
+ *      TORC_KERNEL_DECLINED, torc_api.ktensor_of. */
 #define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */
@@ -105,8 +106,21 @@ typedef struct torc_kernel_args {
   void *kernel_data;       /* the `data` given at registration */
 } torc_kernel_args;
 
-/* A kernel: returns TORC_OK or an error (after host->set_error). */
+/* A kernel: returns TORC_OK, an error (after host->set_error), or
+ * TORC_KERNEL_DECLINED. */
 typedef int (*torc_kernel_fn)(const torc_kernel_args *args);
+
+/* What a kernel returns (ABI 1.7) for a case it does not support — an odd
+ * size, a layout, a params value — having written nothing and set no
+ * error: the dispatcher then calls the key's next kernel in priority
+ * order (the other kernels for the exact dtype, then the TORC_DTYPE_ANY
+ * ones), then, on a device other than the cpu with [torc] fallback = cpu,
+ * the cpu's; when every one declines, the call fails with
+ * TORC_ERR_NO_KERNEL naming the op, the shapes and dtypes and each
+ * provider that declined. Not a torc_status (none is negative). A core
+ * older than 1.7 takes it for an error: decline only when
+ * host->abi_minor >= 7. */
+enum { TORC_KERNEL_DECLINED = -1 };
 
 /* Op parameters (the layouts are frozen, as tables are). Which op takes
  * which struct is the params column of its row in torc/ops.def; each
@@ -256,7 +270,9 @@ enum {
 };
 
 /* One kernel registration: (device type, op name, dtype) -> fn. Among the
- * kernels for one key, the highest plugin priority + `priority` wins. */
+ * kernels for one key, the highest plugin priority + `priority` wins (the
+ * later registration on a tie); when it declines a case, the next one in
+ * that order runs (TORC_KERNEL_DECLINED). */
 typedef struct torc_kernel_reg {
   size_t struct_size;
   const char *device_type; /* "cpu", "sim", ... */

@@ -34,8 +34,11 @@
  *    older ones. The slots exist since ABI 1.1 (host->api itself is new
  *    in 1.1: check TORC_HAS_SLOT(host, torc_host, api) first), those
  *    after the "appended in ABI 1.2" mark since 1.2, those after the
- *    "appended in ABI 1.4" mark since 1.4; the op slots appended from the
- *    op table say their version in their row of torc/ops.def.
+ *    "appended in ABI 1.4" mark since 1.4, and so on for each mark; the
+ *    op slots appended from the op table say their version in their row
+ *    of torc/ops.def. The op table's section has no rows yet, so slots
+ *    written by hand still go before its block (the end of the table);
+ *    once it has rows, new hand-written slots go after them.
  *
  * The table is a constant owned by the core, valid from init until the
  * plugin is unloaded. Thread safety is that of the functions themselves.
@@ -56,6 +59,17 @@
 #include "torc/tensor.h"
 
 TORC_BEGIN_DECLS
+
+/* The kernel descriptor of tensor t, as the dispatcher hands kernels its
+ * inputs (torc/plugin.h): the device memory handle of t's storage, its
+ * element offset, dtype, ndim, shape and strides (in elements; the unused
+ * dims are shape 1, stride 0). For a plugin layer or loss that calls its
+ * own kernels on tensors. The view borrows t: it is valid while t is
+ * alive and its storage unchanged; t's device runs work in order, so a
+ * kernel queued on it after the ops that wrote t sees their results (the
+ * device is torc_device_of(t), its index the kernel's device_index).
+ * TORC_ERR_NULL for a NULL t or out. */
+TORC_API torc_status torc_ktensor_of(const torc_tensor *t, torc_ktensor *out);
 
 /* 1 if the core's api table contains `slot` (see the rules above). */
 #define TORC_API_HAS(api, slot) TORC_HAS_SLOT(api, torc_api, slot)
@@ -320,6 +334,10 @@ typedef struct torc_api {
                             torc_tensor *exp_avg, torc_tensor *exp_avg_sq,
                             torc_tensor *max_exp_avg_sq,
                             const torc_adam_step_params *p);
+
+  /* ---- appended in ABI 1.7 (check TORC_API_HAS(api, ktensor_of)
+   * first) ---- */
+  torc_status (*ktensor_of)(const torc_tensor *t, torc_ktensor *out);
 
   /* ---- appended from the op table: one slot per row of torc/ops.def's
    * last section (fn UNARY_API or BINARY_API), in the table's order, each

@@ -98,3 +98,15 @@ tests_plugins_modreset_old_la_SOURCES = tests/plugins/modreset.c
 tests_plugins_modreset_old_la_CPPFLAGS = $(AM_CPPFLAGS) -DMODRESET_OLD
 tests_plugins_modreset_old_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 	$(TEST_PLUGIN_EXPORT)
+
+# decline's kernels decline odd sizes and its ktdouble layer uses
+# api->ktensor_of; decline_fail registers a kernel and fails its init
+# (tests/test_decline.c reads decline's exported counters).
+check_LTLIBRARIES += tests/plugins/decline.la tests/plugins/decline_fail.la
+tests_plugins_decline_la_SOURCES = tests/plugins/decline.c
+tests_plugins_decline_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
+	-export-symbols-regex '^(torc_plugin_entry|decline_counts)$$'
+tests_plugins_decline_fail_la_SOURCES = tests/plugins/decline.c
+tests_plugins_decline_fail_la_CPPFLAGS = $(AM_CPPFLAGS) -DDECLINE_FAIL
+tests_plugins_decline_fail_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
+	$(TEST_PLUGIN_EXPORT)
