@@ -5,7 +5,10 @@
 #ifndef TORC_SIM_TESTUTIL_H
 #define TORC_SIM_TESTUTIL_H
 
+#include <dlfcn.h>
+
 #include "testutil.h"
+#include "../plugins/sim/sim_counters.h"
 
 static inline torc_device sim_dev(int index) {
   char name[16];
@@ -16,6 +19,28 @@ static inline torc_device sim_dev(int index) {
     fail();
   }
   return d;
+}
+
+/* Device `index`'s counters (zeroed afterwards when `reset`), read through
+ * the loaded sim plugin's exported torc_sim_read_counters. */
+static inline torc_sim_counters sim_counters(int index, int reset) {
+  torc_sim_counters c = {.struct_size = sizeof c};
+  const char *dir = getenv("TORC_PLUGIN_PATH");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/sim.so", dir ? dir : ".");
+  void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (h == NULL) {
+    print_error("sim is not loaded from %s: %s\n", path, dlerror());
+    fail();
+  }
+  torc_sim_counters_fn fn =
+      (torc_sim_counters_fn)(uintptr_t)dlsym(h, TORC_SIM_COUNTERS_SYMBOL);
+  if (fn == NULL || fn(index, &c, reset) != 0) {
+    print_error("torc_sim_counters(%d) failed\n", index);
+    fail();
+  }
+  dlclose(h);
+  return c;
 }
 
 /* A deterministic test pattern of n doubles in roughly [-4, 4], with

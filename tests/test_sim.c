@@ -591,6 +591,39 @@ static void test_pinned_memory(void **state) {
   torc_release(p);
 }
 
+/* The counters see each time the host waits: a queued kernel does not
+ * block, a read back does, synchronize does. */
+static void test_counters_count_host_waits(void **state) {
+  (void)state;
+  torc_device sim = sim_dev(0);
+  assert_ok(torc_synchronize(sim));
+  (void)sim_counters(0, 1);
+  torc_tensor *c = make_cpu(TORC_SHAPE(4, 4), TORC_F32, 3u, 0);
+  torc_tensor *s = torc_to(c, sim);
+  assert_torc(s);
+  torc_tensor *y = torc_exp(s);
+  assert_torc(y);
+  torc_sim_counters k = sim_counters(0, 0);
+  assert_int_equal(k.struct_size, sizeof k);
+  assert_true(k.kernels >= 1);
+  assert_int_equal(k.blocking_reads, 0);
+  assert_int_equal(k.synchronizes, 0);
+  float out[16];
+  assert_ok(torc_to_host(y, out, sizeof out));
+  k = sim_counters(0, 0);
+  assert_int_equal(k.blocking_reads, 1);
+  assert_int_equal(k.blocking_bytes, sizeof out);
+  assert_ok(torc_synchronize(sim));
+  k = sim_counters(0, 1);
+  assert_int_equal(k.synchronizes, 1);
+  k = sim_counters(0, 0);
+  assert_int_equal(k.blocking_reads, 0);
+  assert_int_equal(k.kernels, 0);
+  torc_release(y);
+  torc_release(s);
+  torc_release(c);
+}
+
 int main(void) {
   const struct CMUnitTest basic[] = {
       cmocka_unit_test(test_device_registered),
@@ -606,6 +639,7 @@ int main(void) {
       cmocka_unit_test(test_data_on_sim_fails),
       cmocka_unit_test(test_memory_accounting),
       cmocka_unit_test(test_pinned_memory),
+      cmocka_unit_test(test_counters_count_host_waits),
   };
   if (getenv("TORC_PLUGIN_PATH") == NULL) {
     printf("test_sim: TORC_PLUGIN_PATH is not set (run through make check); "

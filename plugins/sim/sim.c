@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../ref/ref_kernels.h"
+#include "sim_counters.h"
 #include "sim_internal.h"
 
 sim_state sim__g;
@@ -147,6 +148,9 @@ static int sim_synchronize(void *user, int index) {
   sim_device *dev = sim__device(index);
   if (dev == NULL)
     return TORC_ERR_DEVICE;
+  pthread_mutex_lock(&dev->mu);
+  dev->n_syncs++;
+  pthread_mutex_unlock(&dev->mu);
   return sim__drain(dev, 1);
 }
 
@@ -288,6 +292,34 @@ static const torc_plugin_info sim_info = {
     .init = sim_init,
     .fini = sim_fini,
 };
+
+TORC_PLUGIN_EXPORT int torc_sim_read_counters(int index, torc_sim_counters *out,
+                                         int reset);
+TORC_PLUGIN_EXPORT int torc_sim_read_counters(int index, torc_sim_counters *out,
+                                         int reset) {
+  if (!sim__g.live || out == NULL || out->struct_size < sizeof(size_t))
+    return -1;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return -1;
+  torc_sim_counters c = {.struct_size = sizeof c};
+  pthread_mutex_lock(&dev->mu);
+  c.kernels = dev->n_kernels;
+  c.copies_pinned = dev->n_copies_pinned;
+  c.copies_staged = dev->n_copies_staged;
+  c.blocking_reads = dev->n_blocking_reads;
+  c.synchronizes = dev->n_syncs;
+  c.blocking_bytes = dev->n_blocking_bytes;
+  if (reset) {
+    dev->n_kernels = dev->n_copies_pinned = dev->n_copies_staged = 0;
+    dev->n_blocking_reads = dev->n_blocking_bytes = dev->n_syncs = 0;
+  }
+  pthread_mutex_unlock(&dev->mu);
+  size_t n = out->struct_size < sizeof c ? out->struct_size : sizeof c;
+  memcpy(out, &c, n);
+  out->struct_size = n;
+  return 0;
+}
 
 TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
 TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void) {

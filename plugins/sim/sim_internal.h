@@ -73,6 +73,8 @@ typedef struct sim_device {
   char sticky_msg[SIM_MSG_MAX];
   /* counters, for describe and debugging */
   uint64_t n_kernels, n_copies_staged, n_copies_pinned;
+  /* the host waited: blocking device->host reads and synchronizes */
+  uint64_t n_blocking_reads, n_blocking_bytes, n_syncs;
 } sim_device;
 
 /* A block from host_alloc ("pinned" memory). A block freed while queued

@@ -424,6 +424,10 @@ int sim__copy_to_host(void *user, int index, void *dst, const void *src,
       resolve_range(dev, src, src_offset, nbytes, "copy to the host", &from);
   if (st != TORC_OK)
     return st;
+  pthread_mutex_lock(&dev->mu);
+  dev->n_blocking_reads++;
+  dev->n_blocking_bytes += nbytes;
+  pthread_mutex_unlock(&dev->mu);
   /* The caller owns `src`: it cannot be freed while we wait, and the buffer
    * behind it does not move. */
   st = sim__drain(dev, 1);
