@@ -35,6 +35,10 @@ extern const char torc_tool__usage_train[];
 extern const char torc_tool__usage_eval[];
 extern const char torc_tool__usage_bench[];
 
+/* `torc memory FILE.ini` (memory_cmd.c). */
+int torc_tool__cmd_memory(int argc, char **argv);
+extern const char torc_tool__usage_memory[];
+
 /* `torc plugins` (plugins_cmd.c). */
 int torc_tool__cmd_plugins(int argc, char **argv);
 extern const char torc_tool__usage_plugins[];

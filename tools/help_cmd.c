@@ -128,6 +128,8 @@ int torc_tool__cmd_help(int argc, char **argv) {
     fputs(torc_tool__usage_eval, stdout);
   else if (strcmp(cmd, "bench") == 0)
     fputs(torc_tool__usage_bench, stdout);
+  else if (strcmp(cmd, "memory") == 0)
+    fputs(torc_tool__usage_memory, stdout);
   else if (is_reserved(cmd))
     return reserved(cmd);
   else

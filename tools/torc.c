@@ -1,7 +1,7 @@
 /* tools/torc.c — the `torc` command: main, the list of commands, and the
  * dispatch of a command name to the file that runs it (commands.h:
  * plugins_cmd.c, test_backend_cmd.c, describe_cmd.c, help_cmd.c,
- * train_cmd.c).
+ * train_cmd.c, memory_cmd.c).
  * Exit status (docs/exit-status.md, one table for every command, applied
  * by torc_tool__exit_status): 0 ok, 1 a failure while running, 2 bad
  * input, 130 interrupted.
@@ -39,6 +39,8 @@ const char torc_tool__usage_main[] =
     "                           evaluate it on [data.test]\n"
     "  bench FILE.ini [--steps N]\n"
     "                           time its training steps, per op and layer\n"
+    "  memory FILE.ini [--steps N] [--device D]\n"
+    "                           the device memory its training steps take\n"
     "  export                   reserved: not available yet in this version\n"
     "\n"
     "Options:\n"
@@ -87,6 +89,8 @@ static int run(int argc, char **argv) {
     return torc_tool__cmd_eval(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0)
     return torc_tool__cmd_bench(argc - 1, argv + 1);
+  if (strcmp(cmd, "memory") == 0)
+    return torc_tool__cmd_memory(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);
