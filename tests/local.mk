@@ -100,6 +100,7 @@ include tests/eval.mk
 include tests/fast.mk
 include tests/docs.mk
 include tests/decline.mk
+include tests/memory.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh
