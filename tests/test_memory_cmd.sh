@@ -6,7 +6,8 @@
 # cap; nothing is written beside the file; the usage errors (no file, a
 # missing file, a device no plugin provides, a count that is not a
 # positive integer) are one message and status 2, and a device too small
-# for the model is status 1 with the out-of-memory message.
+# for the model or for a step is status 1 with the out-of-memory message
+# (and, in a step, the summary at the failure).
 # TORC_VALGRIND=1 runs each torc under valgrind.
 
 set -u
@@ -191,7 +192,17 @@ run_torc memory small.ini --device sim --set plugin.sim.memory=48K
 expect_rc 1
 expect_has err "out of memory on sim:0"
 expect_has err "the device has 48.0 KiB in total"
+expect_lacks out "at the failure"
 pass "out of memory on the device: status 1, the allocator's message"
+
+# Room for the model, not for a step: the summary at the failure.
+run_torc memory small.ini --device sim --set plugin.sim.memory=6M
+expect_rc 1
+expect_has err "out of memory on sim:0: cannot allocate"
+expect_has err "the device has 6.0 MiB in total"
+expect_has out "at the failure: memory summary of sim:0"
+expect_has out "out-of-memory errors: 1"
+pass "out of memory in a step: status 1, the summary at the failure"
 
 echo "test_memory_cmd: $n_pass checks passed"
 exit 0

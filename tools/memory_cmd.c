@@ -25,7 +25,8 @@ const char torc_tool__usage_memory[] =
     "peak allocated since the first step; then the device's memory summary\n"
     "(as torch.cuda.memory_summary()), whether the steps after the second\n"
     "took new device memory, and a line of advice (the peak beside the\n"
-    "device's total memory).\n"
+    "device's total memory). Out of memory in a step prints the summary\n"
+    "as it was at the failure.\n"
     "\n"
     "  --steps N          training steps to take (1..100000, default 3)\n"
     "  --device D         the device instead of [device] type\n"
@@ -339,6 +340,12 @@ int torc_tool__cmd_memory(int argc, char **argv) {
      * shape is at fault (the status tells); after it, a failure while
      * running (out of memory above all). */
     rc = done > 0 ? TORC_TOOL_EXIT_RUNTIME : torc_tool__exit_status(st);
+    /* Out of memory once the run is built: what the device holds then. */
+    char *sum = st == TORC_ERR_OOM && r.opt ? torc_memory_summary(r.dev)
+                                            : NULL;
+    if (sum)
+      printf("\nat the failure: %s", sum);
+    free(sum);
   } else {
     rc = TORC_TOOL_EXIT_OK;
   }
