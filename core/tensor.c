@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "stream_internal.h"
 #include "tensor_internal.h"
 
 static _Atomic int64_t live_tensors;
@@ -32,6 +33,7 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
   s->device = dev;
   s->ptr = p;
   s->nbytes = nbytes;
+  s->alloc_stream = torc__stream_current(dev.type, dev.index);
   atomic_fetch_add(&d->allocated[dev.index], nbytes);
   return s;
 }
@@ -44,10 +46,13 @@ void torc__storage_release(torc_storage *s) {
   } else {
     torc__devtype *d = torc__devtype_get(s->device.type);
     if (d) {
-      torc__mem_free(d, s->device.index, s->ptr, s->nbytes);
+      torc__mem_free_on(d, s->device.index, s->ptr, s->nbytes, s->used,
+                        s->n_used);
       atomic_fetch_sub(&d->allocated[s->device.index], s->nbytes);
     }
   }
+  if (s->used)
+    torc__storage_used_free(s);
   torc__obj_free(TORC__POOL_STORAGE, s);
 }
 
@@ -342,8 +347,8 @@ static torc_tensor *from_host_bytes(const void *data, const int64_t *shape,
   size_t nbytes = t->storage->nbytes;
   if (nbytes) {
     torc__devtype *d = torc__devtype_get(dev.type);
-    if (d->ops.copy_from_host(d->ops.user, dev.index, t->storage->ptr, 0, data,
-                              nbytes, 0) != TORC_OK) {
+    if (torc__copy_from_host(d, dev.index, t->storage->ptr, 0, data, nbytes,
+                             0) != TORC_OK) {
       torc_release(t);
       return NULL;
     }
@@ -572,12 +577,14 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
       uint32_t flags = 0;
       if (c->storage->pinned && torc_device_eq(c->storage->pinned_for, dev))
         flags |= TORC_COPY_ASYNC_PINNED;
-      st = dd->ops.copy_from_host(dd->ops.user, dev.index, out->storage->ptr,
-                                  0, (char *)c->storage->ptr + off, nbytes,
-                                  flags);
+      st = torc__copy_from_host(dd, dev.index, out->storage->ptr, 0,
+                                (char *)c->storage->ptr + off, nbytes, flags);
     } else if (torc_device_is_host(dev)) {
       st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, out->storage->ptr,
                                 c->storage->ptr, off, nbytes);
+    } else if (torc__copy_d2d_possible(sd, dd)) { /* device to device */
+      st = torc__copy_d2d(dd, dev, out->storage->ptr, src_dev,
+                          c->storage->ptr, off, nbytes);
     } else { /* between two accelerators: through the host */
       void *tmp = torc__malloc(nbytes);
       if (tmp == NULL) {
@@ -588,8 +595,8 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
         st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, tmp,
                                   c->storage->ptr, off, nbytes);
         if (st == TORC_OK)
-          st = dd->ops.copy_from_host(dd->ops.user, dev.index,
-                                      out->storage->ptr, 0, tmp, nbytes, 0);
+          st = torc__copy_from_host(dd, dev.index, out->storage->ptr, 0, tmp,
+                                    nbytes, 0);
         torc__free(tmp);
       }
     }
