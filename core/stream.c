@@ -527,7 +527,7 @@ torc_status torc_to_host_async(const torc_tensor *t, torc_tensor *pinned,
     return torc_set_error(TORC_ERR_INVALID,
                           "torc_to_host_async: the tensor is on the cpu "
                           "already; copy it with torc_copy_");
-  if (!ps->host_alloc || !ps->pinned || !torc_device_eq(ps->pinned_for, dev) ||
+  if (!ps->host_alloc || !torc_device_eq(ps->pinned_for, dev) ||
       !torc_is_contiguous(pinned))
     return torc_set_error(TORC_ERR_INVALID,
                           "torc_to_host_async: the destination is not a "
