@@ -5,7 +5,7 @@ check_PROGRAMS += tests/test_caching_alloc
 TESTS += tests/test_caching_alloc
 endif
 tests_test_caching_alloc_SOURCES = tests/test_caching_alloc.c \
-	tests/testutil.h tests/sim_testutil.h
+	tests/testutil.h tests/sim_testutil.h tests/loader_testutil.h
 tests_test_caching_alloc_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 
 # Streams and events (torc/stream.h) on sim, the cpu and decline's
@@ -15,5 +15,5 @@ check_PROGRAMS += tests/test_streams
 TESTS += tests/test_streams
 endif
 tests_test_streams_SOURCES = tests/test_streams.c tests/testutil.h \
-	tests/sim_testutil.h
+	tests/sim_testutil.h tests/loader_testutil.h
 tests_test_streams_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

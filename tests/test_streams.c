@@ -2,14 +2,17 @@
  * devices and on the cpu: the current stream per thread, kernels on a side
  * stream, waits that order two streams, record_stream holding a block back
  * from reuse, asynchronous copies into pinned memory and between devices
- * without the host, overlap measured on sim's simulated clock, and a
+ * without the host, overlap measured on sim's simulated clock (two
+ * streams; the loader's copy stream one batch ahead of the step), and a
  * plugin device without the stream slots (decline's decldev). */
+#define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
 #include <pthread.h>
 
 #include "testutil.h"
+#include "loader_testutil.h"
 #include "sim_testutil.h"
 #include "torc/plugin_api.h"
 
@@ -376,6 +379,58 @@ static void test_device_to_device_without_the_host(void **state) {
   torc_release(y2), torc_release(y), torc_release(x);
 }
 
+/* ---- the loader: batch k+1 moves while step k computes ---- */
+
+static void test_loader_overlaps_copies_and_steps(void **state) {
+  (void)state;
+  if (torc_data_source_find("ts") == NULL)
+    assert_ok(torc_data_source_register(&ts_type));
+  torc_device s0 = sim_dev(0);
+  torc_dataset *ds = ts_open_kv("n=16 h=4 w=4");
+  assert_non_null(ds);
+  torc_loader_opts o = {0};
+  o.batch_size = 2;
+  o.device = s0;
+  torc_loader *ld = torc_loader_new(ds, &o);
+  assert_non_null(ld);
+  assert_ok(torc_synchronize(s0));
+  sim_counters(0, 1);
+  /* Each batch: 2 copies (input, target) of 1000 us on the copy stream;
+   * each step: 2 kernels of 1000 us on the default stream. */
+  torc_batch b;
+  int64_t steps = 0;
+  while (torc_loader_next(ld, &b) == 1) {
+    torc_tensor *y = torc_neg(b.input);
+    assert_torc(y);
+    torc_tensor *z = torc_neg(y);
+    assert_torc(z);
+    int64_t t[2];
+    assert_ok(torc_to_host(b.target, t, sizeof t));
+    assert_int_equal(t[0], 2 * steps);
+    assert_int_equal(t[1], 2 * steps + 1);
+    float v[32]; /* [2, 1, 4, 4]: sample i's element k is i * 1000 + k */
+    assert_ok(torc_to_host(z, v, sizeof v));
+    assert_true(v[0] == (float)(2 * steps * 1000));
+    assert_true(v[17] == (float)((2 * steps + 1) * 1000 + 1));
+    torc_release(z), torc_release(y);
+    torc_batch_clear(&b);
+    steps++;
+  }
+  assert_int_equal(steps, 8);
+  assert_ok(torc_synchronize(s0));
+  torc_sim_counters k = sim_counters(0, 0);
+  /* In turn: 8 x (2000 + 2000) = 32000 us; overlapped, the copies of
+   * batch 0 then 8 steps of 2000: 18000. */
+  if (k.sim_time_us != 18000)
+    print_error("8 steps took %llu simulated us (overlapped: 18000; in "
+                "turn: 32000)\n",
+                (unsigned long long)k.sim_time_us);
+  assert_int_equal(k.sim_time_us, 18000);
+  assert_int_equal(k.copies_pinned, 16);
+  torc_loader_free(ld);
+  torc_dataset_close(ds);
+}
+
 /* ---- errors a user can make ---- */
 
 static void test_errors_name_the_fix(void **state) {
@@ -491,6 +546,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_device_to_device_without_the_host,
                                       setup_plain, teardown),
+      cmocka_unit_test_setup_teardown(test_loader_overlaps_copies_and_steps,
+                                      setup_clock, teardown),
       cmocka_unit_test_setup_teardown(test_errors_name_the_fix, setup_plain,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_cpu_has_no_side_streams,
