@@ -171,7 +171,25 @@ typedef struct torc_storage {
   struct torc_stream *alloc_stream;
   struct torc_stream **used;
   int n_used;
+  /* host_alloc memory of a pinned buffer pool: freed back into it */
+  struct torc__pin_pool *pool;
 } torc_storage;
+
+/* A pool of pinned staging buffers for device `dev` (pin_pool.c), keeping
+ * up to cap freed buffers until the copies that read them completed. Its
+ * owner drops it with torc__pin_pool_drop; buffers still out keep it. */
+typedef struct torc__pin_pool torc__pin_pool;
+torc__pin_pool *torc__pin_pool_new(torc_device dev, int cap);
+void torc__pin_pool_drop(torc__pin_pool *p);
+/* nbytes of pinned memory: a pooled buffer whose copies completed, else a
+ * new one; NULL with the error set. */
+void *torc__pin_pool_get(torc__pin_pool *p, size_t nbytes);
+/* Returns a buffer from torc__pin_pool_get (the storage's release). */
+void torc__pin_pool_put(torc__pin_pool *p, void *ptr, size_t nbytes);
+/* torc_empty_pinned over a buffer of pool p (untracked by scopes). */
+torc_tensor *torc__empty_pinned_pooled(const int64_t *shape, int ndim,
+                                       torc_dtype dtype, torc__pin_pool *p,
+                                       torc_device for_dev);
 
 struct torc_tensor {
   _Atomic int refcount;

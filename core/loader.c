@@ -71,6 +71,7 @@ struct torc_loader {
    * copy_stream while the caller computes step k on its own stream. */
   int overlap;
   torc_stream *copy_stream;
+  torc__pin_pool *pool; /* staging buffers, reused once their copies ran */
   int ahead_state; /* AHEAD_* */
   torc_batch ahead;
   torc_event *ahead_ev; /* recorded on copy_stream after its copies */
@@ -98,10 +99,21 @@ void torc_batch_clear(torc_batch *b) {
 
 /* ---- collate ---- */
 
+/* The pinned buffer pool of the loader whose batch this thread builds
+ * (NULL: none), so the collates take their staging buffers from it. */
+static _Thread_local torc__pin_pool *tl_pool;
+
+static torc_tensor *pinned_out(const int64_t *shape, int nd, torc_dtype dt,
+                               torc_device dev) {
+  if (tl_pool)
+    return torc__empty_pinned_pooled(shape, nd, dt, tl_pool, dev);
+  return torc_empty_pinned(shape, nd, dt, dev);
+}
+
 static torc_tensor *alloc_out(const int64_t *shape, int nd, torc_dtype dt,
                               const torc_device *pin_for) {
   if (pin_for)
-    return torc_empty_pinned(shape, nd, dt, *pin_for);
+    return pinned_out(shape, nd, dt, *pin_for);
   return torc__empty(shape, nd, dt, TORC_CPU);
 }
 
@@ -294,7 +306,7 @@ static torc_tensor *pin_copy(torc_tensor *t, torc_device dev) {
   torc_tensor *c = torc__host_contiguous(t);
   if (c == NULL)
     return NULL;
-  torc_tensor *p = torc_empty_pinned(c->shape, c->ndim, c->dtype, dev);
+  torc_tensor *p = pinned_out(c->shape, c->ndim, c->dtype, dev);
   if (p) {
     size_t nb = (size_t)torc__numel(c->shape, c->ndim) *
                 torc_dtype_size(c->dtype);
@@ -374,6 +386,7 @@ static int build(const torc_loader *ld, const int64_t *idx, int64_t n,
   if (rc == TORC_OK) {
     torc_device dev = ld->o.device;
     torc_status st;
+    tl_pool = ld->pool;
     if (ld->o.collate) {
       torc_clear_error();
       st = ld->o.collate(xs, ys, (int)n, out, ld->o.collate_user);
@@ -402,6 +415,7 @@ static int build(const torc_loader *ld, const int64_t *idx, int64_t n,
     } else {
       st = collate(xs, ys, (int)n, out, ld->pin ? &dev : NULL);
     }
+    tl_pool = NULL;
     if (st != TORC_OK) {
       torc_batch_clear(out);
       snprintf(msg, MSG_MAX,
@@ -514,6 +528,7 @@ void torc_loader_free(torc_loader *ld) {
   pthread_mutex_destroy(&ld->mu);
   pthread_cond_destroy(&ld->work_cv);
   pthread_cond_destroy(&ld->ready_cv);
+  torc__pin_pool_drop(ld->pool); /* after every batch went back to it */
   torc_dataset_close(ld->own_ds);
   torc_transform_free(ld->own_tf);
   torc__free(ld);
@@ -622,6 +637,10 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
   torc__devtype *dt = torc__devtype_get(o.device.type);
   ld->overlap = !torc_device_is_host(o.device) && dt && torc__has_streams(dt);
   ld->cap = o.prefetch ? o.prefetch : (o.workers ? 2 * o.workers : 1);
+  /* Staging buffers for every batch in flight (input, target, mask): the
+   * ring's, the batch ahead, the one being built. */
+  if (ld->overlap && ld->pin)
+    ld->pool = torc__pin_pool_new(o.device, 3 * (ld->cap + 2));
   ld->perm = torc__malloc(sizeof(int64_t) * (size_t)n);
   ld->order = torc__malloc(sizeof(int64_t) * (size_t)per_rank);
   ld->sync_idx = torc__malloc(sizeof(int64_t) * (size_t)B);
@@ -629,7 +648,8 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
   ld->workers = o.workers ? torc__calloc((size_t)o.workers, sizeof *ld->workers)
                           : NULL;
   int ok = ld->perm && ld->order && ld->sync_idx && ld->slots &&
-           (o.workers == 0 || ld->workers);
+           (o.workers == 0 || ld->workers) &&
+           (ld->pool || !(ld->overlap && ld->pin));
   for (int i = 0; ok && i < o.workers; i++) {
     ld->workers[i].ld = ld;
     ld->workers[i].idx = torc__malloc(sizeof(int64_t) * (size_t)B);

@@ -41,7 +41,9 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
 void torc__storage_release(torc_storage *s) {
   if (s == NULL || atomic_fetch_sub(&s->refcount, 1) != 1)
     return;
-  if (s->host_alloc) {
+  if (s->host_alloc && s->pool) {
+    torc__pin_pool_put(s->pool, s->ptr, s->nbytes);
+  } else if (s->host_alloc) {
     torc_host_free(s->pinned_for, s->ptr);
   } else {
     torc__devtype *d = torc__devtype_get(s->device.type);
@@ -464,9 +466,11 @@ torc_tensor *torc_eye(int64_t n, int64_t m, torc_dtype dtype, torc_device dev) {
   return torc__ret(t);
 }
 
-torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
-                               torc_device for_dev) {
-  torc__ensure_init();
+/* A pinned cpu tensor for for_dev, its memory from host_alloc or from
+ * pool p (when not NULL). Untracked. */
+static torc_tensor *empty_pinned(const int64_t *shape, int ndim,
+                                 torc_dtype dtype, torc_device for_dev,
+                                 torc__pin_pool *pool) {
   if (torc__check_shape(shape, ndim, "torc_empty_pinned") ||
       torc__device_check(for_dev, "torc_empty_pinned"))
     return NULL;
@@ -481,7 +485,8 @@ torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
     torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
     return NULL;
   }
-  s->ptr = torc_host_alloc(for_dev, nbytes);
+  s->ptr = pool ? torc__pin_pool_get(pool, nbytes)
+                : torc_host_alloc(for_dev, nbytes);
   if (s->ptr == NULL) {
     torc__obj_free(TORC__POOL_STORAGE, s);
     return NULL;
@@ -493,15 +498,27 @@ torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
   s->host_alloc = 1;
   s->pinned = d->ops.host_alloc != NULL;
   s->pinned_for = for_dev;
+  s->pool = pool;
   int64_t strides[TORC_MAX_DIMS];
   torc__contiguous_strides(shape, ndim, strides);
   torc_tensor *t = tensor_alloc(s, dtype, shape, strides, ndim, 0);
   if (t == NULL) {
-    torc_host_free(for_dev, s->ptr);
-    torc__obj_free(TORC__POOL_STORAGE, s);
+    torc__storage_release(s);
     return NULL;
   }
-  return torc__ret(t);
+  return t;
+}
+
+torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
+                               torc_device for_dev) {
+  torc__ensure_init();
+  return torc__ret(empty_pinned(shape, ndim, dtype, for_dev, NULL));
+}
+
+torc_tensor *torc__empty_pinned_pooled(const int64_t *shape, int ndim,
+                                       torc_dtype dtype, torc__pin_pool *p,
+                                       torc_device for_dev) {
+  return empty_pinned(shape, ndim, dtype, for_dev, p);
 }
 
 /* ---- copies between layouts, dtypes and devices ---- */

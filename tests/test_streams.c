@@ -431,6 +431,45 @@ static void test_loader_overlaps_copies_and_steps(void **state) {
   torc_dataset_close(ds);
 }
 
+/* The loader's pinned staging buffers come back from its pool once their
+ * copies ran: a few host_allocs for the whole epoch, not two per batch. */
+static void test_loader_reuses_staging_buffers(void **state) {
+  (void)state;
+  if (torc_data_source_find("ts") == NULL)
+    assert_ok(torc_data_source_register(&ts_type));
+  torc_device s0 = sim_dev(0);
+  torc_dataset *ds = ts_open_kv("n=16 h=4 w=4");
+  assert_non_null(ds);
+  torc_loader_opts o = {0};
+  o.batch_size = 2;
+  o.device = s0;
+  torc_loader *ld = torc_loader_new(ds, &o);
+  assert_non_null(ld);
+  assert_ok(torc_synchronize(s0));
+  sim_counters(0, 1);
+  torc_batch b;
+  int64_t steps = 0;
+  while (torc_loader_next(ld, &b) == 1) {
+    assert_true(torc_device_eq(torc_device_of(b.input), s0));
+    torc_tensor *y = torc_neg(b.input);
+    assert_torc(y);
+    assert_ok(torc_synchronize(s0)); /* every copy queued so far ran */
+    torc_release(y);
+    torc_batch_clear(&b);
+    steps++;
+  }
+  assert_int_equal(steps, 8);
+  torc_sim_counters k = sim_counters(0, 0);
+  /* Batches 0 and 1 may take fresh buffers (input and target, maybe a
+   * mask); every later one reuses them. Without the pool: 2 per batch. */
+  if (k.host_allocs > 6)
+    print_error("%llu pinned allocations for 8 batches\n",
+                (unsigned long long)k.host_allocs);
+  assert_true(k.host_allocs >= 2 && k.host_allocs <= 6);
+  torc_loader_free(ld);
+  torc_dataset_close(ds);
+}
+
 /* ---- errors a user can make ---- */
 
 static void test_errors_name_the_fix(void **state) {
@@ -548,6 +587,8 @@ int main(void) {
                                       setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_loader_overlaps_copies_and_steps,
                                       setup_clock, teardown),
+      cmocka_unit_test_setup_teardown(test_loader_reuses_staging_buffers,
+                                      setup_plain, teardown),
       cmocka_unit_test_setup_teardown(test_errors_name_the_fix, setup_plain,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_cpu_has_no_side_streams,

@@ -349,6 +349,11 @@ TORC_PLUGIN_EXPORT int torc_sim_read_counters(int index, torc_sim_counters *out,
   c.sim_time_us = dev->sim_time_us;
   c.async_reads = dev->n_async_reads;
   c.copies_d2d = dev->n_d2d;
+  pthread_mutex_lock(&sim__g.pin_mu);
+  c.host_allocs = sim__g.n_host_allocs;
+  if (reset)
+    sim__g.n_host_allocs = 0;
+  pthread_mutex_unlock(&sim__g.pin_mu);
   if (reset) {
     dev->n_kernels = dev->n_copies_pinned = dev->n_copies_staged = 0;
     dev->n_blocking_reads = dev->n_blocking_bytes = dev->n_syncs = 0;

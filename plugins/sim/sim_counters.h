@@ -26,6 +26,7 @@ typedef struct torc_sim_counters {
   uint64_t sim_time_us;
   uint64_t async_reads;     /* device->host copies queued on a stream */
   uint64_t copies_d2d;      /* device->device copies from this device */
+  uint64_t host_allocs;     /* pinned host_alloc calls (plugin-wide) */
 } torc_sim_counters;
 
 /* The name of the exported function, for dlsym. */

@@ -140,6 +140,7 @@ typedef struct sim_state {
   char fail_op[64];       /* "" = none */
   pthread_mutex_t pin_mu; /* guards the pins list and its nodes */
   sim_pin *pins;
+  uint64_t n_host_allocs; /* host_alloc calls (under pin_mu) */
   int warned_unpinned;
 } sim_state;
 

@@ -548,6 +548,7 @@ int sim__host_alloc(void *user, size_t nbytes, void **out) {
   }
   pin->size = nbytes;
   pthread_mutex_lock(&sim__g.pin_mu);
+  sim__g.n_host_allocs++;
   pin->next = sim__g.pins;
   sim__g.pins = pin;
   pthread_mutex_unlock(&sim__g.pin_mu);
