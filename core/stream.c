@@ -55,8 +55,14 @@ torc_stream *torc__stream_current(int type, int index) {
     return NULL;
   }
   for (int i = 0; i < tl_n; i++)
-    if (tl_cur[i].type == type && tl_cur[i].index == index)
+    if (tl_cur[i].type == type && tl_cur[i].index == index) {
+      /* Freed by another thread: this one is back on the default. */
+      if (tl_cur[i].s->magic != STREAM_LIVE) {
+        tl_cur[i] = tl_cur[--tl_n];
+        return NULL;
+      }
       return tl_cur[i].s;
+    }
   return NULL;
 }
 

@@ -8,7 +8,7 @@
 #include "torc/stream.h"
 
 struct torc_stream {
-  uint32_t magic;     /* STREAM_LIVE, or STREAM_DEAD once freed */
+  _Atomic uint32_t magic; /* STREAM_LIVE, or STREAM_DEAD once freed */
   torc_device dev;
   void *h;            /* the plugin's handle; NULL: the default stream */
   int is_default;

@@ -32,9 +32,9 @@ typedef struct torc_event torc_event;
 TORC_API torc_stream *torc_stream_new(torc_device dev);
 
 /* Frees a stream from torc_stream_new after the work queued on it has run
- * (this waits for it). A thread whose current stream it was goes back to
- * the default stream; using it afterwards is an error naming it. NULL
- * and default streams are ignored. */
+ * (this waits for it). Threads whose current stream it was go back to the
+ * default stream; using it afterwards is an error naming it. NULL and
+ * default streams are ignored. Free streams before torc_shutdown. */
 TORC_API void torc_stream_free(torc_stream *s);
 
 /* The default stream of `dev` (never freed), or NULL with the error set
