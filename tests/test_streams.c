@@ -98,6 +98,22 @@ static void *other_thread(void *arg) {
   return NULL;
 }
 
+/* A thread whose current stream another thread frees is back on the
+ * default stream. */
+typedef struct freed_view {
+  pthread_barrier_t set, freed;
+  torc_stream *s, *after;
+} freed_view;
+
+static void *holder_thread(void *arg) {
+  freed_view *v = arg;
+  torc_set_current_stream(v->s);
+  pthread_barrier_wait(&v->set);
+  pthread_barrier_wait(&v->freed);
+  v->after = torc_current_stream(sim_dev(0));
+  return NULL;
+}
+
 static void test_current_stream_per_thread(void **state) {
   (void)state;
   torc_device s0 = sim_dev(0), s1 = sim_dev(1);
@@ -125,6 +141,20 @@ static void test_current_stream_per_thread(void **state) {
   /* Freeing the current stream puts the thread back on the default. */
   torc_stream_free(s);
   assert_ptr_equal(torc_current_stream(s0), d0);
+
+  /* So does another thread's free. */
+  freed_view f = {.s = torc_stream_new(s0)};
+  assert_torc(f.s);
+  pthread_barrier_init(&f.set, NULL, 2);
+  pthread_barrier_init(&f.freed, NULL, 2);
+  assert_int_equal(pthread_create(&th, NULL, holder_thread, &f), 0);
+  pthread_barrier_wait(&f.set);
+  torc_stream_free(f.s);
+  pthread_barrier_wait(&f.freed);
+  pthread_join(th, NULL);
+  assert_ptr_equal(f.after, d0);
+  pthread_barrier_destroy(&f.set);
+  pthread_barrier_destroy(&f.freed);
 }
 
 /* ---- side streams run in parallel: the simulated clock ---- */
