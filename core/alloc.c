@@ -210,11 +210,17 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
 }
 
 void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes) {
+  torc__mem_free_on(d, index, ptr, nbytes, NULL, 0);
+}
+
+void torc__mem_free_on(torc__devtype *d, int index, void *ptr, size_t nbytes,
+                       struct torc_stream *const *used, int n_used) {
   torc__cache *c = d->cache ? &d->cache[index] : NULL;
   if (c && c->mode == TORC__CACHE_BLOCKS) {
-    torc__blocks_free(d, index, c, ptr, nbytes);
+    torc__blocks_free(d, index, c, ptr, nbytes, used, n_used);
     return;
   }
+  /* Otherwise the device's free waits for every stream's queued work. */
   if (c && c->mode == TORC__CACHE_NONE) {
     pthread_mutex_lock(&c->lock);
     torc__mstat_sub(c->alloc, nbytes, nbytes);

@@ -13,13 +13,18 @@
  * that emptying the cache may cure.
  *
  * A block's handle is its segment's handle plus its offset, which the flag
- * lets the core compute. Reuse is immediate: the device runs work in
- * queue order, so a kernel queued after a free sees the new owner's data.
+ * lets the core compute. Streams (PyTorch's rule): a segment belongs to
+ * the stream it was allocated on, and its blocks serve requests made on
+ * that stream only, so reuse is immediate: the stream runs work in queue
+ * order, and a kernel queued after a free sees the new owner's data. A
+ * block also used on other streams (record_stream) waits, after its free,
+ * on events recorded on them then, checked at the next allocation.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "alloc_internal.h"
+#include "stream_internal.h"
 
 #define MIB ((size_t)1 << 20)
 #define ROUND ((size_t)512)
@@ -38,9 +43,11 @@ typedef struct blk {
   struct blk *hnext;         /* hash chain (blocks in use only) */
   struct blk *seg_next;      /* the list of segments (first blocks only) */
   int pool;                  /* 0 small, 1 large */
-  int in_use;
-  /* With streams, the stream a block was last used on goes here: a block
-   * is then reused only on that stream, or after an event. */
+  int in_use;                /* 1 also while freed and waiting on events */
+  const torc_stream *stream; /* the segment's stream; NULL: the default */
+  void **evs;                /* the events a freed block waits on */
+  int n_evs;
+  struct blk *pnext;         /* the list of blocks waiting on events */
 } blk;
 
 struct torc__blocks {
@@ -49,6 +56,7 @@ struct torc__blocks {
   size_t n_hash, n_live;
   blk *segs;     /* every segment's first block */
   size_t in_use; /* bytes of the blocks in use */
+  blk *pending;  /* freed blocks waiting on events (record_stream) */
 };
 
 static size_t round_size(size_t n) {
@@ -84,10 +92,16 @@ torc_status torc__blocks_create(torc__cache *c) {
 
 /* ---- the free lists and the hash (lock held) ---- */
 
+/* The free lists are sorted by stream, then size, then address. */
+static int free_before(const blk *a, const blk *b) {
+  if (a->stream != b->stream)
+    return (uintptr_t)a->stream < (uintptr_t)b->stream;
+  return a->size < b->size || (a->size == b->size && a->addr < b->addr);
+}
+
 static void free_insert(torc__blocks *bk, blk *b) {
   blk **pp = &bk->free_list[b->pool], *prev = NULL;
-  while (*pp && ((*pp)->size < b->size ||
-                 ((*pp)->size == b->size && (*pp)->addr < b->addr))) {
+  while (*pp && free_before(*pp, b)) {
     prev = *pp;
     pp = &(*pp)->fnext;
   }
@@ -158,7 +172,10 @@ static void segment_free(torc__devtype *d, int index, torc__cache *c, blk *b) {
   free(b);
 }
 
+static void process_pending(torc__devtype *d, int index, torc__cache *c);
+
 size_t torc__blocks_release(torc__devtype *d, int index, torc__cache *c) {
+  process_pending(d, index, c);
   size_t freed = 0;
   for (blk *b = c->bk->segs, *next; b; b = next) {
     next = b->seg_next;
@@ -174,6 +191,11 @@ size_t torc__blocks_release(torc__devtype *d, int index, torc__cache *c) {
 void torc__blocks_destroy(torc__devtype *d, int index, torc__cache *c) {
   if (c->bk == NULL)
     return;
+  for (blk *b = c->bk->pending; b; b = b->pnext) {
+    for (int i = 0; i < b->n_evs; i++)
+      d->ops.event_free(d->ops.user, index, b->evs[i]);
+    torc__free(b->evs);
+  }
   for (blk *s = c->bk->segs, *next; s; s = next) {
     next = s->seg_next;
     d->ops.free(d->ops.user, index, (void *)s->addr);
@@ -255,7 +277,8 @@ static torc_status segment_alloc(torc__devtype *d, int index, size_t seg,
  * the block (a device smaller than a segment still works, uncached in
  * effect). The lock is not held. */
 static blk *segment_new(torc__devtype *d, int index, torc__cache *c,
-                        size_t nbytes, size_t size, int injected) {
+                        size_t nbytes, size_t size, int injected,
+                        const torc_stream *stream) {
   size_t seg = segment_size(size);
   void *h = NULL;
   torc_status st =
@@ -299,6 +322,7 @@ static blk *segment_new(torc__devtype *d, int index, torc__cache *c,
   b->addr = (uintptr_t)h;
   b->size = seg;
   b->pool = size > TORC__SMALL_MAX;
+  b->stream = stream;
   b->seg_next = c->bk->segs;
   c->bk->segs = b;
   c->st.os_allocs++;
@@ -314,17 +338,23 @@ torc_status torc__blocks_alloc(torc__devtype *d, int index, torc__cache *c,
   /* One attempt of the fault injector per request, cached or not: an
    * injected failure acts as the device's out-of-memory. */
   int injected = torc__alloc_fault();
+  const torc_stream *stream = torc__stream_current(d->id, index);
+  if (stream && stream->is_default)
+    stream = NULL;
   pthread_mutex_lock(&c->lock);
   torc__blocks *bk = c->bk;
+  if (bk->pending)
+    process_pending(d, index, c);
   blk *b = injected ? NULL : bk->free_list[pool];
-  while (b && b->size < size)
+  while (b && (b->stream != stream || b->size < size))
     b = b->fnext;
   if (b) {
     free_remove(bk, b);
     c->st.cache_hits++;
   } else {
     pthread_mutex_unlock(&c->lock);
-    if ((b = segment_new(d, index, c, nbytes, size, injected)) == NULL)
+    if ((b = segment_new(d, index, c, nbytes, size, injected, stream)) ==
+        NULL)
       return torc_last_status();
     pthread_mutex_lock(&c->lock);
   }
@@ -335,6 +365,7 @@ torc_status torc__blocks_alloc(torc__devtype *d, int index, torc__cache *c,
       n->addr = b->addr + size;
       n->size = rest;
       n->pool = pool;
+      n->stream = b->stream;
       n->prev = b;
       n->next = b->next;
       if (b->next)
@@ -353,22 +384,11 @@ torc_status torc__blocks_alloc(torc__devtype *d, int index, torc__cache *c,
   return TORC_OK;
 }
 
-void torc__blocks_free(torc__devtype *d, int index, torc__cache *c,
-                       void *ptr, size_t nbytes) {
-  pthread_mutex_lock(&c->lock);
-  torc__blocks *bk = c->bk;
-  blk *b = hash_remove(bk, (uintptr_t)ptr);
-  if (b == NULL) {
-    pthread_mutex_unlock(&c->lock);
-    torc_logf(TORC_LOG_ERROR,
-              "%s:%d: free of %p, which is no block of the memory cache "
-              "(double free?); ignored",
-              d->name, index, ptr);
-    return;
-  }
+/* Makes a block free: merges it with its free neighbours and lists it.
+ * Lock held. */
+static void release_block(torc__blocks *bk, blk *b) {
   b->in_use = 0;
   bk->in_use -= b->size;
-  torc__mstat_sub(c->alloc, nbytes, nbytes);
   blk *p = b->prev, *n = b->next;
   if (p && !p->in_use) { /* merge into the free block before */
     free_remove(bk, p);
@@ -388,5 +408,130 @@ void torc__blocks_free(torc__devtype *d, int index, torc__cache *c,
     free(n);
   }
   free_insert(bk, b);
+}
+
+/* Frees the waiting blocks whose events all completed (PyTorch's
+ * process_events). Lock held. */
+static void process_pending(torc__devtype *d, int index, torc__cache *c) {
+  torc__blocks *bk = c->bk;
+  for (blk **pp = &bk->pending; *pp;) {
+    blk *b = *pp;
+    while (b->n_evs > 0) {
+      void *ev = b->evs[b->n_evs - 1];
+      int rc = d->ops.event_query(d->ops.user, index, ev);
+      if (rc == TORC_EVENT_NOT_READY)
+        break;
+      if (rc != TORC_OK) /* an asynchronous error: reported at a sync */
+        torc_clear_error();
+      d->ops.event_free(d->ops.user, index, ev);
+      b->n_evs--;
+    }
+    if (b->n_evs > 0) {
+      pp = &b->pnext;
+      continue;
+    }
+    *pp = b->pnext;
+    b->pnext = NULL;
+    torc__free(b->evs);
+    b->evs = NULL;
+    release_block(bk, b);
+  }
+}
+
+/* The events guarding block b, freed after use on the streams `used`
+ * (other than its own); 0 events when none is needed. Returns -1 when an
+ * event could not be made (the caller then waits for the device). Lock
+ * not held. */
+static int guard_events(torc__devtype *d, int index, const torc_stream *own,
+                        struct torc_stream *const *used, int n_used,
+                        void ***evs_out) {
+  *evs_out = NULL;
+  if (n_used == 0 || !torc__has_streams(d))
+    return 0;
+  void **evs = torc__calloc((size_t)n_used, sizeof *evs);
+  if (evs == NULL)
+    return -1;
+  int n = 0;
+  for (int i = 0; i < n_used; i++) {
+    const torc_stream *s = used[i];
+    /* A freed stream's work ran at its free; its own stream needs none. */
+    if (s == own || (s && !s->is_default && s->h == NULL))
+      continue;
+    if (torc__stream_guard(d, index, torc__stream_handle(s), &evs[n]) !=
+        TORC_OK) {
+      while (n-- > 0)
+        d->ops.event_free(d->ops.user, index, evs[n]);
+      torc__free(evs);
+      return -1;
+    }
+    n++;
+  }
+  if (n == 0)
+    torc__free(evs);
+  else
+    *evs_out = evs;
+  return n;
+}
+
+void torc__blocks_free(torc__devtype *d, int index, torc__cache *c,
+                       void *ptr, size_t nbytes,
+                       struct torc_stream *const *used, int n_used) {
+  void **evs = NULL;
+  int n_evs = 0;
+  if (n_used > 0) {
+    pthread_mutex_lock(&c->lock);
+    blk *b = NULL;
+    for (b = c->bk->hash[hash_of(c->bk, (uintptr_t)ptr)]; b; b = b->hnext)
+      if (b->addr == (uintptr_t)ptr)
+        break;
+    const torc_stream *own = b ? b->stream : NULL;
+    pthread_mutex_unlock(&c->lock);
+    n_evs = guard_events(d, index, own, used, n_used, &evs);
+    if (n_evs < 0) { /* no events: wait for the device instead */
+      torc_clear_error();
+      d->ops.synchronize(d->ops.user, index);
+      torc_clear_error();
+      n_evs = 0;
+    }
+  }
+  pthread_mutex_lock(&c->lock);
+  torc__blocks *bk = c->bk;
+  blk *b = hash_remove(bk, (uintptr_t)ptr);
+  if (b == NULL) {
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < n_evs; i++)
+      d->ops.event_free(d->ops.user, index, evs[i]);
+    torc__free(evs);
+    torc_logf(TORC_LOG_ERROR,
+              "%s:%d: free of %p, which is no block of the memory cache "
+              "(double free?); ignored",
+              d->name, index, ptr);
+    return;
+  }
+  torc__mstat_sub(c->alloc, nbytes, nbytes);
+  if (n_evs > 0) { /* reused once the streams it was used on are past it */
+    b->evs = evs;
+    b->n_evs = n_evs;
+    b->pnext = bk->pending;
+    bk->pending = b;
+  } else {
+    release_block(bk, b);
+  }
   pthread_mutex_unlock(&c->lock);
+}
+
+void torc__blocks_retag(torc__cache *c, const struct torc_stream *s) {
+  torc__blocks *bk = c->bk;
+  for (blk *seg = bk->segs; seg; seg = seg->seg_next) {
+    if (seg->stream != s)
+      continue;
+    for (blk *b = seg; b; b = b->next) {
+      int listed = !b->in_use;
+      if (listed)
+        free_remove(bk, b);
+      b->stream = NULL;
+      if (listed)
+        free_insert(bk, b);
+    }
+  }
 }

@@ -76,9 +76,15 @@ void torc__blocks_destroy(torc__devtype *d, int index, torc__cache *c);
 /* nbytes from the blocks of (d, index); the lock is not held. */
 torc_status torc__blocks_alloc(torc__devtype *d, int index, torc__cache *c,
                                size_t nbytes, void **out);
-/* Returns a block from torc__blocks_alloc; the lock is not held. */
+/* Returns a block from torc__blocks_alloc; the lock is not held. When
+ * `used` names streams (record_stream), an event is recorded on each and
+ * the block is reused only once they all completed. */
 void torc__blocks_free(torc__devtype *d, int index, torc__cache *c,
-                       void *ptr, size_t nbytes);
+                       void *ptr, size_t nbytes,
+                       struct torc_stream *const *used, int n_used);
+/* Hands the blocks of stream s (being freed, its work done) to the
+ * default stream. Lock held. */
+void torc__blocks_retag(torc__cache *c, const struct torc_stream *s);
 /* Gives every wholly free segment back to the device; the bytes freed.
  * Lock held. */
 size_t torc__blocks_release(torc__devtype *d, int index, torc__cache *c);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "stream_internal.h"
 
 static torc__devtype devtypes[TORC__MAX_DEVICE_TYPES];
 static pthread_mutex_t devtypes_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -97,6 +98,7 @@ static int register_locked(torc__plugin *owner, const torc_device_ops *ops,
                                                           : sizeof(torc_device_ops);
   memcpy(&d->ops, ops, n);
   d->ops.struct_size = sizeof(torc_device_ops);
+  d->id = slot;
   snprintf(d->name, sizeof d->name, "%s", ops->type);
   d->owner = owner;
   int count = ops->count(ops->user);
@@ -197,6 +199,7 @@ static void devtype_drop(torc__devtype *d) {
                "(tensors not released)",
                d->name, i, (size_t)d->allocated[i]);
   torc__cache_destroy(d);
+  torc__streams_drop_type(d->id);
   if (d->ops.shutdown)
     d->ops.shutdown(d->ops.user);
   torc__free((void *)d->allocated);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "stream_internal.h"
 
 typedef struct kentry {
   int op, devtype, dtype; /* dtype -1 = ANY */
@@ -595,11 +596,10 @@ static torc_status run_fallback(int op, torc_dtype kdt,
     if (torc_is_contiguous(o)) { /* straight into the device's memory */
       size_t es = torc_dtype_size(o->dtype);
       torc__devtype *d = torc__devtype_get(o->storage->device.type);
-      st = d->ops.copy_from_host(d->ops.user, o->storage->device.index,
-                                 o->storage->ptr, (size_t)o->offset * es,
-                                 cout[i]->storage->ptr,
-                                 (size_t)torc__numel(o->shape, o->ndim) * es,
-                                 0);
+      st = torc__copy_from_host(d, o->storage->device.index, o->storage->ptr,
+                                (size_t)o->offset * es, cout[i]->storage->ptr,
+                                (size_t)torc__numel(o->shape, o->ndim) * es,
+                                0);
       continue;
     }
     torc_tensor *back = torc__to(cout[i], o->storage->device);
@@ -736,6 +736,9 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
       .params_size = params_size,
       .device_index = dev.index,
       .n_threads = torc_get_num_threads(),
+      /* The calling thread's current stream of the device (NULL: its
+       * default stream). */
+      .stream = torc__stream_handle(torc__stream_current(dev.type, dev.index)),
   };
   /* The candidates: k (the pinned or the best kernel), then the ranked
    * rest of the key's list. A decline moves to the next one; the first

@@ -97,9 +97,11 @@ void torc__store_i64(torc_dtype dt, void *p, int64_t v);
 /* ---- devices (device.c) ---- */
 
 typedef struct torc__plugin torc__plugin;
+struct torc_stream; /* stream_internal.h */
 
 typedef struct torc__devtype {
   int used;
+  int id; /* its slot: the torc_device.type of its devices */
   char name[TORC_DEVICE_TYPE_MAX];
   torc_device_ops ops; /* the plugin's table, missing slots zeroed */
   torc__plugin *owner; /* NULL for the built-in cpu */
@@ -120,6 +122,11 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
                             void **out);
 /* Returns memory from torc__mem_alloc (the same nbytes) to the cache. */
 void torc__mem_free(torc__devtype *d, int index, void *ptr, size_t nbytes);
+/* torc__mem_free of memory also used on the n streams `used` besides the
+ * one it was allocated on (record_stream): the block allocator hands it
+ * out again only after the work queued on them now has run. */
+void torc__mem_free_on(torc__devtype *d, int index, void *ptr, size_t nbytes,
+                       struct torc_stream *const *used, int n);
 
 /* Per-thread pools of fixed-size objects (alloc.c): `kind` one of
  * TORC__POOL_*, the same size on every call of a kind. obj_alloc returns
@@ -159,7 +166,30 @@ typedef struct torc_storage {
   uint8_t host_alloc; /* from torc_host_alloc(pinned_for): free it there */
   uint8_t pinned;     /* ... and the device really pinned it */
   torc_device pinned_for;
+  /* streams (stream.c): the current stream at allocation (NULL: the
+   * default one), and the others it was used on (record_stream) */
+  struct torc_stream *alloc_stream;
+  struct torc_stream **used;
+  int n_used;
+  /* host_alloc memory of a pinned buffer pool: freed back into it */
+  struct torc__pin_pool *pool;
 } torc_storage;
+
+/* A pool of pinned staging buffers for device `dev` (pin_pool.c), keeping
+ * up to cap freed buffers until the copies that read them completed. Its
+ * owner drops it with torc__pin_pool_drop; buffers still out keep it. */
+typedef struct torc__pin_pool torc__pin_pool;
+torc__pin_pool *torc__pin_pool_new(torc_device dev, int cap);
+void torc__pin_pool_drop(torc__pin_pool *p);
+/* nbytes of pinned memory: a pooled buffer whose copies completed, else a
+ * new one; NULL with the error set. */
+void *torc__pin_pool_get(torc__pin_pool *p, size_t nbytes);
+/* Returns a buffer from torc__pin_pool_get (the storage's release). */
+void torc__pin_pool_put(torc__pin_pool *p, void *ptr, size_t nbytes);
+/* torc_empty_pinned over a buffer of pool p (untracked by scopes). */
+torc_tensor *torc__empty_pinned_pooled(const int64_t *shape, int ndim,
+                                       torc_dtype dtype, torc__pin_pool *p,
+                                       torc_device for_dev);
 
 struct torc_tensor {
   _Atomic int refcount;

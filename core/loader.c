@@ -1,7 +1,8 @@
 /* core/loader.c — the DataLoader: a seeded, sharded sampler, batches built
  * by worker threads (or the caller when workers = 0) into a bounded ring
  * that hands them out in order, the default collate (stack, or pad with a
- * mask), pinned staging and the move to the loader's device.
+ * mask), pinned staging and the move to the loader's device — on a device
+ * with streams, on a copy stream one batch ahead of the caller's step.
  *
  * Determinism: batch b of epoch e is a pure function of (seed, e, b): its
  * sample indices come from the epoch's permutation, its augmentations from
@@ -14,6 +15,7 @@
 #include "torc/philox.h"
 #include "data_internal.h"
 #include "internal.h"
+#include "stream_internal.h"
 
 enum { SLOT_EMPTY, SLOT_READY, SLOT_ERROR };
 
@@ -65,7 +67,20 @@ struct torc_loader {
   int n_workers;
   /* The caller's only. */
   torc_loader_stats stats;
+  /* Overlap, on a device with streams: batch k+1 moves to the device on
+   * copy_stream while the caller computes step k on its own stream. */
+  int overlap;
+  torc_stream *copy_stream;
+  torc__pin_pool *pool; /* staging buffers, reused once their copies ran */
+  int ahead_state; /* AHEAD_* */
+  torc_batch ahead;
+  torc_event *ahead_ev; /* recorded on copy_stream after its copies */
+  torc_status ahead_status;
+  char ahead_msg[MSG_MAX];
 };
+
+/* What the loader holds of the next batch. */
+enum { AHEAD_NONE, AHEAD_BATCH, AHEAD_ERROR, AHEAD_END };
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -84,10 +99,21 @@ void torc_batch_clear(torc_batch *b) {
 
 /* ---- collate ---- */
 
+/* The pinned buffer pool of the loader whose batch this thread builds
+ * (NULL: none), so the collates take their staging buffers from it. */
+static _Thread_local torc__pin_pool *tl_pool;
+
+static torc_tensor *pinned_out(const int64_t *shape, int nd, torc_dtype dt,
+                               torc_device dev) {
+  if (tl_pool)
+    return torc__empty_pinned_pooled(shape, nd, dt, tl_pool, dev);
+  return torc_empty_pinned(shape, nd, dt, dev);
+}
+
 static torc_tensor *alloc_out(const int64_t *shape, int nd, torc_dtype dt,
                               const torc_device *pin_for) {
   if (pin_for)
-    return torc_empty_pinned(shape, nd, dt, *pin_for);
+    return pinned_out(shape, nd, dt, *pin_for);
   return torc__empty(shape, nd, dt, TORC_CPU);
 }
 
@@ -280,7 +306,7 @@ static torc_tensor *pin_copy(torc_tensor *t, torc_device dev) {
   torc_tensor *c = torc__host_contiguous(t);
   if (c == NULL)
     return NULL;
-  torc_tensor *p = torc_empty_pinned(c->shape, c->ndim, c->dtype, dev);
+  torc_tensor *p = pinned_out(c->shape, c->ndim, c->dtype, dev);
   if (p) {
     size_t nb = (size_t)torc__numel(c->shape, c->ndim) *
                 torc_dtype_size(c->dtype);
@@ -360,6 +386,7 @@ static int build(const torc_loader *ld, const int64_t *idx, int64_t n,
   if (rc == TORC_OK) {
     torc_device dev = ld->o.device;
     torc_status st;
+    tl_pool = ld->pool;
     if (ld->o.collate) {
       torc_clear_error();
       st = ld->o.collate(xs, ys, (int)n, out, ld->o.collate_user);
@@ -388,6 +415,7 @@ static int build(const torc_loader *ld, const int64_t *idx, int64_t n,
     } else {
       st = collate(xs, ys, (int)n, out, ld->pin ? &dev : NULL);
     }
+    tl_pool = NULL;
     if (st != TORC_OK) {
       torc_batch_clear(out);
       snprintf(msg, MSG_MAX,
@@ -473,10 +501,20 @@ static void stop_workers(torc_loader *ld) {
   ld->n_workers = 0;
 }
 
+/* Drops the batch moved ahead (a restart, the end). */
+static void drop_ahead(torc_loader *ld) {
+  torc_batch_clear(&ld->ahead);
+  torc_event_free(ld->ahead_ev);
+  ld->ahead_ev = NULL;
+  ld->ahead_state = AHEAD_NONE;
+}
+
 void torc_loader_free(torc_loader *ld) {
   if (ld == NULL)
     return;
   stop_workers(ld);
+  drop_ahead(ld);
+  torc_stream_free(ld->copy_stream);
   if (ld->slots)
     clear_slots(ld);
   torc__free(ld->slots);
@@ -490,6 +528,7 @@ void torc_loader_free(torc_loader *ld) {
   pthread_mutex_destroy(&ld->mu);
   pthread_cond_destroy(&ld->work_cv);
   pthread_cond_destroy(&ld->ready_cv);
+  torc__pin_pool_drop(ld->pool); /* after every batch went back to it */
   torc_dataset_close(ld->own_ds);
   torc_transform_free(ld->own_tf);
   torc__free(ld);
@@ -594,7 +633,14 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
   ld->n_batches = n_batches;
   ld->pin = o.pin_memory == 1 ||
             (o.pin_memory == 0 && !torc_device_is_host(o.device));
+  /* A device with streams gets its batches on a copy stream, one ahead. */
+  torc__devtype *dt = torc__devtype_get(o.device.type);
+  ld->overlap = !torc_device_is_host(o.device) && dt && torc__has_streams(dt);
   ld->cap = o.prefetch ? o.prefetch : (o.workers ? 2 * o.workers : 1);
+  /* Staging buffers for every batch in flight (input, target, mask): the
+   * ring's, the batch ahead, the one being built. */
+  if (ld->overlap && ld->pin)
+    ld->pool = torc__pin_pool_new(o.device, 3 * (ld->cap + 2));
   ld->perm = torc__malloc(sizeof(int64_t) * (size_t)n);
   ld->order = torc__malloc(sizeof(int64_t) * (size_t)per_rank);
   ld->sync_idx = torc__malloc(sizeof(int64_t) * (size_t)B);
@@ -602,7 +648,8 @@ torc_loader *torc_loader_new(torc_dataset *ds, const torc_loader_opts *opts) {
   ld->workers = o.workers ? torc__calloc((size_t)o.workers, sizeof *ld->workers)
                           : NULL;
   int ok = ld->perm && ld->order && ld->sync_idx && ld->slots &&
-           (o.workers == 0 || ld->workers);
+           (o.workers == 0 || ld->workers) &&
+           (ld->pool || !(ld->overlap && ld->pin));
   for (int i = 0; ok && i < o.workers; i++) {
     ld->workers[i].ld = ld;
     ld->workers[i].idx = torc__malloc(sizeof(int64_t) * (size_t)B);
@@ -679,6 +726,7 @@ torc_status torc_loader_start(torc_loader *ld, int64_t epoch,
   ld->claim = ld->deliver = first_batch;
   ld->started = 1;
   clear_slots(ld);
+  drop_ahead(ld);
   pthread_cond_broadcast(&ld->work_cv);
   pthread_mutex_unlock(&ld->mu);
   return TORC_OK;
@@ -702,16 +750,9 @@ static torc_status move_batch(torc_loader *ld, torc_batch *b) {
   return TORC_OK;
 }
 
-int torc_loader_next(torc_loader *ld, torc_batch *out) {
-  if (out)
-    memset(out, 0, sizeof *out);
-  if (ld == NULL || out == NULL) {
-    torc_set_error(TORC_ERR_NULL, "torc_loader_next: the %s is NULL",
-                   ld == NULL ? "loader" : "output batch");
-    return -1;
-  }
-  if (!ld->started && torc_loader_start(ld, 0, 0) != TORC_OK)
-    return -1;
+/* The next batch from the ring (or built here), on the cpu: 1, 0 at the
+ * end of the epoch, -1 with the error set. */
+static int fetch(torc_loader *ld, torc_batch *out) {
   torc_batch b = {0};
   double t0 = now_seconds();
   if (ld->n_workers == 0) {
@@ -751,6 +792,123 @@ int torc_loader_next(torc_loader *ld, torc_batch *out) {
   }
   if (ld->pin && b.input && torc_is_pinned(b.input))
     ld->stats.pinned = 1;
+  *out = b;
+  return 1;
+}
+
+/* Queues b's move to the device on the copy stream and an event after it
+ * in *ev; the caller's current stream is left as it was. */
+static torc_status move_ahead(torc_loader *ld, torc_batch *b,
+                              torc_event **ev) {
+  torc_device dev = ld->o.device;
+  *ev = NULL;
+  torc_stream *prev = torc_current_stream(dev);
+  torc_status st = prev ? torc_set_current_stream(ld->copy_stream)
+                        : torc_last_status();
+  if (st != TORC_OK)
+    return st;
+  st = move_batch(ld, b);
+  if (st == TORC_OK && (*ev = torc_event_new(dev)) == NULL)
+    st = torc_last_status();
+  if (st == TORC_OK)
+    st = torc_event_record(*ev, ld->copy_stream);
+  torc_set_current_stream(prev);
+  if (st != TORC_OK) {
+    torc_event_free(*ev);
+    *ev = NULL;
+  }
+  return st;
+}
+
+/* Fetches batch k+1 and queues its move, keeping it (or its error, or the
+ * end) for the next call. */
+static void prefetch(torc_loader *ld) {
+  torc_batch nb = {0};
+  int rc = fetch(ld, &nb);
+  if (rc == 1 && move_ahead(ld, &nb, &ld->ahead_ev) != TORC_OK) {
+    torc_batch_clear(&nb);
+    rc = -1;
+  }
+  if (rc == 1) {
+    ld->ahead = nb;
+    ld->ahead_state = AHEAD_BATCH;
+  } else if (rc == 0) {
+    ld->ahead_state = AHEAD_END;
+  } else { /* reported with the batch it belongs to */
+    ld->ahead_status = torc_last_status();
+    snprintf(ld->ahead_msg, sizeof ld->ahead_msg, "%s", torc_last_error());
+    ld->ahead_state = AHEAD_ERROR;
+    torc_clear_error();
+  }
+}
+
+/* torc_loader_next with overlap: the batch moved during the last call (or
+ * now, the first time), batch k+1's move queued behind it on the copy
+ * stream, and the caller's stream made to wait for this batch's copies. */
+static int next_overlapped(torc_loader *ld, torc_batch *out) {
+  torc_batch b = {0};
+  torc_event *ev = NULL;
+  int state = ld->ahead_state;
+  ld->ahead_state = AHEAD_NONE;
+  if (state == AHEAD_END)
+    return 0;
+  if (state == AHEAD_ERROR) {
+    torc_set_error(ld->ahead_status, "%s", ld->ahead_msg);
+    return -1;
+  }
+  if (state == AHEAD_BATCH) {
+    b = ld->ahead;
+    ev = ld->ahead_ev;
+    memset(&ld->ahead, 0, sizeof ld->ahead);
+    ld->ahead_ev = NULL;
+  } else {
+    int rc = fetch(ld, &b);
+    if (rc != 1)
+      return rc;
+    if (move_ahead(ld, &b, &ev) != TORC_OK) {
+      torc_batch_clear(&b);
+      return -1;
+    }
+  }
+  prefetch(ld);
+  /* The caller's stream waits on the device, and the batch's blocks (of
+   * the copy stream) are not reused before that stream is past them. */
+  torc_stream *cur = torc_current_stream(ld->o.device);
+  torc_status st = cur ? torc_stream_wait_event(cur, ev) : torc_last_status();
+  torc_tensor *ts[3] = {b.input, b.target, b.mask};
+  for (int k = 0; k < 3 && st == TORC_OK; k++)
+    if (ts[k])
+      st = torc_tensor_record_stream(ts[k], cur);
+  torc_event_free(ev);
+  if (st != TORC_OK) {
+    torc_batch_clear(&b);
+    return -1;
+  }
+  ld->stats.batches++;
+  ld->stats.samples += b.size;
+  *out = b;
+  return 1;
+}
+
+int torc_loader_next(torc_loader *ld, torc_batch *out) {
+  if (out)
+    memset(out, 0, sizeof *out);
+  if (ld == NULL || out == NULL) {
+    torc_set_error(TORC_ERR_NULL, "torc_loader_next: the %s is NULL",
+                   ld == NULL ? "loader" : "output batch");
+    return -1;
+  }
+  if (!ld->started && torc_loader_start(ld, 0, 0) != TORC_OK)
+    return -1;
+  if (ld->overlap && ld->copy_stream == NULL &&
+      (ld->copy_stream = torc_stream_new(ld->o.device)) == NULL)
+    return -1;
+  if (ld->overlap)
+    return next_overlapped(ld, out);
+  torc_batch b = {0};
+  int rc = fetch(ld, &b);
+  if (rc != 1)
+    return rc;
   if (move_batch(ld, &b) != TORC_OK) {
     torc_batch_clear(&b);
     return -1;

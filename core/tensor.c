@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "stream_internal.h"
 #include "tensor_internal.h"
 
 static _Atomic int64_t live_tensors;
@@ -32,6 +33,7 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
   s->device = dev;
   s->ptr = p;
   s->nbytes = nbytes;
+  s->alloc_stream = torc__stream_current(dev.type, dev.index);
   atomic_fetch_add(&d->allocated[dev.index], nbytes);
   return s;
 }
@@ -39,15 +41,20 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
 void torc__storage_release(torc_storage *s) {
   if (s == NULL || atomic_fetch_sub(&s->refcount, 1) != 1)
     return;
-  if (s->host_alloc) {
+  if (s->host_alloc && s->pool) {
+    torc__pin_pool_put(s->pool, s->ptr, s->nbytes);
+  } else if (s->host_alloc) {
     torc_host_free(s->pinned_for, s->ptr);
   } else {
     torc__devtype *d = torc__devtype_get(s->device.type);
     if (d) {
-      torc__mem_free(d, s->device.index, s->ptr, s->nbytes);
+      torc__mem_free_on(d, s->device.index, s->ptr, s->nbytes, s->used,
+                        s->n_used);
       atomic_fetch_sub(&d->allocated[s->device.index], s->nbytes);
     }
   }
+  if (s->used)
+    torc__storage_used_free(s);
   torc__obj_free(TORC__POOL_STORAGE, s);
 }
 
@@ -342,8 +349,8 @@ static torc_tensor *from_host_bytes(const void *data, const int64_t *shape,
   size_t nbytes = t->storage->nbytes;
   if (nbytes) {
     torc__devtype *d = torc__devtype_get(dev.type);
-    if (d->ops.copy_from_host(d->ops.user, dev.index, t->storage->ptr, 0, data,
-                              nbytes, 0) != TORC_OK) {
+    if (torc__copy_from_host(d, dev.index, t->storage->ptr, 0, data, nbytes,
+                             0) != TORC_OK) {
       torc_release(t);
       return NULL;
     }
@@ -459,9 +466,11 @@ torc_tensor *torc_eye(int64_t n, int64_t m, torc_dtype dtype, torc_device dev) {
   return torc__ret(t);
 }
 
-torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
-                               torc_device for_dev) {
-  torc__ensure_init();
+/* A pinned cpu tensor for for_dev, its memory from host_alloc or from
+ * pool p (when not NULL). Untracked. */
+static torc_tensor *empty_pinned(const int64_t *shape, int ndim,
+                                 torc_dtype dtype, torc_device for_dev,
+                                 torc__pin_pool *pool) {
   if (torc__check_shape(shape, ndim, "torc_empty_pinned") ||
       torc__device_check(for_dev, "torc_empty_pinned"))
     return NULL;
@@ -476,7 +485,8 @@ torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
     torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
     return NULL;
   }
-  s->ptr = torc_host_alloc(for_dev, nbytes);
+  s->ptr = pool ? torc__pin_pool_get(pool, nbytes)
+                : torc_host_alloc(for_dev, nbytes);
   if (s->ptr == NULL) {
     torc__obj_free(TORC__POOL_STORAGE, s);
     return NULL;
@@ -488,15 +498,27 @@ torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
   s->host_alloc = 1;
   s->pinned = d->ops.host_alloc != NULL;
   s->pinned_for = for_dev;
+  s->pool = pool;
   int64_t strides[TORC_MAX_DIMS];
   torc__contiguous_strides(shape, ndim, strides);
   torc_tensor *t = tensor_alloc(s, dtype, shape, strides, ndim, 0);
   if (t == NULL) {
-    torc_host_free(for_dev, s->ptr);
-    torc__obj_free(TORC__POOL_STORAGE, s);
+    torc__storage_release(s);
     return NULL;
   }
-  return torc__ret(t);
+  return t;
+}
+
+torc_tensor *torc_empty_pinned(const int64_t *shape, int ndim, torc_dtype dtype,
+                               torc_device for_dev) {
+  torc__ensure_init();
+  return torc__ret(empty_pinned(shape, ndim, dtype, for_dev, NULL));
+}
+
+torc_tensor *torc__empty_pinned_pooled(const int64_t *shape, int ndim,
+                                       torc_dtype dtype, torc__pin_pool *p,
+                                       torc_device for_dev) {
+  return empty_pinned(shape, ndim, dtype, for_dev, p);
 }
 
 /* ---- copies between layouts, dtypes and devices ---- */
@@ -572,12 +594,14 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
       uint32_t flags = 0;
       if (c->storage->pinned && torc_device_eq(c->storage->pinned_for, dev))
         flags |= TORC_COPY_ASYNC_PINNED;
-      st = dd->ops.copy_from_host(dd->ops.user, dev.index, out->storage->ptr,
-                                  0, (char *)c->storage->ptr + off, nbytes,
-                                  flags);
+      st = torc__copy_from_host(dd, dev.index, out->storage->ptr, 0,
+                                (char *)c->storage->ptr + off, nbytes, flags);
     } else if (torc_device_is_host(dev)) {
       st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, out->storage->ptr,
                                 c->storage->ptr, off, nbytes);
+    } else if (torc__copy_d2d_possible(sd, dd)) { /* device to device */
+      st = torc__copy_d2d(dd, dev, out->storage->ptr, src_dev,
+                          c->storage->ptr, off, nbytes);
     } else { /* between two accelerators: through the host */
       void *tmp = torc__malloc(nbytes);
       if (tmp == NULL) {
@@ -588,8 +612,8 @@ torc_tensor *torc__to(const torc_tensor *t, torc_device dev) {
         st = sd->ops.copy_to_host(sd->ops.user, src_dev.index, tmp,
                                   c->storage->ptr, off, nbytes);
         if (st == TORC_OK)
-          st = dd->ops.copy_from_host(dd->ops.user, dev.index,
-                                      out->storage->ptr, 0, tmp, nbytes, 0);
+          st = torc__copy_from_host(dd, dev.index, out->storage->ptr, 0, tmp,
+                                    nbytes, 0);
         torc__free(tmp);
       }
     }

@@ -121,6 +121,17 @@ FROZEN(torc_device_ops, describe, 88);
 FROZEN(torc_device_ops, shutdown, 96);
 FROZEN(torc_device_ops, flags, 104);
 FROZEN(torc_device_ops, mem_info, 112);
+FROZEN(torc_device_ops, stream_new, 120);
+FROZEN(torc_device_ops, stream_free, 128);
+FROZEN(torc_device_ops, event_new, 136);
+FROZEN(torc_device_ops, event_record, 144);
+FROZEN(torc_device_ops, stream_wait_event, 152);
+FROZEN(torc_device_ops, event_query, 160);
+FROZEN(torc_device_ops, event_synchronize, 168);
+FROZEN(torc_device_ops, event_free, 176);
+FROZEN(torc_device_ops, copy_to_host_async, 184);
+FROZEN(torc_device_ops, copy_device_to_device, 192);
+FROZEN(torc_device_ops, copy_from_host_async, 200);
 
 FROZEN(torc_kernel_reg, struct_size, 0);
 FROZEN(torc_kernel_reg, device_type, 8);
@@ -142,6 +153,7 @@ FROZEN(torc_kernel_args, params_size, 48);
 FROZEN(torc_kernel_args, device_index, 56);
 FROZEN(torc_kernel_args, n_threads, 60);
 FROZEN(torc_kernel_args, kernel_data, 64);
+FROZEN(torc_kernel_args, stream, 72);
 
 /* The tables' sizes today (ABI 1.0): a minor version may only grow them. */
 static_assert(sizeof(torc_host) >= 80, "torc_host shrank");
@@ -449,6 +461,7 @@ static_assert(sizeof(torc_scheduler_type) >= 80,
  * status that declines a case ---- */
 
 FROZEN_VALUE(TORC_KERNEL_DECLINED, -1);
+FROZEN_VALUE(TORC_EVENT_NOT_READY, -2);
 
 #if TEST_ABI_LP64
 

@@ -404,6 +404,9 @@ static void test_bad_keys(void **state) {
   expect_bad_key("devices", "65", "a number of devices from 0 to 64");
   expect_bad_key("devices", "-1", "a number of devices from 0 to 64");
   expect_bad_key("latency_us", "1ms", "microseconds from 0 to 60000000");
+  expect_bad_key("kernel_latency_us", "-1", "microseconds from 0 to 60000000");
+  expect_bad_key("copy_latency_us", "60000001",
+                 "microseconds from 0 to 60000000");
   expect_bad_key("fail_op", "add;neg", "an op name like add or matmul");
 }
 

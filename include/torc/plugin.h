@@ -39,7 +39,9 @@ TORC_BEGIN_DECLS
  * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
  * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset.
  * 1.7: torc_device_ops.flags and mem_info (the caching allocator);
- *      TORC_KERNEL_DECLINED, torc_api.ktensor_of. */
+ *      TORC_KERNEL_DECLINED, torc_api.ktensor_of; streams and events:
+ *      torc_device_ops.stream_new .. copy_from_host_async (appended after
+ *      mem_info), torc_kernel_args.stream, TORC_EVENT_NOT_READY. */
 #define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */
@@ -104,6 +106,11 @@ typedef struct torc_kernel_args {
   int32_t device_index;    /* which device of the kernel's type */
   int32_t n_threads;       /* CPU threads the kernel may use */
   void *kernel_data;       /* the `data` given at registration */
+  /* (1.7) The stream to queue the kernel on (a handle from the device's
+   * stream_new), or NULL for the device's default stream. Read it only
+   * when TORC_HAS_SLOT(args, torc_kernel_args, stream): an older core
+   * passes a shorter struct, meaning the default stream. */
+  void *stream;
 } torc_kernel_args;
 
 /* A kernel: returns TORC_OK, an error (after host->set_error), or
@@ -121,6 +128,11 @@ typedef int (*torc_kernel_fn)(const torc_kernel_args *args);
  * older than 1.7 takes it for an error: decline only when
  * host->abi_minor >= 7. */
 enum { TORC_KERNEL_DECLINED = -1 };
+
+/* What torc_device_ops.event_query returns (ABI 1.7) for an event whose
+ * work has not finished yet. Like TORC_KERNEL_DECLINED, not a
+ * torc_status and not an error: no error is set. */
+enum { TORC_EVENT_NOT_READY = -2 };
 
 /* Op parameters (the layouts are frozen, as tables are). Which op takes
  * which struct is the params column of its row in torc/ops.def; each
@@ -347,6 +359,62 @@ typedef struct torc_device_ops {
    * messages and torc_memory_summary. */
   int (*mem_info)(void *user, int index, size_t *free_bytes,
                   size_t *total_bytes);
+
+  /* ---- (optional, 1.7) Streams and events, as CUDA's. A device has a
+   * default stream (the handle NULL), which the slots above use; these
+   * add more. A stream is a FIFO of work on one device; an event marks a
+   * point of a stream. The core uses streams only when stream_new,
+   * stream_free, event_new, event_record, stream_wait_event, event_query,
+   * event_synchronize and event_free are all set; without them the device
+   * has one stream and the core's stream API is synchronous (an event is
+   * complete once recorded, after a synchronize). With streams, `free`
+   * (above) frees after the work queued so far on every stream of the
+   * device, and copy_to_host waits for every stream. ---- */
+
+  /* A new stream of device `index` in *out (never NULL). */
+  int (*stream_new)(void *user, int index, void **out);
+  /* Frees a stream after the work queued on it has run. */
+  void (*stream_free)(void *user, int index, void *stream);
+  /* A new event of device `index` in *out, not recorded yet (waiting on
+   * it or querying it finds it complete, as in CUDA). */
+  int (*event_new)(void *user, int index, void **out);
+  /* Records `event` on `stream` (NULL: the default stream): it completes
+   * when the work queued on that stream so far has run. Recording again
+   * moves it to the new point. */
+  int (*event_record)(void *user, int index, void *event, void *stream);
+  /* Makes `stream` of device `index` wait, on the device, until `event`
+   * (as last recorded when this is called) completes: the host does not
+   * wait. The event may belong to another device of the same type. */
+  int (*stream_wait_event)(void *user, int index, void *stream, void *event);
+  /* TORC_OK when `event` completed (or was never recorded),
+   * TORC_EVENT_NOT_READY when not yet, or an error. Never blocks. */
+  int (*event_query)(void *user, int index, void *event);
+  /* Blocks the host until `event` completes; reports errors of
+   * asynchronous work, as synchronize does. */
+  int (*event_synchronize)(void *user, int index, void *event);
+  /* Frees an event; work still queued to record or wait on it runs as if
+   * it were alive. */
+  void (*event_free)(void *user, int index, void *event);
+  /* (optional) Queues a copy of src + src_offset bytes of device `index`
+   * to dst, host memory from host_alloc, on `stream` and returns at once:
+   * the data is in dst once an event recorded on that stream after the
+   * call has completed. dst must stay allocated until then. */
+  int (*copy_to_host_async)(void *user, int index, void *dst, const void *src,
+                            size_t src_offset, size_t nbytes, void *stream);
+  /* (optional) Copies between two devices of this type without the host:
+   * queued on `stream`, a stream of src_index (NULL: its default), after
+   * the work queued so far on it. The core makes that stream wait for the
+   * destination's stream first, and the destination's stream wait for an
+   * event recorded after the copy. */
+  int (*copy_device_to_device)(void *user, int dst_index, void *dst,
+                               size_t dst_offset, int src_index,
+                               const void *src, size_t src_offset,
+                               size_t nbytes, void *stream);
+  /* (optional) copy_from_host queued on `stream` (NULL: the default one);
+   * the old slot means the default stream. */
+  int (*copy_from_host_async)(void *user, int index, void *dst,
+                              size_t dst_offset, const void *src,
+                              size_t nbytes, uint32_t flags, void *stream);
 } torc_device_ops;
 
 /* ------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "torc/runtime.h"
 #include "torc/safetensors.h"
 #include "torc/state.h"
+#include "torc/stream.h"
 #include "torc/tensor.h"
 #include "torc/train.h"
 

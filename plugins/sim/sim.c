@@ -1,6 +1,7 @@
 /* plugins/sim/sim.c — the sim plugin: a simulated accelerator (device type
- * "sim") whose memory the core cannot dereference, with a memory cap, one
- * asynchronous stream per device and the reference kernels run on it. Lets
+ * "sim") whose memory the core cannot dereference, with a memory cap,
+ * asynchronous streams and events per device and a simulated clock, and
+ * the reference kernels run on its streams. Lets
  * CI test device semantics with no GPU. This file: the entry point, the
  * plugin's keys, init/teardown and the device-level ops.
  */
@@ -30,6 +31,16 @@ static const torc_plugin_key sim_keys[] = {
     {"latency_us",
      "artificial delay before each kernel in microseconds (0 to 60000000), "
      "to make asynchronous execution observable",
+     "0"},
+    {"kernel_latency_us",
+     "simulated duration of each kernel in microseconds (0 to 60000000) on "
+     "the device's simulated clock (sim_time_us of its counters); nothing "
+     "sleeps",
+     "0"},
+    {"copy_latency_us",
+     "simulated duration of each copy (host to device, device to host, "
+     "device to device) in microseconds (0 to 60000000) on the simulated "
+     "clock; nothing sleeps",
      "0"},
     {"fail_op",
      "for tests: every launch of this op (e.g. add) fails asynchronously "
@@ -118,6 +129,20 @@ static int read_config(const torc_host *host, torc_plugin *self) {
     v = "0";
   if (parse_long(v, 0, 60000000L, &sim__g.latency_us) != 0)
     return config_error("latency_us", v,
+                        "microseconds from 0 to 60000000, like 0 or 2000");
+
+  v = host->config_get(self, "kernel_latency_us");
+  if (v == NULL)
+    v = "0";
+  if (parse_long(v, 0, 60000000L, &sim__g.kernel_latency_us) != 0)
+    return config_error("kernel_latency_us", v,
+                        "microseconds from 0 to 60000000, like 0 or 2000");
+
+  v = host->config_get(self, "copy_latency_us");
+  if (v == NULL)
+    v = "0";
+  if (parse_long(v, 0, 60000000L, &sim__g.copy_latency_us) != 0)
+    return config_error("copy_latency_us", v,
                         "microseconds from 0 to 60000000, like 0 or 2000");
 
   v = host->config_get(self, "fail_op");
@@ -221,6 +246,17 @@ static const torc_device_ops sim_ops = {
     /* Handles inside an allocation are valid (sim_memory.c). */
     .flags = TORC_DEVICE_CACHING,
     .mem_info = sim__mem_info,
+    .stream_new = sim__stream_new,
+    .stream_free = sim__stream_free,
+    .event_new = sim__event_new,
+    .event_record = sim__event_record,
+    .stream_wait_event = sim__stream_wait_event,
+    .event_query = sim__event_query,
+    .event_synchronize = sim__event_synchronize,
+    .event_free = sim__event_free,
+    .copy_to_host_async = sim__copy_to_host_async,
+    .copy_device_to_device = sim__copy_device_to_device,
+    .copy_from_host_async = sim__copy_from_host_async,
 };
 
 static int sim_init(const torc_host *host, torc_plugin *self) {
@@ -284,8 +320,8 @@ static const torc_plugin_info sim_info = {
     .abi_minor = TORC_ABI_MINOR,
     .name = "sim",
     .version = "0.1.0",
-    .description = "simulated accelerator: its own memory with a cap, an "
-                   "asynchronous stream per device, reference kernels",
+    .description = "simulated accelerator: its own memory with a cap, "
+                   "asynchronous streams and events, reference kernels",
     .provides = TORC_PROVIDES_DEVICE | TORC_PROVIDES_KERNELS,
     .flags = 0,
     .keys = sim_keys,
@@ -310,9 +346,21 @@ TORC_PLUGIN_EXPORT int torc_sim_read_counters(int index, torc_sim_counters *out,
   c.blocking_reads = dev->n_blocking_reads;
   c.synchronizes = dev->n_syncs;
   c.blocking_bytes = dev->n_blocking_bytes;
+  c.sim_time_us = dev->sim_time_us;
+  c.async_reads = dev->n_async_reads;
+  c.copies_d2d = dev->n_d2d;
+  pthread_mutex_lock(&sim__g.pin_mu);
+  c.host_allocs = sim__g.n_host_allocs;
+  if (reset)
+    sim__g.n_host_allocs = 0;
+  pthread_mutex_unlock(&sim__g.pin_mu);
   if (reset) {
     dev->n_kernels = dev->n_copies_pinned = dev->n_copies_staged = 0;
     dev->n_blocking_reads = dev->n_blocking_bytes = dev->n_syncs = 0;
+    dev->n_async_reads = dev->n_d2d = 0;
+    dev->sim_time_us = 0;
+    for (sim_stream *s = dev->streams; s; s = s->next)
+      s->clock_us = 0;
   }
   pthread_mutex_unlock(&dev->mu);
   size_t n = out->struct_size < sizeof c ? out->struct_size : sizeof c;

@@ -18,6 +18,15 @@ typedef struct torc_sim_counters {
   uint64_t blocking_reads;  /* device->host copies that waited for the queue */
   uint64_t synchronizes;    /* synchronize calls (the host waited) */
   uint64_t blocking_bytes;  /* bytes read by the blocking reads */
+  /* The largest simulated end time of the device's tasks, in microseconds:
+   * each task starts when its stream is free and the events it waits on
+   * completed, and lasts kernel_latency_us (kernels) or copy_latency_us
+   * (copies). A reset zeroes it and every stream's clock: reset only when
+   * the device is idle (after a synchronize). */
+  uint64_t sim_time_us;
+  uint64_t async_reads;     /* device->host copies queued on a stream */
+  uint64_t copies_d2d;      /* device->device copies from this device */
+  uint64_t host_allocs;     /* pinned host_alloc calls (plugin-wide) */
 } torc_sim_counters;
 
 /* The name of the exported function, for dlsym. */

@@ -264,9 +264,12 @@ void sim__free(void *user, int index, void *ptr) {
     free(buf);
     return;
   }
+  /* Freed after the work queued so far on every stream: behind it on the
+   * default stream when only that one has work, else after a wait. */
+  int side_busy = dev->pending != dev->def.pending;
   pthread_mutex_unlock(&dev->mu);
-  sim_task *t = calloc(1, sizeof *t);
-  if (t == NULL) { /* no memory for the task: wait for the stream instead */
+  sim_task *t = side_busy ? NULL : calloc(1, sizeof *t);
+  if (t == NULL) { /* wait for the streams instead */
     sim__drain(dev, 0);
     free(buf);
     return;
@@ -351,9 +354,19 @@ void sim__free_pins(void) {
 
 int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,
                         const void *src, size_t nbytes, uint32_t flags) {
+  return sim__copy_from_host_async(user, index, dst, dst_offset, src, nbytes,
+                                   flags, NULL);
+}
+
+int sim__copy_from_host_async(void *user, int index, void *dst,
+                              size_t dst_offset, const void *src,
+                              size_t nbytes, uint32_t flags, void *stream) {
   (void)user;
   sim_device *dev = sim__device(index);
   if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  sim_stream *on = sim__stream_of(dev, stream);
+  if (on == NULL)
     return TORC_ERR_DEVICE;
   char *to;
   int st =
@@ -409,7 +422,7 @@ int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,
   else
     dev->n_copies_staged++;
   pthread_mutex_unlock(&dev->mu);
-  sim__enqueue(dev, t);
+  sim__enqueue_on(on, t);
   return TORC_OK;
 }
 
@@ -438,6 +451,87 @@ int sim__copy_to_host(void *user, int index, void *dst, const void *src,
   return TORC_OK;
 }
 
+int sim__copy_to_host_async(void *user, int index, void *dst, const void *src,
+                            size_t src_offset, size_t nbytes, void *stream) {
+  (void)user;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  sim_stream *on = sim__stream_of(dev, stream);
+  if (on == NULL)
+    return TORC_ERR_DEVICE;
+  char *from;
+  int st = resolve_range(dev, src, src_offset, nbytes,
+                         "asynchronous copy to the host", &from);
+  if (st != TORC_OK || nbytes == 0)
+    return st;
+  /* The destination must outlive the copy: pinned memory, whose host_free
+   * is deferred until the copies using it ran. */
+  sim_pin *pin = pin_acquire(dst, nbytes);
+  if (pin == NULL)
+    return sim__g.host->set_error(
+        TORC_ERR_INVALID,
+        "sim:%d: asynchronous copy to %p: that is not %zu bytes of pinned "
+        "memory from host_alloc (allocate the destination with "
+        "torc_empty_pinned)",
+        index, dst, nbytes);
+  sim_task *t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    sim__pin_done(pin);
+    return sim__g.host->set_error(TORC_ERR_OOM,
+                                  "sim:%d: out of host memory queueing a "
+                                  "%zu-byte copy",
+                                  index, nbytes);
+  }
+  t->kind = SIM_TASK_COPY;
+  t->dst = dst;
+  t->src = from;
+  t->nbytes = nbytes;
+  t->pin = pin;
+  pthread_mutex_lock(&dev->mu);
+  dev->n_async_reads++;
+  pthread_mutex_unlock(&dev->mu);
+  sim__enqueue_on(on, t);
+  return TORC_OK;
+}
+
+int sim__copy_device_to_device(void *user, int dst_index, void *dst,
+                               size_t dst_offset, int src_index,
+                               const void *src, size_t src_offset,
+                               size_t nbytes, void *stream) {
+  (void)user;
+  sim_device *sd = sim__device(src_index);
+  sim_device *dd = sd ? sim__device(dst_index) : NULL;
+  if (dd == NULL)
+    return TORC_ERR_DEVICE;
+  sim_stream *on = sim__stream_of(sd, stream);
+  if (on == NULL)
+    return TORC_ERR_DEVICE;
+  char *from, *to;
+  int st = resolve_range(sd, src, src_offset, nbytes,
+                         "device-to-device copy (source)", &from);
+  if (st == TORC_OK)
+    st = resolve_range(dd, dst, dst_offset, nbytes,
+                       "device-to-device copy (destination)", &to);
+  if (st != TORC_OK || nbytes == 0)
+    return st;
+  sim_task *t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return sim__g.host->set_error(TORC_ERR_OOM,
+                                  "sim:%d: out of host memory queueing a "
+                                  "%zu-byte copy",
+                                  src_index, nbytes);
+  t->kind = SIM_TASK_COPY;
+  t->dst = to;
+  t->src = from;
+  t->nbytes = nbytes;
+  pthread_mutex_lock(&sd->mu);
+  sd->n_d2d++;
+  pthread_mutex_unlock(&sd->mu);
+  sim__enqueue_on(on, t);
+  return TORC_OK;
+}
+
 int sim__host_alloc(void *user, size_t nbytes, void **out) {
   (void)user;
   *out = NULL;
@@ -454,6 +548,7 @@ int sim__host_alloc(void *user, size_t nbytes, void **out) {
   }
   pin->size = nbytes;
   pthread_mutex_lock(&sim__g.pin_mu);
+  sim__g.n_host_allocs++;
   pin->next = sim__g.pins;
   sim__g.pins = pin;
   pthread_mutex_unlock(&sim__g.pin_mu);

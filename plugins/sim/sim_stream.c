@@ -1,6 +1,7 @@
-/* plugins/sim/sim_stream.c — one asynchronous stream per sim device: a FIFO
- * of tasks run by a worker thread (kernels, copies, frees), the generic
- * kernel that queues a reference kernel over host buffers, and the sticky
+/* plugins/sim/sim_stream.c — a sim device's streams: each a FIFO of tasks
+ * (kernels, copies, frees, event records and waits) run by its own worker
+ * thread, with a simulated clock; the generic kernel that queues a
+ * reference kernel over host buffers on the caller's stream; the sticky
  * errors of asynchronous kernels, reported at the next synchronisation.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -70,7 +71,7 @@ static void record_sticky(sim_device *dev, int status, const char *fmt, ...) {
   pthread_mutex_unlock(&dev->mu);
 }
 
-/* ---- the worker ---- */
+/* ---- the workers ---- */
 
 static void sleep_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
@@ -108,20 +109,64 @@ static void run_kernel(sim_device *dev, sim_task *t) {
                   tl_msg[0] ? tl_msg : "the kernel gave no message");
 }
 
+/* Waits for a WAIT task's event (on its own device's lock, which may be
+ * another device's) and returns the simulated time it completed at. */
+static uint64_t wait_event(sim_task *t) {
+  sim_event *ev = t->event;
+  sim_device *ed = ev->dev;
+  pthread_mutex_lock(&ed->mu);
+  while (ev->done < t->target)
+    pthread_cond_wait(&ed->idle, &ed->mu);
+  uint64_t when = ev->time_us;
+  sim__event_unref_locked(ev);
+  pthread_mutex_unlock(&ed->mu);
+  return when;
+}
+
+/* The simulated clock: a task starts when its stream is free and ends its
+ * latency later (kernels kernel_latency_us, copies copy_latency_us).
+ * Called with dev->mu held, as the task starts. */
+static void clock_task(sim_stream *s, sim_task *t) {
+  uint64_t lat = t->kind == SIM_TASK_KERNEL ? (uint64_t)sim__g.kernel_latency_us
+                 : t->kind == SIM_TASK_COPY ? (uint64_t)sim__g.copy_latency_us
+                                            : 0;
+  s->clock_us += lat;
+  if (s->clock_us > s->dev->sim_time_us)
+    s->dev->sim_time_us = s->clock_us;
+}
+
 static void *worker_main(void *arg) {
-  sim_device *dev = arg;
+  sim_stream *s = arg;
+  sim_device *dev = s->dev;
   pthread_mutex_lock(&dev->mu);
   for (;;) {
-    while (dev->head == NULL && !dev->stop)
-      pthread_cond_wait(&dev->work, &dev->mu);
-    if (dev->head == NULL) /* stop, and nothing left to run */
+    while (s->head == NULL && !s->stop)
+      pthread_cond_wait(&s->work, &dev->mu);
+    if (s->head == NULL) /* stop, and nothing left to run */
       break;
-    sim_task *t = dev->head;
-    dev->head = t->next;
-    if (dev->head == NULL)
-      dev->tail = NULL;
-    pthread_mutex_unlock(&dev->mu);
+    sim_task *t = s->head;
+    s->head = t->next;
+    if (s->head == NULL)
+      s->tail = NULL;
     sim_task_kind kind = t->kind;
+    if (kind == SIM_TASK_WAIT) {
+      pthread_mutex_unlock(&dev->mu);
+      uint64_t when = wait_event(t);
+      pthread_mutex_lock(&dev->mu);
+      if (when > s->clock_us)
+        s->clock_us = when;
+    } else if (kind == SIM_TASK_RECORD) {
+      /* Everything before it on this stream has run. */
+      sim_event *ev = t->event;
+      if (t->target > ev->done) {
+        ev->done = t->target;
+        ev->time_us = s->clock_us;
+      }
+      sim__event_unref_locked(ev);
+    } else {
+      clock_task(s, t);
+    }
+    pthread_mutex_unlock(&dev->mu);
     switch (kind) {
     case SIM_TASK_KERNEL:
       run_kernel(dev, t);
@@ -131,7 +176,7 @@ static void *worker_main(void *arg) {
       if (t->pin)
         sim__pin_done(t->pin);
       break;
-    case SIM_TASK_FREE:
+    default:
       break;
     }
     free(t->owned);
@@ -139,34 +184,57 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&dev->mu);
     if (kind == SIM_TASK_KERNEL)
       dev->n_kernels++;
-    if (--dev->pending == 0)
-      pthread_cond_broadcast(&dev->idle);
+    s->pending--;
+    dev->pending--;
+    pthread_cond_broadcast(&dev->idle);
   }
   pthread_mutex_unlock(&dev->mu);
   return NULL;
 }
 
-void sim__enqueue(sim_device *dev, sim_task *task) {
+void sim__enqueue_on(sim_stream *s, sim_task *task) {
+  sim_device *dev = s->dev;
   task->next = NULL;
   pthread_mutex_lock(&dev->mu);
-  if (dev->tail)
-    dev->tail->next = task;
+  if (s->tail)
+    s->tail->next = task;
   else
-    dev->head = task;
-  dev->tail = task;
+    s->head = task;
+  s->tail = task;
+  s->pending++;
   dev->pending++;
-  pthread_cond_signal(&dev->work);
+  pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&dev->mu);
 }
 
-int sim__drain(sim_device *dev, int report) {
+void sim__enqueue(sim_device *dev, sim_task *task) {
+  sim__enqueue_on(&dev->def, task);
+}
+
+sim_stream *sim__stream_of(sim_device *dev, void *handle) {
+  if (handle == NULL)
+    return &dev->def;
+  sim_stream *s = handle;
   pthread_mutex_lock(&dev->mu);
-  while (dev->pending > 0)
-    pthread_cond_wait(&dev->idle, &dev->mu);
-  int st = TORC_OK;
+  sim_stream *it = dev->streams;
+  while (it && it != s)
+    it = it->next;
+  pthread_mutex_unlock(&dev->mu);
+  if (it == NULL) {
+    sim__g.host->set_error(TORC_ERR_DEVICE,
+                           "sim:%d: stream %p is not a live stream of this "
+                           "device (freed, or another device's)",
+                           dev->index, handle);
+    return NULL;
+  }
+  return s;
+}
+
+int sim__report_sticky(sim_device *dev) {
   char msg[SIM_MSG_MAX];
-  if (report && dev->sticky != TORC_OK) {
-    st = dev->sticky;
+  pthread_mutex_lock(&dev->mu);
+  int st = dev->sticky;
+  if (st != TORC_OK) {
     memcpy(msg, dev->sticky_msg, sizeof msg);
     dev->sticky = TORC_OK;
     dev->sticky_msg[0] = '\0';
@@ -177,56 +245,147 @@ int sim__drain(sim_device *dev, int report) {
   return st;
 }
 
+int sim__drain(sim_device *dev, int report) {
+  pthread_mutex_lock(&dev->mu);
+  while (dev->pending > 0)
+    pthread_cond_wait(&dev->idle, &dev->mu);
+  pthread_mutex_unlock(&dev->mu);
+  return report ? sim__report_sticky(dev) : TORC_OK;
+}
+
+/* Starts stream s of dev: its condition and worker. */
+static int stream_start(sim_device *dev, sim_stream *s) {
+  memset(s, 0, sizeof *s);
+  s->magic = SIM_STREAM_MAGIC;
+  s->dev = dev;
+  if (pthread_cond_init(&s->work, NULL) != 0)
+    return sim__g.host->set_error(TORC_ERR_INTERNAL,
+                                  "sim:%d: cannot create a condition",
+                                  dev->index);
+  /* The worker blocks every signal (it inherits the mask), so that the
+   * application's handlers (Ctrl-C in a trainer) run on its own threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&s->thread, NULL, worker_main, s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&s->work);
+    return sim__g.host->set_error(TORC_ERR_INTERNAL,
+                                  "sim:%d: cannot start a stream's worker "
+                                  "thread: %s",
+                                  dev->index, strerror(rc));
+  }
+  s->thread_started = 1;
+  return TORC_OK;
+}
+
+/* Runs what s has queued and joins its worker; s stays linked. */
+static void stream_stop(sim_stream *s) {
+  if (!s->thread_started)
+    return;
+  pthread_mutex_lock(&s->dev->mu);
+  s->stop = 1;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->dev->mu);
+  pthread_join(s->thread, NULL);
+  s->thread_started = 0;
+  s->magic = 0;
+  pthread_cond_destroy(&s->work);
+}
+
 int sim__device_start(sim_device *dev, int index) {
   memset(dev, 0, sizeof *dev);
   dev->index = index;
   if (pthread_mutex_init(&dev->mu, NULL) != 0)
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
                                   "sim:%d: cannot create a mutex", index);
-  if (pthread_cond_init(&dev->work, NULL) != 0) {
-    pthread_mutex_destroy(&dev->mu);
-    return sim__g.host->set_error(TORC_ERR_INTERNAL,
-                                  "sim:%d: cannot create a condition", index);
-  }
   if (pthread_cond_init(&dev->idle, NULL) != 0) {
-    pthread_cond_destroy(&dev->work);
     pthread_mutex_destroy(&dev->mu);
     return sim__g.host->set_error(TORC_ERR_INTERNAL,
                                   "sim:%d: cannot create a condition", index);
   }
-  /* The worker blocks every signal (it inherits the mask), so that the
-   * application's handlers (Ctrl-C in a trainer) run on its own threads. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&dev->thread, NULL, worker_main, dev);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
+  int st = stream_start(dev, &dev->def);
+  if (st != TORC_OK) {
     pthread_cond_destroy(&dev->idle);
-    pthread_cond_destroy(&dev->work);
     pthread_mutex_destroy(&dev->mu);
-    return sim__g.host->set_error(TORC_ERR_INTERNAL,
-                                  "sim:%d: cannot start the stream's worker "
-                                  "thread: %s",
-                                  index, strerror(rc));
+    return st;
   }
-  dev->thread_started = 1;
+  dev->streams = &dev->def;
+  dev->started = 1;
   return TORC_OK;
 }
 
 void sim__device_stop(sim_device *dev) {
-  if (!dev->thread_started)
+  if (!dev->started)
     return;
-  pthread_mutex_lock(&dev->mu);
-  dev->stop = 1;
-  pthread_cond_signal(&dev->work);
-  pthread_mutex_unlock(&dev->mu);
-  pthread_join(dev->thread, NULL); /* runs what was queued first */
-  dev->thread_started = 0;
+  /* Side streams first: their waits may need the default stream. */
+  for (sim_stream *s = dev->streams; s; s = s->next)
+    if (s != &dev->def)
+      stream_stop(s);
+  stream_stop(&dev->def);
+  while (dev->streams) {
+    sim_stream *s = dev->streams;
+    dev->streams = s->next;
+    if (s != &dev->def)
+      free(s);
+  }
+  while (dev->events) {
+    sim_event *e = dev->events;
+    dev->events = e->next;
+    free(e);
+  }
+  dev->started = 0;
   sim__free_table(dev);
   pthread_cond_destroy(&dev->idle);
-  pthread_cond_destroy(&dev->work);
   pthread_mutex_destroy(&dev->mu);
+}
+
+int sim__stream_new(void *user, int index, void **out) {
+  (void)user;
+  *out = NULL;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL)
+    return TORC_ERR_DEVICE;
+  sim_stream *s = malloc(sizeof *s);
+  if (s == NULL)
+    return sim__g.host->set_error(TORC_ERR_OOM,
+                                  "sim:%d: out of host memory for a stream",
+                                  index);
+  int st = stream_start(dev, s);
+  if (st != TORC_OK) {
+    free(s);
+    return st;
+  }
+  pthread_mutex_lock(&dev->mu);
+  s->next = dev->def.next; /* the default stream stays first */
+  dev->def.next = s;
+  pthread_mutex_unlock(&dev->mu);
+  *out = s;
+  return TORC_OK;
+}
+
+void sim__stream_free(void *user, int index, void *stream) {
+  (void)user;
+  sim_device *dev = sim__device(index);
+  if (dev == NULL || stream == NULL)
+    return;
+  sim_stream *s = sim__stream_of(dev, stream);
+  if (s == &dev->def)
+    return;
+  if (s == NULL) {
+    sim__g.host->log(TORC_LOG_ERROR, "sim:%d: stream_free of %p, which is "
+                     "no stream of this device; ignored", index, stream);
+    return;
+  }
+  stream_stop(s); /* runs its queue first */
+  pthread_mutex_lock(&dev->mu);
+  sim_stream **pp = &dev->streams;
+  while (*pp != s)
+    pp = &(*pp)->next;
+  *pp = s->next;
+  pthread_mutex_unlock(&dev->mu);
+  free(s);
 }
 
 /* ---- the generic kernel ---- */
@@ -351,6 +510,12 @@ int sim__kernel(const torc_kernel_args *a) {
   t->args.op = base + off_op;
   t->args.kernel_data = NULL; /* as the ref plugin registers them */
   t->inject_fail = sim__g.fail_op[0] && strcmp(sim__g.fail_op, op) == 0;
-  sim__enqueue(dev, t);
+  sim_stream *s = &dev->def;
+  if (TORC_HAS_SLOT(a, torc_kernel_args, stream) && a->stream &&
+      (s = sim__stream_of(dev, a->stream)) == NULL) {
+    free(t);
+    return TORC_ERR_DEVICE;
+  }
+  sim__enqueue_on(s, t);
   return TORC_OK;
 }
