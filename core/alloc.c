@@ -327,6 +327,8 @@ torc_status torc_device_memory_stats2(torc_device dev, torc_memory_stats2 *out) 
   if (d->cache) {
     torc__cache *c = &d->cache[dev.index];
     pthread_mutex_lock(&c->lock);
+    if (c->mode == TORC__CACHE_BLOCKS) /* blocks whose events completed */
+      torc__blocks_collect(d, dev.index, c);
     s.caching = c->mode;
     s.allocated = c->alloc[0].cur;
     s.peak_allocated = c->alloc[0].peak;

@@ -188,6 +188,11 @@ size_t torc__blocks_release(torc__devtype *d, int index, torc__cache *c) {
   return freed;
 }
 
+void torc__blocks_collect(torc__devtype *d, int index, torc__cache *c) {
+  if (c->bk != NULL && c->bk->pending != NULL)
+    process_pending(d, index, c);
+}
+
 void torc__blocks_destroy(torc__devtype *d, int index, torc__cache *c) {
   if (c->bk == NULL)
     return;

@@ -88,6 +88,9 @@ void torc__blocks_retag(torc__cache *c, const struct torc_stream *s);
 /* Gives every wholly free segment back to the device; the bytes freed.
  * Lock held. */
 size_t torc__blocks_release(torc__devtype *d, int index, torc__cache *c);
+/* Frees the blocks waiting on events that have completed, so that the
+ * statistics read next do not count them as allocated. Lock held. */
+void torc__blocks_collect(torc__devtype *d, int index, torc__cache *c);
 /* Bytes of the blocks in use (rounded sizes). Lock held. */
 size_t torc__blocks_in_use(const torc__cache *c);
 

@@ -111,6 +111,8 @@ static void test_training_steps_take_no_new_memory(void **state) {
                 "segments\n",
                 s2.allocated, s2.reserved,
                 (unsigned long long)s2.segment_allocs);
+  size_t allocated[21] = {0};
+  allocated[2] = s2.allocated;
   for (int k = 3; k <= 20; k++) {
     step(m, loss_fn, opt, ld);
     assert_ok(torc_synchronize(sim));
@@ -123,7 +125,12 @@ static void test_training_steps_take_no_new_memory(void **state) {
       fail();
     }
     assert_int_equal(s.segment_frees, s2.segment_frees);
-    assert_int_equal(s.allocated, s2.allocated);
+    /* The loader holds the next batch on the device except after an
+     * epoch's last one (3 batches an epoch): the same place in an epoch
+     * holds the same bytes. */
+    allocated[k] = s.allocated;
+    if (k >= 5)
+      assert_int_equal(s.allocated, allocated[k - 3]);
     assert_int_equal(s.oom_count, 0);
   }
   torc_memory_stats2 s20 = stats(sim);

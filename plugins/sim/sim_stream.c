@@ -182,8 +182,6 @@ static void *worker_main(void *arg) {
     free(t->owned);
     free(t);
     pthread_mutex_lock(&dev->mu);
-    if (kind == SIM_TASK_KERNEL)
-      dev->n_kernels++;
     s->pending--;
     dev->pending--;
     pthread_cond_broadcast(&dev->idle);
@@ -196,6 +194,8 @@ void sim__enqueue_on(sim_stream *s, sim_task *task) {
   sim_device *dev = s->dev;
   task->next = NULL;
   pthread_mutex_lock(&dev->mu);
+  if (task->kind == SIM_TASK_KERNEL) /* counted when queued */
+    dev->n_kernels++;
   if (s->tail)
     s->tail->next = task;
   else
