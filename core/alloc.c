@@ -138,6 +138,36 @@ static torc_status device_alloc(torc__devtype *d, int index, size_t nbytes,
   return (torc_status)d->ops.alloc(d->ops.user, index, nbytes, out);
 }
 
+/* Rewrites the error of an allocation the device refused (uncached, or
+ * with size classes after the cache was given back when it held anything): what was asked, what
+ * torc holds, what the cache gave back, what to do, and the device's own
+ * words. Returns TORC_ERR_OOM. */
+static torc_status oom_error(torc__devtype *d, int index, torc__cache *c,
+                             size_t nbytes, size_t gave_back) {
+  char said[512];
+  snprintf(said, sizeof said, "%s", torc_last_error());
+  pthread_mutex_lock(&c->lock);
+  size_t allocated = c->alloc[0].cur;
+  pthread_mutex_unlock(&c->lock);
+  char want[32], a[32], g[32], held[96];
+  torc__mem_human(nbytes, want, sizeof want);
+  torc__mem_human(allocated, a, sizeof a);
+  torc__mem_human(gave_back, g, sizeof g);
+  if (gave_back)
+    snprintf(held, sizeof held,
+             "gave its %zu cached bytes (%s) back before trying again",
+             gave_back, g);
+  else
+    snprintf(held, sizeof held, "held no cached memory to give back");
+  return torc_set_error(
+      TORC_ERR_OOM,
+      "out of memory on %s:%d: cannot allocate %zu bytes (%s); torc has "
+      "%zu bytes (%s) allocated and %s; lower the batch size or the model's "
+      "size, or free tensors you no longer need. The device said: %s",
+      d->name, index, nbytes, want, allocated, a, held,
+      *said ? said : "out of memory");
+}
+
 /* An uncached device: every storage is one call of the device's alloc,
  * counted in the statistics. */
 static torc_status uncached_alloc(torc__devtype *d, int index, torc__cache *c,
@@ -151,7 +181,7 @@ static torc_status uncached_alloc(torc__devtype *d, int index, torc__cache *c,
     c->oom_count++;
   }
   pthread_mutex_unlock(&c->lock);
-  return st;
+  return st == TORC_ERR_OOM ? oom_error(d, index, c, nbytes, 0) : st;
 }
 
 torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
@@ -192,13 +222,13 @@ torc_status torc__mem_alloc(torc__devtype *d, int index, size_t nbytes,
       c->oom_count++;
     pthread_mutex_unlock(&c->lock);
     if (had == 0)
-      return st;
+      return st == TORC_ERR_OOM ? oom_error(d, index, c, size, 0) : st;
     torc_clear_error();
     if ((st = device_alloc(d, index, size, out))) {
       pthread_mutex_lock(&c->lock);
       c->oom_count++;
       pthread_mutex_unlock(&c->lock);
-      return st;
+      return st == TORC_ERR_OOM ? oom_error(d, index, c, size, had) : st;
     }
   }
   pthread_mutex_lock(&c->lock); /* a block taken from the device */

@@ -10,6 +10,7 @@
 
 #include "testutil.h"
 #include "sim_testutil.h"
+#include "torc/testing.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -450,9 +451,41 @@ static void test_device_without_the_flag_is_unchanged(void **state) {
   free(text);
 }
 
+/* ---- the cpu's size-class cache ---- */
+
+/* A storage the cpu refuses: the message gives the request, what torc
+ * holds, that the cache was given back first, and the fix. */
+static void test_cpu_oom_message(void **state) {
+  (void)state;
+  torc_tensor *w = torc_empty(TORC_SHAPE(1 << 18), TORC_F32, TORC_CPU);
+  assert_torc(w);
+  torc_release(w); /* 1 MiB in the cpu's cache */
+  const char *m = NULL;
+  /* the attempts before the storage's are the tensor's header */
+  for (int n = 1; n <= 4 && m == NULL; n++) {
+    torc_clear_error();
+    torc_test_fail_alloc(n, 1);
+    torc_tensor *t = torc_empty(TORC_SHAPE(1 << 18), TORC_F32, TORC_CPU);
+    torc_test_fail_alloc(0, 0);
+    assert_null(t);
+    if (strstr(torc_last_error(), "cannot allocate") != NULL)
+      m = torc_last_error();
+  }
+  assert_non_null(m);
+  assert_contains(m, "out of memory on cpu:0");
+  assert_contains(m, "cannot allocate 1048576 bytes (1.0 MiB)");
+  if (stats(TORC_CPU).caching == TORC_CACHING_NONE) /* a sanitizer build */
+    assert_contains(m, "held no cached memory to give back");
+  else
+    assert_contains(m, "gave its 1048576 cached bytes (1.0 MiB) back");
+  assert_contains(m, "lower the batch size");
+  assert_contains(m, "(an injected failure)"); /* the device's own words */
+}
+
 int main(void) {
   const struct CMUnitTest old_table[] = {
       cmocka_unit_test(test_device_without_the_flag_is_unchanged),
+      cmocka_unit_test(test_cpu_oom_message),
   };
   const struct CMUnitTest blocks[] = {
       cmocka_unit_test(test_hand_computed_figures),
