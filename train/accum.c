@@ -82,8 +82,8 @@ done:
 
 torc_status torc_train__accum_step(accum *a, torc_tensor *out,
                                    const torc_tensor *target,
-                                   torc_tensor *loss, int64_t samples,
-                                   int *classify) {
+                                   torc_tensor *loss, torc_tensor *gnorm,
+                                   int64_t samples, int *classify) {
   /* This step's loss and count (as sums of one batch of one sample), then
    * both sums gain them. */
   torc_release(a->cur_l), torc_release(a->cur_c);
@@ -105,6 +105,10 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
   torc_tensor *l = torc_to_dtype(loss, TORC_F64);
   torc_tensor *inf = torc_full(NULL, 0, INFINITY, TORC_F64, a->dev);
   torc_tensor *fin = l && inf ? torc_lt(torc_abs(l), inf) : NULL;
+  if (fin && gnorm) { /* and the gradients', when clipping computed it */
+    torc_tensor *gn = torc_to_dtype(gnorm, TORC_F64);
+    fin = gn ? torc_logical_and(fin, torc_lt(torc_abs(gn), inf)) : NULL;
+  }
   st = torc_add_scalar_(a->steps, 1);
   torc_tensor *first_bad =
       fin ? torc_logical_and(a->alive, torc_logical_not(fin)) : NULL;
@@ -143,14 +147,20 @@ torc_status torc_train__accum_check(const accum *a, int64_t epoch,
              (long long)step - 1);
   else
     snprintf(lastb, sizeof lastb, "none (the first step)");
+  char what[96];
+  if (isfinite(lv))
+    snprintf(what, sizeof what, "the loss is %.6g but the gradients' norm is "
+             "not finite", lv);
+  else
+    snprintf(what, sizeof what, "the loss is %s", isnan(lv) ? "NaN"
+                                                  : "infinite");
   return torc_set_error(
       TORC_ERR_INVALID,
-      "step %lld (epoch %lld, batch %lld): the loss is %s; the last "
+      "step %lld (epoch %lld, batch %lld): %s; the last "
       "finite loss was %s. The weights were not updated by this step or "
       "those after it. Try a lower learning rate ([optimizer] lr), clip "
       "gradients ([train] clip_grad_norm = 1.0), or check the data for "
       "NaN/Inf (torc_set_anomaly_mode names the op that made one)",
       (long long)step, (long long)epoch + 1,
-      (long long)(step - epoch_first_step), isnan(lv) ? "NaN" : "infinite",
-      lastb);
+      (long long)(step - epoch_first_step), what, lastb);
 }

@@ -306,8 +306,10 @@ static torc_status train_step(run *r, const torc_batch *b,
   if ((st = torc_optimizer_zero_grad(r->opt, 1)) ||
       (st = torc_backward(loss, NULL, 0)))
     return st;
+  torc_tensor *gnorm = NULL;
   if (r->s.clip_norm > 0 &&
-      (st = torc_module_clip_grad_norm(r->model, r->s.clip_norm, 2, 0, NULL)))
+      (st = torc_module_clip_grad_norm_t(r->model, r->s.clip_norm, 2,
+                                         &gnorm)))
     return st;
   if (r->s.clip_value > 0 &&
       (st = torc_module_clip_grad_value(r->model, r->s.clip_value)))
@@ -315,7 +317,7 @@ static torc_status train_step(run *r, const torc_batch *b,
   /* The guard is fed before the step, so a NaN never reaches the
    * weights: the step of a non-finite loss (and every later one) is
    * skipped, and the loop stops at its next read. */
-  if ((st = torc_train__accum_step(a, out, b->target, loss, b->size,
+  if ((st = torc_train__accum_step(a, out, b->target, loss, gnorm, b->size,
                                    classify)))
     return st;
   return guarded_step(r, a);

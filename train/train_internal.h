@@ -195,11 +195,12 @@ torc_status torc_train__batch_sums(torc_tensor *out, const torc_tensor *target,
                                    torc_tensor *loss_sum,
                                    torc_tensor *correct_sum, int *classify);
 
-/* One step's figures into both sums, and the guard fed with its loss. */
+/* One step's figures into both sums, and the guard fed with its loss and
+ * (unless NULL) its gradients' total norm. */
 torc_status torc_train__accum_step(torc_train__accum *a, torc_tensor *out,
                                    const torc_tensor *target,
-                                   torc_tensor *loss, int64_t samples,
-                                   int *classify);
+                                   torc_tensor *loss, torc_tensor *gnorm,
+                                   int64_t samples, int *classify);
 
 /* Reads the guard (a blocking read): 1 while every loss was finite. */
 int torc_train__accum_alive(const torc_train__accum *a);

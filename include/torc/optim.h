@@ -322,6 +322,19 @@ TORC_API torc_status torc_clip_grad_norm(torc_tensor *const *params, int n,
                                          int error_if_nonfinite,
                                          double *total_norm);
 
+/* torc_clip_grad_norm without a read from the device, as PyTorch's
+ * clip_grad_norm_: the norm, the clip coefficient min(1, max_norm / (norm
+ * + 1e-6)) and the scaling are computed on the gradients' device, and
+ * *total_norm (may be NULL) receives the norm before clipping as a 0-d f64
+ * tensor on that device (owned by the open scope, else by the caller; a
+ * CPU zero when no tensor has a gradient). A non-finite norm leaves the
+ * gradients as they are, with no error or warning (nothing is read to
+ * tell); the caller can test *total_norm. The gradients must share one
+ * device. */
+TORC_API torc_status torc_clip_grad_norm_t(torc_tensor *const *params, int n,
+                                           double max_norm, double p,
+                                           torc_tensor **total_norm);
+
 /* Clamps every gradient element to [-clip, clip] (clip_grad_value_). */
 TORC_API torc_status torc_clip_grad_value(torc_tensor *const *params, int n,
                                           double clip);
@@ -331,6 +344,9 @@ TORC_API torc_status torc_module_clip_grad_norm(torc_module *m,
                                                 double max_norm, double p,
                                                 int error_if_nonfinite,
                                                 double *total_norm);
+TORC_API torc_status torc_module_clip_grad_norm_t(torc_module *m,
+                                                  double max_norm, double p,
+                                                  torc_tensor **total_norm);
 TORC_API torc_status torc_module_clip_grad_value(torc_module *m, double clip);
 
 /* ------------------------------------------------------------------------
