@@ -1,0 +1,219 @@
+/* tests/test_nosync.c — a training step that waits on nothing: the MLP and
+ * the CNN of examples/fashion-mnist trained on sim, the host's waits (sim's
+ * counters) read at every step; the deferred non-finite-loss guard names
+ * the step a run with log_every = 1 names, on the cpu and on sim.
+ */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "sim_testutil.h"
+
+static char tmpdir[512];
+
+/* The [model] .. [optimizer] sections of examples/fashion-mnist/NAME.ini
+ * (the layers, the loss and the optimizer) into buf. */
+static void example_model(const char *name, char *buf, size_t size) {
+  const char *top = getenv("TORC_TOP_SRCDIR");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/examples/fashion-mnist/%s.ini",
+           top ? top : ".", name);
+  size_t n = 0;
+  char *text = (char *)test_read_file(path, &n);
+  assert_non_null(text);
+  text[n] = '\0';
+  const char *a = strstr(text, "\n[model]");
+  const char *b = a ? strstr(a, "\n[scheduler]") : NULL;
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_true((size_t)(b - a) < size);
+  memcpy(buf, a + 1, (size_t)(b - a));
+  buf[b - a] = '\0';
+  free(text);
+}
+
+/* A run of the example's model on dev ("cpu" or "sim"): synthetic
+ * Fashion-MNIST-shaped data, `samples` of them in batches of 8, one epoch,
+ * the figures read every log_every steps; lr (unless NULL) in place of the
+ * example's. */
+static torc_config *config(const char *name, const char *model,
+                           const char *dev, int samples, int log_every,
+                           const char *lr) {
+  char body[8192], ini[16384];
+  example_model(model, body, sizeof body);
+  if (lr) {
+    char *at = strstr(body, "\nlr = 0.05\n");
+    assert_non_null(at);
+    char rest[8192];
+    snprintf(rest, sizeof rest, "%s", at + strlen("\nlr = 0.05\n"));
+    snprintf(at, sizeof body - (size_t)(at - body), "\nlr = %s\n%s", lr, rest);
+  }
+  snprintf(ini, sizeof ini,
+           "[torc]\nseed = 3\ndeterministic = yes\n"
+           "[plugin.ref]\nmodule = ref\n[plugin.data]\nmodule = data\n"
+           "[plugin.losses]\nmodule = losses\n[plugin.optim]\nmodule = optim\n"
+           "[plugin.sim]\nmodule = sim\n"
+           "[device]\ntype = %s\n"
+           "[data.train]\nsource = synthetic\nshape = 1,28,28\nclasses = 10\n"
+           "samples = %d\nbatch_size = 8\nshuffle = yes\n"
+           "%s"
+           "[train]\nepochs = 1\nlog_every = %d\ndir = %s/%s\n",
+           dev, samples, body, log_every, tmpdir, name);
+  torc_config *cfg = torc_config_parse(ini, "nosync.ini");
+  assert_torc(cfg);
+  assert_ok(torc_config_apply(cfg));
+  return cfg;
+}
+
+/* ---- the host's waits, step by step ---- */
+
+typedef struct counts {
+  int steps;
+  uint64_t waits[64];   /* blocking reads + synchronizes of each step */
+  uint64_t kernels[64]; /* kernels of each step */
+  int logged[64];
+} counts;
+
+static int count_step(const torc_train_event *ev, void *user) {
+  counts *c = user;
+  torc_sim_counters k = sim_counters(0, 1);
+  assert_true(c->steps < 64);
+  c->waits[c->steps] = k.blocking_reads + k.synchronizes;
+  c->kernels[c->steps] = k.kernels;
+  c->logged[c->steps] = ev->logged;
+  c->steps++;
+  return TORC_TRAIN_CONTINUE;
+}
+
+static void train_counted(const char *model, counts *c) {
+  torc_config *cfg = config(model, model, "sim", 96, 4, NULL);
+  memset(c, 0, sizeof *c);
+  torc_train_callbacks cb = {.struct_size = sizeof cb,
+                             .user = c,
+                             .on_step = count_step,
+                             .flags = TORC_TRAIN_NO_PROGRESS |
+                                      TORC_TRAIN_NO_METRICS};
+  torc_train_opts o = {0};
+  torc_train_result res;
+  (void)sim_counters(0, 1);
+  assert_ok(torc_train_ex(cfg, &o, &cb, &res));
+  assert_int_equal(res.steps, 12);
+  assert_int_equal(c->steps, 12);
+  printf("%s on sim, host waits per step:", model);
+  for (int i = 0; i < c->steps; i++)
+    printf(" %llu%s", (unsigned long long)c->waits[i], c->logged[i] ? "*" : "");
+  printf("\n%s on sim, kernels per step:", model);
+  for (int i = 0; i < c->steps; i++)
+    printf(" %llu", (unsigned long long)c->kernels[i]);
+  printf("\n");
+  /* Between the log_every boundaries (steps 4, 8, 12) the host waits on
+   * nothing; the first step too (the run's set-up is not a wait). */
+  for (int i = 0; i < c->steps; i++) {
+    assert_int_equal(c->logged[i], (i + 1) % 4 == 0);
+    if (!c->logged[i])
+      assert_int_equal(c->waits[i], 0);
+    else
+      assert_true(c->waits[i] >= 1); /* the window's figures are read */
+  }
+  torc_config_free(cfg);
+}
+
+static void test_mlp_waits_on_nothing(void **state) {
+  (void)state;
+  counts c;
+  train_counted("mlp", &c);
+}
+
+static void test_cnn_waits_on_nothing(void **state) {
+  (void)state;
+  counts c;
+  train_counted("cnn", &c);
+}
+
+/* ---- the deferred guard ---- */
+
+/* A run with a learning rate that sends the loss to inf: its error. */
+static torc_status diverge(const char *name, const char *dev, int log_every,
+                           char *msg, size_t size, int64_t *steps) {
+  torc_config *cfg =
+      config(name, "mlp", dev, 96, log_every, "1e30");
+  torc_train_callbacks cb = {.struct_size = sizeof cb,
+                             .flags = TORC_TRAIN_NO_PROGRESS |
+                                      TORC_TRAIN_NO_METRICS};
+  torc_train_opts o = {0};
+  torc_train_result res;
+  torc_status st = torc_train_ex(cfg, &o, &cb, &res);
+  snprintf(msg, size, "%s", torc_last_error());
+  *steps = res.steps;
+  torc_config_free(cfg);
+  return st;
+}
+
+static void guard_on(const char *dev) {
+  char eager[2048], lazy[2048];
+  int64_t se = 0, sl = 0;
+  char n1[64], n2[64];
+  snprintf(n1, sizeof n1, "eager-%s", dev);
+  snprintf(n2, sizeof n2, "lazy-%s", dev);
+  assert_int_equal(diverge(n1, dev, 1, eager, sizeof eager, &se),
+                   TORC_ERR_INVALID);
+  assert_int_equal(diverge(n2, dev, 12, lazy, sizeof lazy, &sl),
+                   TORC_ERR_INVALID);
+  printf("%s, read every step: %s\n%s, read at step 12: %s\n", dev, eager,
+         dev, lazy);
+  /* Read every step, the run stops at the bad step; read at the window's
+   * end, it goes on to there with the steps skipped and names the same
+   * step, the same last finite loss. */
+  assert_contains(eager, "the loss is ");
+  assert_contains(eager, "the last finite loss was");
+  assert_contains(eager, "clip_grad_norm");
+  assert_string_equal(eager, lazy);
+  long long step = -1, ep = -1, batch = -1;
+  assert_int_equal(sscanf(eager, "step %lld (epoch %lld, batch %lld)", &step,
+                          &ep, &batch),
+                   3);
+  assert_true(step >= 1 && step < 12);
+  assert_int_equal(ep, 1);
+  assert_int_equal(batch, step);
+  assert_int_equal(se, step); /* the bad step was taken, not applied */
+  assert_int_equal(sl, 12);
+}
+
+static void test_guard_cpu(void **state) {
+  (void)state;
+  guard_on("cpu");
+}
+
+static void test_guard_sim(void **state) {
+  (void)state;
+  guard_on("sim");
+}
+
+static int setup(void **state) {
+  (void)state;
+  return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-nosync");
+}
+
+static int teardown(void **state) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "teardown: could not remove %s\n", tmpdir);
+  return test_teardown_all(state);
+}
+
+int main(void) {
+  if (getenv("TORC_PLUGIN_PATH") == NULL) {
+    printf("test_nosync: TORC_PLUGIN_PATH is not set (run through make "
+           "check); skipped\n");
+    return TEST_SKIP_STATUS;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mlp_waits_on_nothing),
+      cmocka_unit_test(test_cnn_waits_on_nothing),
+      cmocka_unit_test(test_guard_cpu),
+      cmocka_unit_test(test_guard_sim),
+  };
+  return cmocka_run_group_tests_name("nosync", tests, setup, teardown);
+}
