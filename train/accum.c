@@ -84,44 +84,53 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
                                    const torc_tensor *target,
                                    torc_tensor *loss, torc_tensor *gnorm,
                                    int64_t samples, int *classify) {
-  /* This step's loss and count (as sums of one batch of one sample), then
-   * both sums gain them. */
+  /* This step's loss and count (kept for a read), then both sums gain
+   * them: the product loss * samples made once. */
   torc_release(a->cur_l), torc_release(a->cur_c);
-  a->cur_l = scalar(0, TORC_F64, a->dev);
-  a->cur_c = scalar(0, TORC_F64, a->dev);
-  if (a->cur_l == NULL || a->cur_c == NULL)
-    return torc_last_status();
-  torc_status st;
-  if ((st = torc_train__batch_sums(out, target, loss, 1, a->cur_l, a->cur_c,
-                                   classify)) ||
-      (st = torc_train__batch_sums(out, target, loss, samples, a->wl, a->wc,
-                                   classify)) ||
-      (st = torc_train__batch_sums(out, target, loss, samples, a->el, a->ec,
-                                   classify)))
-    return st;
+  a->cur_l = a->cur_c = NULL;
+  int scope = torc_scope_begin();
+  torc_status st = TORC_OK;
+  torc_tensor *last = NULL, *l = torc_to_dtype(loss, TORC_F64);
+  torc_tensor *ls = l ? torc_mul_scalar(l, (double)samples) : NULL;
+  if (ls == NULL || (st = torc_add_(a->wl, ls)) || (st = torc_add_(a->el, ls)))
+    goto done;
+  a->cur_l = torc_retain(l);
+  if (torc_train__classifies(out, target)) {
+    int dim = 1;
+    torc_tensor *c = torc_to_dtype(
+        torc_sum(torc_eq(torc_argmax(out, &dim, 0), target), NULL, 0, 0),
+        TORC_F64);
+    if (c == NULL || (st = torc_add_(a->wc, c)) || (st = torc_add_(a->ec, c)))
+      goto done;
+    a->cur_c = torc_retain(c);
+  } else {
+    *classify = 0;
+  }
   /* The guard: the first step whose loss is not finite (NaN fails the
    * comparison too) clears `alive` for good and records its number. */
-  int scope = torc_scope_begin();
-  torc_tensor *l = torc_to_dtype(loss, TORC_F64);
   torc_tensor *inf = torc_full(NULL, 0, INFINITY, TORC_F64, a->dev);
   torc_tensor *fin = l && inf ? torc_lt(torc_abs(l), inf) : NULL;
   if (fin && gnorm) { /* and the gradients', when clipping computed it */
     torc_tensor *gn = torc_to_dtype(gnorm, TORC_F64);
     fin = gn ? torc_logical_and(fin, torc_lt(torc_abs(gn), inf)) : NULL;
   }
-  st = torc_add_scalar_(a->steps, 1);
+  if ((st = torc_add_scalar_(a->steps, 1)))
+    goto done;
   torc_tensor *first_bad =
       fin ? torc_logical_and(a->alive, torc_logical_not(fin)) : NULL;
   torc_tensor *bad = first_bad ? torc_where(first_bad, a->steps, a->bad) : NULL;
   torc_tensor *badv = first_bad ? torc_where(first_bad, l, a->badv) : NULL;
   torc_tensor *alive = fin ? torc_logical_and(a->alive, fin) : NULL;
-  torc_tensor *last = alive ? torc_where(alive, l, a->last) : NULL;
+  last = alive ? torc_where(alive, l, a->last) : NULL;
   if (st == TORC_OK && (bad == NULL || badv == NULL || last == NULL))
     st = torc_last_status();
   if (st == TORC_OK && !(st = torc_copy_(a->bad, bad)) &&
       !(st = torc_copy_(a->badv, badv)) &&
       !(st = torc_copy_(a->alive, alive)))
     st = torc_copy_(a->last, last);
+done:
+  if (st == TORC_OK && (a->cur_l == NULL || last == NULL))
+    st = torc_last_status();
   torc_scope_end(scope);
   return st;
 }
