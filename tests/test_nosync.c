@@ -190,6 +190,58 @@ static void test_guard_sim(void **state) {
   guard_on("sim");
 }
 
+/* ---- index checks: on the cpu at once, on sim at the next read ---- */
+
+static void need_sim(void) {
+  if (torc_device_count("ref") < 0 || torc_device_count("sim") <= 0) {
+    torc_plugin_load("ref", NULL);
+    assert_ok(torc_plugin_load("sim", NULL));
+  }
+}
+
+static void test_bad_index_reported(void **state) {
+  (void)state;
+  need_sim();
+  torc_device sim = sim_dev(0);
+  int64_t iv[2] = {1, 7};
+  torc_tensor *ix = torc_from_host(iv, TORC_SHAPE(2), TORC_I64, TORC_CPU);
+  torc_tensor *w = torc_ones(TORC_SHAPE(5, 3), TORC_F32, TORC_CPU);
+  assert_torc(ix);
+  assert_torc(w);
+  /* The cpu: at once, naming the index. */
+  assert_null(torc_embedding(ix, w));
+  assert_error(TORC_ERR_RANGE, "index 7 is out of range");
+  assert_null(torc_one_hot(ix, 5));
+  assert_error(TORC_ERR_RANGE, "index 7 is out of range");
+  /* sim: the ops queue without a read; the next read reports the first
+   * bad index, naming it. */
+  torc_tensor *six = torc_to(ix, sim), *sw = torc_to(w, sim);
+  assert_torc(six);
+  assert_torc(sw);
+  assert_ok(torc_synchronize(sim));
+  (void)sim_counters(0, 1);
+  torc_tensor *e = torc_embedding(six, sw);
+  assert_torc(e);
+  torc_sim_counters k = sim_counters(0, 0);
+  assert_int_equal(k.blocking_reads + k.synchronizes, 0);
+  float out[6];
+  assert_int_equal(torc_to_host(e, out, sizeof out), TORC_ERR_RANGE);
+  assert_contains(torc_last_error(), "index 7 is out of range");
+  assert_contains(torc_last_error(), "reported at the next synchronisation");
+  torc_release(e);
+  (void)sim_counters(0, 1);
+  torc_tensor *h = torc_one_hot(six, 5);
+  assert_torc(h);
+  k = sim_counters(0, 0);
+  assert_int_equal(k.blocking_reads + k.synchronizes, 0);
+  assert_int_equal(torc_synchronize(sim), TORC_ERR_RANGE);
+  assert_contains(torc_last_error(), "index 7 is out of range");
+  /* Reported once: the device goes on. */
+  assert_ok(torc_synchronize(sim));
+  torc_release(h);
+  torc_release(six), torc_release(sw), torc_release(ix), torc_release(w);
+}
+
 static int setup(void **state) {
   (void)state;
   return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-nosync");
@@ -214,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_cnn_waits_on_nothing),
       cmocka_unit_test(test_guard_cpu),
       cmocka_unit_test(test_guard_sim),
+      cmocka_unit_test(test_bad_index_reported),
   };
   return cmocka_run_group_tests_name("nosync", tests, setup, teardown);
 }
