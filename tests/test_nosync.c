@@ -242,6 +242,195 @@ static void test_bad_index_reported(void **state) {
   torc_release(six), torc_release(sw), torc_release(ix), torc_release(w);
 }
 
+/* ---- multi-tensor optimizer steps ---- */
+
+enum { NP = 5 };
+
+/* NP tensors of assorted shapes on dev from pattern(seed + i). */
+static void make_list(torc_tensor **t, torc_device dev, uint32_t seed,
+                      int positive) {
+  static const int64_t shapes[NP][2] = {{3, 4}, {7, 1}, {1, 1}, {16, 3},
+                                        {2, 5}};
+  for (int i = 0; i < NP; i++) {
+    torc_tensor *c = make_cpu(shapes[i], 2, TORC_F32, seed + (uint32_t)i,
+                              positive);
+    t[i] = torc_to(c, dev);
+    assert_torc(t[i]);
+    torc_release(c);
+  }
+}
+
+static void free_list(torc_tensor **t) {
+  for (int i = 0; i < NP; i++)
+    torc_release(t[i]);
+}
+
+/* Every tensor of a and b holds the same bytes. */
+static void assert_lists_equal(torc_tensor **a, torc_tensor **b,
+                               const char *what) {
+  for (int i = 0; i < NP; i++) {
+    size_t nb = (size_t)torc_numel(a[i]) * sizeof(float);
+    float *x = malloc(nb), *y = malloc(nb);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_ok(torc_to_host(a[i], x, nb));
+    assert_ok(torc_to_host(b[i], y, nb));
+    if (memcmp(x, y, nb) != 0) {
+      print_error("%s: tensor %d differs from the per-parameter step\n",
+                  what, i);
+      fail();
+    }
+    free(x), free(y);
+  }
+}
+
+/* The kernels sim ran for fn(user), the queue drained before and after. */
+static uint64_t kernels_of(void (*fn)(void *), void *user) {
+  torc_device sim = sim_dev(0);
+  assert_ok(torc_synchronize(sim));
+  (void)sim_counters(0, 1);
+  fn(user);
+  assert_ok(torc_synchronize(sim));
+  return sim_counters(0, 1).kernels;
+}
+
+typedef struct sgd_case {
+  torc_tensor **p, **g, **b;
+  torc_sgd_step_params h;
+  int foreach;
+} sgd_case;
+
+static void sgd_run(void *u) {
+  sgd_case *c = u;
+  const torc_tensor *const *g = (const torc_tensor *const *)c->g;
+  if (c->foreach) {
+    assert_ok(torc_foreach_sgd_step_(c->p, g, c->h.momentum ? c->b : NULL, NP,
+                                     &c->h));
+    return;
+  }
+  for (int i = 0; i < NP; i++)
+    assert_ok(torc_sgd_step_(c->p[i], g[i], c->h.momentum ? c->b[i] : NULL,
+                             &c->h));
+}
+
+typedef struct adam_case {
+  torc_tensor **p, **g, **m, **v, **vm;
+  torc_adam_step_params h;
+  int foreach;
+} adam_case;
+
+static void adam_run(void *u) {
+  adam_case *c = u;
+  const torc_tensor *const *g = (const torc_tensor *const *)c->g;
+  if (c->foreach) {
+    assert_ok(torc_foreach_adam_step_(c->p, g, c->m, c->v,
+                                      c->h.amsgrad ? c->vm : NULL, NP, &c->h));
+    return;
+  }
+  for (int i = 0; i < NP; i++)
+    assert_ok(torc_adam_step_(c->p[i], g[i], c->m[i], c->v[i],
+                              c->h.amsgrad ? c->vm[i] : NULL, &c->h));
+}
+
+/* torc_foreach_sgd_step_ and _adam_step_ on sim: the bits of the
+ * per-parameter steps, in one kernel instead of NP; on the cpu the same
+ * bits too (there each parameter runs the single-tensor kernel). */
+static void foreach_on(torc_device dev, int count) {
+  const torc_sgd_step_params sgds[] = {
+      {.lr = 0.1, .momentum = 0.9, .nesterov = 1, .weight_decay = 0.01},
+      {.lr = 0.05, .momentum = 0.9, .dampening = 0.1},
+      {.lr = 0.2}};
+  for (size_t k = 0; k < sizeof sgds / sizeof *sgds; k++) {
+    torc_tensor *p1[NP], *p2[NP], *g[NP], *b1[NP], *b2[NP];
+    make_list(p1, dev, 10, 0), make_list(p2, dev, 10, 0);
+    make_list(b1, dev, 30, 0), make_list(b2, dev, 30, 0);
+    make_list(g, dev, 20, 0);
+    for (int step = 1; step <= 3; step++) {
+      sgd_case one = {p1, g, b1, sgds[k], 0}, many = {p2, g, b2, sgds[k], 1};
+      one.h.first_step = many.h.first_step = step == 1;
+      uint64_t k1 = count ? kernels_of(sgd_run, &one) : (sgd_run(&one), 0);
+      uint64_t kn = count ? kernels_of(sgd_run, &many) : (sgd_run(&many), 0);
+      if (count) {
+        assert_int_equal(k1, NP);
+        assert_int_equal(kn, 1);
+      }
+    }
+    assert_lists_equal(p1, p2, "foreach sgd: params");
+    assert_lists_equal(b1, b2, "foreach sgd: momentum buffers");
+    free_list(p1), free_list(p2), free_list(b1), free_list(b2), free_list(g);
+  }
+  const torc_adam_step_params adams[] = {
+      {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8},
+      {.lr = 1e-2, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6,
+       .weight_decay = 0.1, .decoupled = 1},
+      {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+       .weight_decay = 0.01, .amsgrad = 1}};
+  for (size_t k = 0; k < sizeof adams / sizeof *adams; k++) {
+    torc_tensor *p1[NP], *p2[NP], *g[NP], *m1[NP], *m2[NP], *v1[NP], *v2[NP],
+        *x1[NP], *x2[NP];
+    make_list(p1, dev, 10, 0), make_list(p2, dev, 10, 0);
+    make_list(m1, dev, 30, 0), make_list(m2, dev, 30, 0);
+    make_list(v1, dev, 40, 1), make_list(v2, dev, 40, 1);
+    make_list(x1, dev, 50, 1), make_list(x2, dev, 50, 1);
+    make_list(g, dev, 20, 0);
+    for (int step = 1; step <= 3; step++) {
+      adam_case one = {p1, g, m1, v1, x1, adams[k], 0},
+                many = {p2, g, m2, v2, x2, adams[k], 1};
+      one.h.step = many.h.step = step;
+      uint64_t k1 = count ? kernels_of(adam_run, &one) : (adam_run(&one), 0);
+      uint64_t kn = count ? kernels_of(adam_run, &many) : (adam_run(&many), 0);
+      if (count) {
+        assert_int_equal(k1, NP);
+        assert_int_equal(kn, 1);
+      }
+    }
+    assert_lists_equal(p1, p2, "foreach adam: params");
+    assert_lists_equal(m1, m2, "foreach adam: exp_avg");
+    assert_lists_equal(v1, v2, "foreach adam: exp_avg_sq");
+    assert_lists_equal(x1, x2, "foreach adam: max_exp_avg_sq");
+    free_list(p1), free_list(p2), free_list(m1), free_list(m2);
+    free_list(v1), free_list(v2), free_list(x1), free_list(x2), free_list(g);
+  }
+}
+
+static void test_foreach_steps(void **state) {
+  (void)state;
+  need_sim();
+  foreach_on(sim_dev(0), 1);
+  foreach_on(TORC_CPU, 0);
+}
+
+/* torc_optimizer_step on sim: NP parameters in 1 kernel (sgd with
+ * momentum), not NP. */
+static void test_optimizer_step_kernels(void **state) {
+  (void)state;
+  need_sim();
+  torc_device sim = sim_dev(0);
+  torc_tensor *p[NP], *g[NP];
+  make_list(p, sim, 1, 0), make_list(g, sim, 2, 0);
+  for (int i = 0; i < NP; i++) {
+    assert_ok(torc_set_requires_grad(p[i], 1));
+    assert_ok(torc_set_grad(p[i], g[i]));
+  }
+  torc_optimizer *opt =
+      torc_optimizer_build("sgd", "lr=0.1, momentum=0.9, nesterov=yes", NULL);
+  assert_torc(opt);
+  assert_true(torc_optimizer_add_params(opt, p, NP, NULL) >= 0);
+  for (int step = 0; step < 3; step++) {
+    assert_ok(torc_synchronize(sim));
+    (void)sim_counters(0, 1);
+    assert_ok(torc_optimizer_step(opt));
+    assert_ok(torc_synchronize(sim));
+    torc_sim_counters k = sim_counters(0, 1);
+    printf("optimizer step %d of %d parameters on sim: %llu kernels\n",
+           step + 1, NP, (unsigned long long)k.kernels);
+    /* The first step also makes the momentum buffers (zeros). */
+    assert_true(step == 0 ? k.kernels <= 1 + NP : k.kernels == 1);
+  }
+  torc_optimizer_free(opt);
+  free_list(p), free_list(g);
+}
+
 static int setup(void **state) {
   (void)state;
   return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-nosync");
@@ -267,6 +456,8 @@ int main(void) {
       cmocka_unit_test(test_guard_cpu),
       cmocka_unit_test(test_guard_sim),
       cmocka_unit_test(test_bad_index_reported),
+      cmocka_unit_test(test_foreach_steps),
+      cmocka_unit_test(test_optimizer_step_kernels),
   };
   return cmocka_run_group_tests_name("nosync", tests, setup, teardown);
 }

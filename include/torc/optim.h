@@ -86,6 +86,8 @@ TORC_API torc_tensor *torc_loss_forward(torc_loss *loss,
  * parameter groups, the per-parameter state tensors, the step count,
  * zero_grad, skipping frozen parameters (requires_grad off or no grad) and
  * the state dict; the type only updates one parameter. */
+struct torc_optimizer_fused; /* below, with the fused steps */
+
 typedef struct torc_optimizer_type {
   size_t struct_size;
   const char *name;                /* "adam" */
@@ -116,6 +118,14 @@ typedef struct torc_optimizer_type {
    * NULL in its slot and saves nothing for it, as PyTorch's state holds
    * only what the step uses. NULL = every state tensor is used. */
   int (*state_used)(void *hyper, int i);
+  /* (optional; ABI 1.7, read when struct_size covers it) The update as one
+   * of the core's fused steps: fills *out (torc_optimizer_fused, below)
+   * for a group's hyper-parameters at learning rate `lr` and `step`, and
+   * returns 1; or returns 0 (update is then called per parameter). With
+   * it torc_optimizer_step updates a group's parameters in a handful of
+   * kernel calls (torc/foreach.h) instead of one per parameter. */
+  int (*fused)(void *hyper, double lr, int64_t step,
+               struct torc_optimizer_fused *out);
 } torc_optimizer_type;
 
 TORC_API torc_status
@@ -460,6 +470,17 @@ TORC_API torc_status torc_adam_step_(torc_tensor *param,
                                      torc_tensor *exp_avg_sq,
                                      torc_tensor *max_exp_avg_sq,
                                      const torc_adam_step_params *p);
+
+/* What torc_optimizer_type.fused describes: an SGD or an Adam/AdamW
+ * step with these params (the optimizer's state tensors, in state_names
+ * order, are the steps' momentum_buffer; exp_avg, exp_avg_sq,
+ * max_exp_avg_sq). */
+enum { TORC_OPTIMIZER_FUSED_SGD = 1, TORC_OPTIMIZER_FUSED_ADAM = 2 };
+typedef struct torc_optimizer_fused {
+  int kind; /* TORC_OPTIMIZER_FUSED_SGD or _ADAM */
+  torc_sgd_step_params sgd;
+  torc_adam_step_params adam;
+} torc_optimizer_fused;
 
 /* The "adam_step_" kernel's params: the user's and, computed once by the
  * core in double, step_size = lr / bc1 and bias_correction2_sqrt =

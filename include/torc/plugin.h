@@ -39,7 +39,8 @@ TORC_BEGIN_DECLS
  * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
  * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset.
  * 1.7: torc_device_ops.flags and mem_info (the caching allocator);
- *      TORC_KERNEL_DECLINED, torc_api.ktensor_of. */
+ *      TORC_KERNEL_DECLINED, torc_api.ktensor_of; torc_optimizer_type.fused
+ *      (multi-tensor steps). */
 #define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */
