@@ -15,12 +15,17 @@
  * single-tensor ops handle (and report) everything else. */
 static int listable(torc_tensor *const *params,
                     const torc_tensor *const *grads,
-                    torc_tensor *const *const *states, int n_states, int n) {
-  if (n < 2 || params == NULL || grads == NULL || params[0] == NULL)
+                    torc_tensor *const *const *states, int n_states, int n,
+                    const torc_tensor *ok) {
+  if (n < 1 || params == NULL || grads == NULL || params[0] == NULL)
     return 0;
   const torc_tensor *p0 = params[0];
   torc_device dev = p0->storage->device;
-  if (torc_device_is_host(dev) || !torc_dtype_is_float(p0->dtype))
+  if (torc_device_is_host(dev) || !torc_dtype_is_float(p0->dtype) ||
+      (n < 2 && ok == NULL))
+    return 0;
+  if (ok && (ok->dtype != TORC_BOOL || !torc_device_eq(ok->storage->device, dev) ||
+             torc__numel(ok->shape, ok->ndim) != 1 || !torc_is_contiguous(ok)))
     return 0;
   for (int i = 0; i < n; i++) {
     const torc_tensor *p = params[i], *g = grads[i];
@@ -49,16 +54,31 @@ static int listable(torc_tensor *const *params,
   return 1;
 }
 
+/* The flag `ok` (NULL: none) where the list kernel cannot take it: read
+ * (free on the host; elsewhere a blocking read, the price of a list the
+ * kernel does not fit). *skip 1 when it holds false. */
+static torc_status flag_on_host(const torc_tensor *ok, int *skip) {
+  *skip = 0;
+  if (ok == NULL)
+    return TORC_OK;
+  double v = 0;
+  torc_status st = torc_item(ok, &v);
+  *skip = st == TORC_OK && v == 0;
+  return st;
+}
+
 /* Runs list op `op` over params[0..n) in chunks: in the chunk's grads,
- * out its params then each state list's chunk. */
+ * out its params then each state list's chunk; `ok` (unless NULL) the
+ * last input, read by the kernel. */
 static torc_status run_lists(int op, torc_tensor *const *params,
                              const torc_tensor *const *grads,
                              torc_tensor *const *const *states, int n_states,
-                             int n, const void *kp, size_t ks) {
+                             int n, const torc_tensor *ok, const void *kp,
+                             size_t ks) {
   int per = 1 + n_states;
   int chunk = TORC__KCALL_MAX_OUT / per;
-  if (chunk > TORC__KCALL_MAX_IN)
-    chunk = TORC__KCALL_MAX_IN;
+  if (chunk > TORC__KCALL_MAX_IN - 1) /* room for the flag */
+    chunk = TORC__KCALL_MAX_IN - 1;
   const torc_tensor *in[TORC__KCALL_MAX_IN];
   torc_tensor *out[TORC__KCALL_MAX_OUT];
   torc_status st = TORC_OK;
@@ -70,8 +90,10 @@ static torc_status run_lists(int op, torc_tensor *const *params,
       for (int j = 0; j < n_states; j++)
         out[(j + 1) * c + k] = states[j][at + k];
     }
-    st = torc__kernel_call(op, params[at]->dtype, in, c, out, c * per, kp,
-                           ks);
+    if (ok)
+      in[c] = ok;
+    st = torc__kernel_call(op, params[at]->dtype, in, c + (ok != NULL), out,
+                           c * per, kp, ks);
     for (int k = 0; k < c * per && st == TORC_OK; k++)
       torc__bump_version(out[k]);
   }
@@ -81,7 +103,8 @@ static torc_status run_lists(int op, torc_tensor *const *params,
 torc_status torc_foreach_sgd_step_(torc_tensor *const *params,
                                    const torc_tensor *const *grads,
                                    torc_tensor *const *bufs, int n,
-                                   const torc_sgd_step_params *p) {
+                                   const torc_sgd_step_params *p,
+                                   const torc_tensor *ok) {
   if (n < 0 || (n > 0 && (params == NULL || grads == NULL)))
     return torc_set_error(TORC_ERR_NULL, "torc_foreach_sgd_step_: the "
                                          "parameter or gradient list is NULL");
@@ -92,12 +115,16 @@ torc_status torc_foreach_sgd_step_(torc_tensor *const *params,
   torc_tensor *const *states[1] = {bufs};
   if ((!mom || bufs) && !(p->nesterov && (p->momentum <= 0 ||
                                           p->dampening != 0)) &&
-      listable(params, grads, states, mom, n)) {
+      listable(params, grads, states, mom, n, ok)) {
     torc_sgd_step_params k = *p;
     k.reserved = 0;
     return run_lists(TORC__OP_foreach_sgd_step_, params, grads, states, mom,
-                     n, &k, sizeof k);
+                     n, ok, &k, sizeof k);
   }
+  int skip = 0;
+  torc_status st0 = flag_on_host(ok, &skip);
+  if (st0 || skip)
+    return st0;
   for (int i = 0; i < n; i++) {
     torc_status st = torc_sgd_step_(params[i], grads[i],
                                     bufs ? bufs[i] : NULL, p);
@@ -116,7 +143,8 @@ torc_status torc_foreach_adam_step_(torc_tensor *const *params,
                                     torc_tensor *const *exp_avg,
                                     torc_tensor *const *exp_avg_sq,
                                     torc_tensor *const *max_exp_avg_sq, int n,
-                                    const torc_adam_step_params *p) {
+                                    const torc_adam_step_params *p,
+                                    const torc_tensor *ok) {
   if (n < 0 || (n > 0 && (params == NULL || grads == NULL)))
     return torc_set_error(TORC_ERR_NULL, "torc_foreach_adam_step_: the "
                                          "parameter or gradient list is NULL");
@@ -128,7 +156,7 @@ torc_status torc_foreach_adam_step_(torc_tensor *const *params,
   int ns = p->amsgrad ? 3 : 2;
   if (exp_avg && exp_avg_sq && (!p->amsgrad || max_exp_avg_sq) &&
       p->beta1 >= 0 && p->beta1 < 1 && p->beta2 >= 0 && p->beta2 < 1 &&
-      p->step >= 1 && listable(params, grads, states, ns, n)) {
+      p->step >= 1 && listable(params, grads, states, ns, n, ok)) {
     /* As torc_adam_step_ computes them (torch.optim.Adam's single-tensor
      * code). */
     torc_adam_step_kparams k;
@@ -140,8 +168,12 @@ torc_status torc_foreach_adam_step_(torc_tensor *const *params,
     k.step_size = p->lr / bc1;
     k.bias_correction2_sqrt = sqrt(bc2);
     return run_lists(TORC__OP_foreach_adam_step_, params, grads, states, ns,
-                     n, &k, sizeof k);
+                     n, ok, &k, sizeof k);
   }
+  int skip = 0;
+  torc_status st0 = flag_on_host(ok, &skip);
+  if (st0 || skip)
+    return st0;
   for (int i = 0; i < n; i++) {
     torc_status st = torc_adam_step_(
         params[i], grads[i], exp_avg ? exp_avg[i] : NULL,

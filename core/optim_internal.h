@@ -62,9 +62,20 @@ torc_status torc__optimizer_ensure_state(torc_optimizer *opt, void *hyper,
  * fused), every parameter to update is at one step count and there are
  * two or more: *done 1 then (each updated parameter's step counted).
  * Else *done 0 and nothing is changed: the caller updates each
- * parameter. */
+ * parameter. `ok` (or NULL) as torc_optimizer_step_if's, read on the
+ * device by the list kernels. */
 torc_status torc__optimizer_step_fused(torc_optimizer *opt, torc__ogroup *G,
-                                       int g, int *done);
+                                       int g, const torc_tensor *ok,
+                                       int *done);
+
+/* torc_optimizer_step, the updates applied only where the 0-d bool `ok`
+ * (NULL: always; on the device, off the host) holds. */
+torc_status torc__optimizer_step(torc_optimizer *opt, const torc_tensor *ok);
+
+/* t = ok ? t : was, on t's device (the update of t undone where ok is
+ * false). */
+torc_status torc__put_back_unless(torc_tensor *t, const torc_tensor *was,
+                                  const torc_tensor *ok);
 
 /* Parses a floating value of key `key` for `type`; an error naming both
  * when it is not a number. */

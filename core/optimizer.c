@@ -447,13 +447,17 @@ torc_status torc_optimizer_step(torc_optimizer *opt) {
   if (opt == NULL)
     return torc_set_error(TORC_ERR_NULL, "torc_optimizer_step: the optimizer "
                                          "is NULL");
+  return torc__optimizer_step(opt, NULL);
+}
+
+torc_status torc__optimizer_step(torc_optimizer *opt, const torc_tensor *ok) {
   torc_grad_mode mode = torc_set_grad_mode(TORC_NO_GRAD);
   torc_status st = TORC_OK;
   int index = 0;
   for (int g = 0; g < opt->n_groups && st == TORC_OK; g++) {
     ogroup *G = &opt->g[g];
     int fused = 0; /* the whole group in one list step (optimizer_foreach.c) */
-    if ((st = torc__optimizer_step_fused(opt, G, g, &fused)) || fused) {
+    if ((st = torc__optimizer_step_fused(opt, G, g, ok, &fused)) || fused) {
       index += G->n;
       continue;
     }
@@ -468,7 +472,14 @@ torc_status torc_optimizer_step(torc_optimizer *opt) {
       p->step++;
       int scope = torc_scope_begin();
       torc_clear_error();
-      st = opt->type->update(G->hyper, G->lr, p->t, grad, p->state, p->step);
+      torc_tensor *was = ok ? torc_clone(p->t) : NULL; /* put back unless ok */
+      if (ok && was == NULL)
+        st = torc_last_status();
+      else
+        st = opt->type->update(G->hyper, G->lr, p->t, grad, p->state,
+                               p->step);
+      if (st == TORC_OK && was)
+        st = torc__put_back_unless(p->t, was, ok);
       torc_scope_end(scope);
       if (st != TORC_OK) {
         p->step--;

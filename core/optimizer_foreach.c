@@ -18,7 +18,8 @@ static int (*fused_fn(const torc_optimizer_type *t))(
 }
 
 torc_status torc__optimizer_step_fused(torc_optimizer *opt, torc__ogroup *G,
-                                       int g, int *done) {
+                                       int g, const torc_tensor *ok,
+                                       int *done) {
   *done = 0;
   int (*fn)(void *, double, int64_t, torc_optimizer_fused *) =
       fused_fn(opt->type);
@@ -71,10 +72,10 @@ torc_status torc__optimizer_step_fused(torc_optimizer *opt, torc__ogroup *G,
     const torc_tensor *const *cg = (const torc_tensor *const *)gs;
     if (f.kind == TORC_OPTIMIZER_FUSED_SGD)
       st = torc_foreach_sgd_step_(ps, cg, f.sgd.momentum != 0 ? s0 : NULL, n,
-                                  &f.sgd);
+                                  &f.sgd, ok);
     else
       st = torc_foreach_adam_step_(ps, cg, s0, s1, f.adam.amsgrad ? s2 : NULL,
-                                   n, &f.adam);
+                                   n, &f.adam, ok);
     torc_scope_end(scope);
     if (st != TORC_OK) {
       const char *e = torc_last_error();
@@ -95,4 +96,34 @@ torc_status torc__optimizer_step_fused(torc_optimizer *opt, torc__ogroup *G,
   }
   torc__free(ps);
   return st;
+}
+
+torc_status torc__put_back_unless(torc_tensor *t, const torc_tensor *was,
+                                  const torc_tensor *ok) {
+  int scope = torc_scope_begin();
+  torc_tensor *keep = torc_where(ok, t, was);
+  torc_status st = keep ? torc_copy_(t, keep) : torc_last_status();
+  torc_scope_end(scope);
+  return st;
+}
+
+torc_status torc_optimizer_step_if(torc_optimizer *opt,
+                                   const torc_tensor *ok) {
+  if (opt == NULL)
+    return torc_set_error(TORC_ERR_NULL, "torc_optimizer_step_if: the "
+                                         "optimizer is NULL");
+  if (ok == NULL)
+    return torc_optimizer_step(opt);
+  if (torc_dtype_of(ok) != TORC_BOOL || torc_numel(ok) != 1)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_optimizer_step_if: the flag must be a 0-d "
+                          "(or one-element) bool tensor; give the result of "
+                          "a comparison, e.g. torc_lt(torc_abs(loss), inf)");
+  /* On the host the flag is read: free there, and nothing to undo. */
+  if (torc_device_is_host(torc_device_of(ok))) {
+    double v = 0;
+    torc_status st = torc_item(ok, &v);
+    return st ? st : v != 0 ? torc_optimizer_step(opt) : TORC_OK;
+  }
+  return torc__optimizer_step(opt, ok);
 }

@@ -298,6 +298,7 @@ typedef struct sgd_case {
   torc_tensor **p, **g, **b;
   torc_sgd_step_params h;
   int foreach;
+  const torc_tensor *ok; /* the foreach step's flag, or NULL */
 } sgd_case;
 
 static void sgd_run(void *u) {
@@ -305,7 +306,7 @@ static void sgd_run(void *u) {
   const torc_tensor *const *g = (const torc_tensor *const *)c->g;
   if (c->foreach) {
     assert_ok(torc_foreach_sgd_step_(c->p, g, c->h.momentum ? c->b : NULL, NP,
-                                     &c->h));
+                                     &c->h, c->ok));
     return;
   }
   for (int i = 0; i < NP; i++)
@@ -317,6 +318,7 @@ typedef struct adam_case {
   torc_tensor **p, **g, **m, **v, **vm;
   torc_adam_step_params h;
   int foreach;
+  const torc_tensor *ok;
 } adam_case;
 
 static void adam_run(void *u) {
@@ -324,7 +326,8 @@ static void adam_run(void *u) {
   const torc_tensor *const *g = (const torc_tensor *const *)c->g;
   if (c->foreach) {
     assert_ok(torc_foreach_adam_step_(c->p, g, c->m, c->v,
-                                      c->h.amsgrad ? c->vm : NULL, NP, &c->h));
+                                      c->h.amsgrad ? c->vm : NULL, NP, &c->h,
+                                      c->ok));
     return;
   }
   for (int i = 0; i < NP; i++)
@@ -346,7 +349,8 @@ static void foreach_on(torc_device dev, int count) {
     make_list(b1, dev, 30, 0), make_list(b2, dev, 30, 0);
     make_list(g, dev, 20, 0);
     for (int step = 1; step <= 3; step++) {
-      sgd_case one = {p1, g, b1, sgds[k], 0}, many = {p2, g, b2, sgds[k], 1};
+      sgd_case one = {p1, g, b1, sgds[k], 0, NULL},
+               many = {p2, g, b2, sgds[k], 1, NULL};
       one.h.first_step = many.h.first_step = step == 1;
       uint64_t k1 = count ? kernels_of(sgd_run, &one) : (sgd_run(&one), 0);
       uint64_t kn = count ? kernels_of(sgd_run, &many) : (sgd_run(&many), 0);
@@ -374,8 +378,8 @@ static void foreach_on(torc_device dev, int count) {
     make_list(x1, dev, 50, 1), make_list(x2, dev, 50, 1);
     make_list(g, dev, 20, 0);
     for (int step = 1; step <= 3; step++) {
-      adam_case one = {p1, g, m1, v1, x1, adams[k], 0},
-                many = {p2, g, m2, v2, x2, adams[k], 1};
+      adam_case one = {p1, g, m1, v1, x1, adams[k], 0, NULL},
+                many = {p2, g, m2, v2, x2, adams[k], 1, NULL};
       one.h.step = many.h.step = step;
       uint64_t k1 = count ? kernels_of(adam_run, &one) : (adam_run(&one), 0);
       uint64_t kn = count ? kernels_of(adam_run, &many) : (adam_run(&many), 0);
@@ -393,11 +397,44 @@ static void foreach_on(torc_device dev, int count) {
   }
 }
 
+/* A false flag: the list step writes nothing, and reads nothing back on
+ * sim; a true one steps as without. */
+static void flag_on(torc_device dev) {
+  torc_tensor *p1[NP], *p2[NP], *p0[NP], *g[NP], *b1[NP], *b2[NP];
+  make_list(p0, dev, 10, 0), make_list(p1, dev, 10, 0),
+      make_list(p2, dev, 10, 0);
+  make_list(b1, dev, 30, 0), make_list(b2, dev, 30, 0), make_list(g, dev, 20, 0);
+  torc_tensor *no = torc_full(NULL, 0, 0, TORC_BOOL, dev),
+              *yes = torc_full(NULL, 0, 1, TORC_BOOL, dev);
+  assert_torc(no);
+  assert_torc(yes);
+  torc_sgd_step_params h = {.lr = 0.1, .momentum = 0.9, .first_step = 1};
+  const torc_tensor *const *cg = (const torc_tensor *const *)g;
+  int sim = !torc_device_is_host(dev);
+  if (sim)
+    (void)sim_counters(0, 1);
+  assert_ok(torc_foreach_sgd_step_(p1, cg, b1, NP, &h, no));
+  if (sim) {
+    torc_sim_counters k = sim_counters(0, 0);
+    assert_int_equal(k.blocking_reads + k.synchronizes, 0);
+  }
+  assert_lists_equal(p0, p1, "a skipped step: params");
+  assert_ok(torc_foreach_sgd_step_(p1, cg, b1, NP, &h, yes));
+  assert_ok(torc_foreach_sgd_step_(p2, cg, b2, NP, &h, NULL));
+  assert_lists_equal(p1, p2, "a flagged step: params");
+  assert_lists_equal(b1, b2, "a flagged step: buffers");
+  torc_release(no), torc_release(yes);
+  free_list(p0), free_list(p1), free_list(p2), free_list(b1), free_list(b2);
+  free_list(g);
+}
+
 static void test_foreach_steps(void **state) {
   (void)state;
   need_sim();
   foreach_on(sim_dev(0), 1);
   foreach_on(TORC_CPU, 0);
+  flag_on(sim_dev(0));
+  flag_on(TORC_CPU);
 }
 
 /* torc_optimizer_step on sim: NP parameters in 1 kernel (sgd with

@@ -262,36 +262,10 @@ torc_status torc_train__null_input(const char *fn) { return null_input(fn); }
 /* ---- the loop ---- */
 
 /* The optimizer step, skipped once the guard saw a non-finite loss: on
- * the host by reading the flag (free there); on another device without a
- * read, each parameter put back where the flag is cleared. */
+ * the device without a read (the list kernels take the flag, as AMP's
+ * GradScaler skips a step), on the host by reading it (free there). */
 static torc_status guarded_step(run *r, torc_train__accum *a) {
-  if (a->host)
-    return torc_train__accum_alive(a) ? torc_optimizer_step(r->opt)
-                                      : TORC_OK;
-  torc_named_tensor *ps;
-  int n = torc_module_named_parameters(r->model, &ps);
-  if (n < 0)
-    return torc_last_status();
-  torc_status st = TORC_OK;
-  int scope = torc_scope_begin();
-  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
-  torc_tensor **old = calloc((size_t)n + 1, sizeof *old);
-  if (old == NULL)
-    st = torc_set_error(TORC_ERR_OOM, "out of memory in the training step");
-  for (int i = 0; i < n && st == TORC_OK; i++)
-    if ((old[i] = torc_clone(ps[i].tensor)) == NULL)
-      st = torc_last_status();
-  if (st == TORC_OK)
-    st = torc_optimizer_step(r->opt);
-  for (int i = 0; i < n && st == TORC_OK; i++) {
-    torc_tensor *keep = torc_where(a->alive, ps[i].tensor, old[i]);
-    st = keep ? torc_copy_(ps[i].tensor, keep) : torc_last_status();
-  }
-  free(old);
-  torc_set_grad_mode(gm);
-  torc_scope_end(scope);
-  torc_named_tensors_free(ps, n);
-  return st;
+  return torc_optimizer_step_if(r->opt, a->alive);
 }
 
 /* One training step. Its loss and correct count go into a's device sums

@@ -9,8 +9,10 @@
  * list through torc_kernel_args' in/out arrays: in the n gradients; out
  * the n parameters, then each state list (n momentum buffers; n exp_avg,
  * n exp_avg_sq and, with amsgrad, n max_exp_avg_sq). Their params are the
- * single-tensor ops' (torc_sgd_step_params, torc_adam_step_kparams). A
- * list longer than one kernel call takes is split into several calls.
+ * single-tensor ops' (torc_sgd_step_params, torc_adam_step_kparams); one
+ * more input after the gradients, a one-element bool, skips the step
+ * where it is false. A list longer than one kernel call takes is split
+ * into several calls.
  *
  * Results are bit-identical to calling the single-tensor op on each
  * parameter in turn. On the host the single-tensor ops are run (the cpu
@@ -29,20 +31,26 @@ TORC_BEGIN_DECLS
 /* torc_sgd_step_(params[i], grads[i], bufs ? bufs[i] : NULL, p) for i in
  * [0, n), in few kernel calls. bufs (n momentum buffers) may be NULL only
  * when p->momentum is 0. Errors as torc_sgd_step_, the first failing
- * parameter named by its index; the parameters before it are updated. */
+ * parameter named by its index; the parameters before it are updated.
+ * `ok` (may be NULL): a one-element bool tensor on the parameters' device;
+ * where it holds false nothing is written (as GradScaler's found_inf: the
+ * list kernel reads it on the device, so a step that is skipped costs no
+ * read; off the list kernel it is read back). */
 TORC_API torc_status torc_foreach_sgd_step_(torc_tensor *const *params,
                                             const torc_tensor *const *grads,
                                             torc_tensor *const *bufs, int n,
-                                            const torc_sgd_step_params *p);
+                                            const torc_sgd_step_params *p,
+                                            const torc_tensor *ok);
 
 /* torc_adam_step_ over n parameters sharing p (and so one step count):
  * exp_avg, exp_avg_sq and, with p->amsgrad, max_exp_avg_sq are lists of n
- * (max_exp_avg_sq NULL otherwise). Errors as torc_adam_step_. */
+ * (max_exp_avg_sq NULL otherwise); `ok` as above. Errors as
+ * torc_adam_step_. */
 TORC_API torc_status torc_foreach_adam_step_(
     torc_tensor *const *params, const torc_tensor *const *grads,
     torc_tensor *const *exp_avg, torc_tensor *const *exp_avg_sq,
     torc_tensor *const *max_exp_avg_sq, int n,
-    const torc_adam_step_params *p);
+    const torc_adam_step_params *p, const torc_tensor *ok);
 
 TORC_END_DECLS
 

@@ -169,6 +169,17 @@ TORC_API int torc_optimizer_add_params(torc_optimizer *opt,
 /* One update of every parameter that has a gradient and requires grad. */
 TORC_API torc_status torc_optimizer_step(torc_optimizer *opt);
 
+/* torc_optimizer_step applied only where `ok`, a one-element bool tensor,
+ * holds true, decided on ok's device without reading it back (as AMP's
+ * GradScaler skips the step of a non-finite gradient): the sgd, adam and
+ * adamw list kernels read it there; other types' updates are undone with
+ * a where. On the host the flag is read (free) and the step skipped. The
+ * parameters are unchanged after a skipped step; the step counts advance
+ * and other types' state tensors may change (a run that skips a step is
+ * meant to stop). ok NULL: torc_optimizer_step. */
+TORC_API torc_status torc_optimizer_step_if(torc_optimizer *opt,
+                                            const torc_tensor *ok);
+
 /* Clears the gradients of every parameter (set_to_none: drop them, the
  * default in PyTorch 2; else fill with zeros). */
 TORC_API torc_status torc_optimizer_zero_grad(torc_optimizer *opt,

@@ -257,18 +257,25 @@ int torc_ref_k_adam_step(const torc_kernel_args *a) {
 }
 
 /* ---- the list forms (torc/foreach.h) ----
- * in grads[n]; out params[n], then each state list n long, in the single
- * kernel's order. Each parameter is stepped by the single-tensor kernel
+ * in grads[n] (and a one-element bool: where false nothing is written);
+ * out params[n], then each state list n long, in the single kernel's
+ * order. Each parameter is stepped by the single-tensor kernel
  * above, so the bits are the same; the list is one kernel call. */
 
 static int foreach_step(const torc_kernel_args *a, int per,
                         int (*one)(const torc_kernel_args *)) {
-  int n = a->n_in;
-  if (n < 1 || a->n_out != n * per || per > 4)
+  int n = per > 0 ? a->n_out / per : 0;
+  if (n < 1 || a->n_out != n * per || per > 4 ||
+      (a->n_in != n && a->n_in != n + 1))
     return ref_error(TORC_ERR_INTERNAL,
                      "ref kernel '%s': %d inputs and %d outputs; expected n "
-                     "grads and %d lists of n",
+                     "grads (and a flag) and %d lists of n",
                      a->op, (int)a->n_in, (int)a->n_out, per);
+  if (a->n_in == n + 1) { /* the flag: step only where it is true */
+    const torc_ktensor *f = &a->in[n];
+    if (ref_load_f(f->dtype, ref_ptr(f, f->offset)) == 0)
+      return TORC_OK;
+  }
   for (int k = 0; k < n; k++) {
     torc_ktensor outs[4];
     for (int j = 0; j < per; j++)
