@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "optim_internal.h"
+#include "torc/foreach.h"
 
 /* One warning per process for a non-finite norm that is not an error. */
 static atomic_int warned_nonfinite;
@@ -147,40 +148,43 @@ static torc_status clip_norm_t(torc_tensor *const *params, int n,
   torc_status st = TORC_OK;
   int scope = torc_scope_begin();
   torc_grad_mode mode = torc_set_grad_mode(TORC_NO_GRAD);
-  torc_tensor *total = NULL;
-  int first = 1;
+  /* The gradients to clip, as one list. */
+  torc_tensor **gs = torc__calloc((size_t)n + 1, sizeof *gs);
+  int m = 0;
+  if (gs == NULL)
+    st = torc_set_error(TORC_ERR_OOM, "torc_clip_grad_norm_t: out of memory");
   for (int i = 0; i < n && st == TORC_OK; i++) {
     if (params[i] == NULL) {
       st = torc__null_input("torc_clip_grad_norm_t");
       break;
     }
     torc_tensor *g = torc_grad_of(params[i]);
-    if (g == NULL || torc_numel(g) == 0)
-      continue;
-    if (total == NULL &&
-        (total = torc_zeros(NULL, 0, TORC_F64, torc_device_of(g))) == NULL) {
-      st = torc_last_status();
-      break;
-    }
-    torc_tensor *v = torc_to_dtype(torc_norm(g, p, NULL, 0, 0), TORC_F64);
+    if (g && torc_numel(g) > 0)
+      gs[m++] = g;
+  }
+  /* Their norms in one list op, then the total in f64: a running sum (in
+   * order, as the host's double sum) or, for inf, a running maximum. */
+  torc_tensor *total = NULL;
+  if (st == TORC_OK && m == 0)
+    total = torc_zeros(NULL, 0, TORC_F64, TORC_CPU);
+  else if (st == TORC_OK) {
+    torc_tensor *v = torc_to_dtype(
+        torc_foreach_norm((const torc_tensor *const *)gs, m, p), TORC_F64);
     if (v && p == 2)
       v = torc_mul(v, v);
-    torc_tensor *next = v == NULL ? NULL
-                        : first   ? v
-                        : isinf(p) ? torc_maximum(total, v)
-                                   : torc_add(total, v);
-    if (next == NULL)
-      st = torc_last_status();
-    total = next;
-    first = 0;
+    if (v && isinf(p)) {
+      total = torc_select(v, 0, 0);
+      for (int i = 1; i < m && total; i++)
+        total = torc_maximum(total, torc_select(v, 0, i));
+    } else if (v) {
+      total = torc_select(torc_cumsum(v, 0), 0, m - 1);
+    }
+    if (total && p == 2)
+      total = torc_sqrt(total);
   }
   if (st == TORC_OK && total == NULL)
-    total = torc_zeros(NULL, 0, TORC_F64, TORC_CPU);
-  if (st == TORC_OK && total && p == 2)
-    total = torc_sqrt(total);
-  if (st == TORC_OK && total == NULL)
     st = torc_last_status();
-  if (st == TORC_OK && !first) {
+  if (st == TORC_OK && m > 0) {
     torc_device dev = torc_device_of(total);
     torc_tensor *inf = torc_full(NULL, 0, INFINITY, TORC_F64, dev);
     torc_tensor *one = torc_ones(NULL, 0, TORC_F64, dev);
@@ -190,16 +194,10 @@ static torc_status clip_norm_t(torc_tensor *const *params, int n,
     torc_tensor *coef = mx && den ? torc_div(mx, den) : NULL;
     coef = coef && one ? torc_minimum(coef, one) : NULL;
     coef = coef && fin ? torc_where(fin, coef, one) : NULL;
-    if (coef == NULL)
-      st = torc_last_status();
-    for (int i = 0; i < n && st == TORC_OK; i++) {
-      torc_tensor *g = torc_grad_of(params[i]);
-      if (g == NULL || torc_numel(g) == 0)
-        continue;
-      torc_tensor *c = torc_to_dtype(coef, torc_dtype_of(g));
-      st = c ? torc_mul_(g, c) : torc_last_status();
-    }
+    coef = coef ? torc_to_dtype(coef, torc_dtype_of(gs[0])) : NULL;
+    st = coef ? torc_foreach_mul_(gs, m, coef) : torc_last_status();
   }
+  torc__free(gs);
   torc_set_grad_mode(mode);
   if (st == TORC_OK && total_norm)
     *total_norm = torc_scope_keep(total);

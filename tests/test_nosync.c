@@ -428,6 +428,123 @@ static void flag_on(torc_device dev) {
   free_list(g);
 }
 
+/* foreach add_, mul_, mul_scalar_ and norm: the single ops' bits; on sim
+ * one kernel each. */
+typedef struct ew_case {
+  torc_tensor **x, **y, *s, *norms;
+  int which;
+} ew_case;
+
+static void ew_run(void *u) {
+  ew_case *c = u;
+  const torc_tensor *const *y = (const torc_tensor *const *)c->y;
+  switch (c->which) {
+  case 0:
+    assert_ok(torc_foreach_add_(c->x, y, NP));
+    break;
+  case 1:
+    assert_ok(torc_foreach_mul_(c->x, NP, c->s));
+    break;
+  case 2:
+    assert_ok(torc_foreach_mul_scalar_(c->x, NP, 0.37));
+    break;
+  default:
+    c->norms = torc_foreach_norm((const torc_tensor *const *)c->x, NP,
+                                 c->which == 3 ? 2.0 : INFINITY);
+    assert_torc(c->norms);
+  }
+}
+
+static void elementwise_on(torc_device dev, int count) {
+  for (int which = 0; which < 5; which++) {
+    torc_tensor *a[NP], *b[NP], *y[NP];
+    make_list(a, dev, 60, 0), make_list(b, dev, 60, 0), make_list(y, dev, 70, 0);
+    torc_tensor *s = torc_full(NULL, 0, -1.25, TORC_F32, dev);
+    assert_torc(s);
+    ew_case c = {a, y, s, NULL, which};
+    uint64_t k = count ? kernels_of(ew_run, &c) : (ew_run(&c), 0);
+    if (count) {
+      printf("foreach op %d on sim: %llu kernel(s) for %d tensors\n", which,
+             (unsigned long long)k, NP);
+      /* mul_scalar_ also fills its scalar. */
+      assert_int_equal(k, which == 2 ? 2 : 1);
+    }
+    for (int i = 0; i < NP; i++) { /* the single ops on b */
+      if (which == 0)
+        assert_ok(torc_add_(b[i], y[i]));
+      else if (which == 1)
+        assert_ok(torc_mul_(b[i], s));
+      else if (which == 2)
+        assert_ok(torc_mul_scalar_(b[i], 0.37));
+    }
+    if (which < 3) {
+      assert_lists_equal(a, b, "foreach add_/mul_");
+    } else {
+      float got[NP], want[NP];
+      assert_int_equal(torc_numel(c.norms), NP);
+      assert_ok(torc_to_host(c.norms, got, sizeof got));
+      for (int i = 0; i < NP; i++) {
+        torc_tensor *one = torc_norm(b[i], which == 3 ? 2.0 : INFINITY, NULL,
+                                     0, 0);
+        assert_torc(one);
+        assert_ok(torc_to_host(one, &want[i], sizeof(float)));
+        torc_release(one);
+      }
+      assert_memory_equal(got, want, sizeof got);
+      torc_release(c.norms);
+    }
+    torc_release(s);
+    free_list(a), free_list(b), free_list(y);
+  }
+}
+
+/* torc_clip_grad_norm_t on sim: the double form's norm and gradients, in
+ * a number of kernels that does not grow with the parameters. */
+static uint64_t clip_kernels(int n_params, int check) {
+  torc_device sim = sim_dev(0);
+  torc_tensor *p[NP], *q[NP], *g[NP];
+  make_list(p, sim, 80, 0), make_list(q, sim, 80, 0), make_list(g, sim, 90, 0);
+  for (int i = 0; i < NP; i++) {
+    torc_tensor *g2 = torc_clone(g[i]);
+    assert_ok(torc_set_requires_grad(p[i], 1));
+    assert_ok(torc_set_requires_grad(q[i], 1));
+    assert_ok(torc_set_grad(p[i], g[i]));
+    assert_ok(torc_set_grad(q[i], g2));
+    torc_release(g2);
+  }
+  assert_ok(torc_synchronize(sim));
+  (void)sim_counters(0, 1);
+  torc_tensor *total = NULL;
+  assert_ok(torc_clip_grad_norm_t(p, n_params, 0.5, 2, &total));
+  assert_ok(torc_synchronize(sim));
+  torc_sim_counters k = sim_counters(0, 1);
+  if (check) {
+    double t = 0, h = 0;
+    assert_ok(torc_item(total, &t));
+    assert_ok(torc_clip_grad_norm(q, n_params, 0.5, 2, 1, &h));
+    assert_true(t == h);
+    torc_tensor *gp[NP], *gq[NP];
+    for (int i = 0; i < NP; i++)
+      gp[i] = torc_grad_of(p[i]), gq[i] = torc_grad_of(q[i]);
+    assert_lists_equal(gp, gq, "clip_grad_norm_t: gradients");
+  }
+  torc_release(total);
+  free_list(p), free_list(q), free_list(g);
+  return k.kernels;
+}
+
+static void test_foreach_elementwise(void **state) {
+  (void)state;
+  need_sim();
+  elementwise_on(sim_dev(0), 1);
+  elementwise_on(TORC_CPU, 0);
+  uint64_t k2 = clip_kernels(2, 1), k5 = clip_kernels(NP, 1);
+  printf("clip_grad_norm_t on sim: %llu kernels for 2 gradients, %llu for "
+         "%d\n",
+         (unsigned long long)k2, (unsigned long long)k5, NP);
+  assert_int_equal(k2, k5);
+}
+
 static void test_foreach_steps(void **state) {
   (void)state;
   need_sim();
@@ -494,6 +611,7 @@ int main(void) {
       cmocka_unit_test(test_guard_sim),
       cmocka_unit_test(test_bad_index_reported),
       cmocka_unit_test(test_foreach_steps),
+      cmocka_unit_test(test_foreach_elementwise),
       cmocka_unit_test(test_optimizer_step_kernels),
   };
   return cmocka_run_group_tests_name("nosync", tests, setup, teardown);

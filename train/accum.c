@@ -9,9 +9,20 @@
 
 typedef torc_train__accum accum;
 
-/* A 0-d tensor of `value` on dev, owned by the caller (not a scope). */
+/* A 0-d tensor of `value` on dev, owned by the caller (not by a scope
+ * the caller of the trainer may have open). */
+torc_tensor *torc_train__owned_scalar(double value, torc_dtype dt,
+                                      torc_device dev) {
+  int scope = torc_scope_begin();
+  torc_tensor *t = torc_full(NULL, 0, value, dt, dev);
+  if (t)
+    torc_retain(t);
+  torc_scope_end(scope);
+  return t;
+}
+
 static torc_tensor *scalar(double value, torc_dtype dt, torc_device dev) {
-  return torc_scope_keep(torc_full(NULL, 0, value, dt, dev));
+  return torc_train__owned_scalar(value, dt, dev);
 }
 
 void torc_train__accum_free(accum *a) {

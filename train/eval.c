@@ -83,8 +83,8 @@ static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
   int64_t correct = 0, n = 0, printed = 0;
   int classify = 1;
   /* The sums on the device, read once at the end of the pass. */
-  torc_tensor *lsum_t = torc_scope_keep(torc_full(NULL, 0, 0, TORC_F64, r->dev));
-  torc_tensor *csum_t = torc_scope_keep(torc_full(NULL, 0, 0, TORC_F64, r->dev));
+  torc_tensor *lsum_t = torc_train__owned_scalar(0, TORC_F64, r->dev);
+  torc_tensor *csum_t = torc_train__owned_scalar(0, TORC_F64, r->dev);
   if ((lsum_t == NULL || csum_t == NULL) && st == TORC_OK)
     st = torc_last_status();
   torc_batch b = {0};

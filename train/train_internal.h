@@ -184,6 +184,11 @@ torc_status torc_train__accum_init(torc_train__accum *a, torc_device dev,
                                    int64_t ec, int64_t gstep);
 void torc_train__accum_free(torc_train__accum *a);
 
+/* A 0-d tensor of `value` on dev that the caller owns (and releases),
+ * whatever scope is open. */
+torc_tensor *torc_train__owned_scalar(double value, torc_dtype dt,
+                                      torc_device dev);
+
 /* Whether target holds class indices for out (a correct count is kept). */
 int torc_train__classifies(const torc_tensor *out, const torc_tensor *target);
 
