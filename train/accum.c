@@ -184,3 +184,30 @@ torc_status torc_train__accum_check(const accum *a, int64_t epoch,
       (long long)step, (long long)epoch + 1,
       (long long)(step - epoch_first_step), what, lastb);
 }
+
+torc_status torc_train__accum_read(const accum *a, torc_tensor *const *ts,
+                                   int n, double *out) {
+  int scope = torc_scope_begin();
+  torc_tensor *parts[9];
+  torc_status st = TORC_OK;
+  parts[0] = torc_to_dtype(a->alive, TORC_F64);
+  for (int i = 0; i < n && i < 8; i++)
+    parts[i + 1] = ts[i] ? ts[i] : torc_zeros(NULL, 0, TORC_F64, a->dev);
+  for (int i = 0; i <= n && st == TORC_OK; i++)
+    if (parts[i] == NULL)
+      st = torc_last_status();
+  torc_tensor *all =
+      st == TORC_OK
+          ? torc_stack((const torc_tensor *const *)parts, n + 1, 0)
+          : NULL;
+  double v[9];
+  if (st == TORC_OK)
+    st = all ? torc_to_host(all, v, sizeof(double) * (size_t)(n + 1))
+             : torc_last_status();
+  torc_scope_end(scope);
+  if (st)
+    return st;
+  for (int i = 0; i < n; i++)
+    out[i] = v[i + 1];
+  return v[0] != 0 ? TORC_OK : TORC_ERR_INVALID;
+}

@@ -522,13 +522,14 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       int bar = o.progress_bar && !(user.flags & TORC_TRAIN_NO_PROGRESS) &&
                 t - t_read >= 0.25;
       if (ev.logged || bar || (user.flags & TORC_TRAIN_EVERY_STEP)) {
-        double lv = NAN, cv = NAN, wlv = NAN, wcv = NAN;
-        if ((st = torc_train__accum_check(&acc, epoch, ep_step0)) ||
-            (st = torc_item(acc.cur_l, &lv)) ||
-            (st = torc_item(acc.wl, &wlv)) ||
-            (classify && ((st = torc_item(acc.cur_c, &cv)) ||
-                          (st = torc_item(acc.wc, &wcv)))))
+        double v[4] = {NAN, NAN, NAN, NAN};
+        torc_tensor *ts[4] = {acc.cur_l, acc.wl, acc.cur_c, acc.wc};
+        if ((st = torc_train__accum_read(&acc, ts, classify ? 4 : 2, v))) {
+          if (st == TORC_ERR_INVALID) /* the guard: its message */
+            st = torc_train__accum_check(&acc, epoch, ep_step0);
           break;
+        }
+        double lv = v[0], wlv = v[1], cv = v[2], wcv = v[3];
         ev.loss = lv;
         ev.accuracy = classify ? cv / (double)bs : NAN;
         ev.window_loss = wlv / wn;
@@ -554,13 +555,14 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     }
     /* The epoch's (or, stopped early, the window's) figures: one read,
      * the guard first. */
-    if (st == TORC_OK && (st = torc_train__accum_check(&acc, epoch, ep_step0)))
-      break;
     if (st == TORC_OK) {
       double v[4] = {0, 0, 0, 0};
-      if ((st = torc_item(acc.wl, &v[0])) || (st = torc_item(acc.el, &v[1])) ||
-          (st = torc_item(acc.wc, &v[2])) || (st = torc_item(acc.ec, &v[3])))
+      torc_tensor *ts[4] = {acc.wl, acc.el, acc.wc, acc.ec};
+      if ((st = torc_train__accum_read(&acc, ts, 4, v))) {
+        if (st == TORC_ERR_INVALID)
+          st = torc_train__accum_check(&acc, epoch, ep_step0);
         break;
+      }
       wl = v[0], ep_l = v[1], wc = (int64_t)v[2], ep_c = (int64_t)v[3];
     }
     if (st == TORC_OK && got < 0)

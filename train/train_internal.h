@@ -207,6 +207,14 @@ torc_status torc_train__accum_step(torc_train__accum *a, torc_tensor *out,
                                    torc_tensor *loss, torc_tensor *gnorm,
                                    int64_t samples, int *classify);
 
+/* Reads the n (<= 8) f64 0-d tensors ts (a NULL one reads 0) into out
+ * with the guard, in one blocking read: TORC_OK while every loss was
+ * finite, TORC_ERR_INVALID (nothing recorded) once one was not; the
+ * caller then gets the message from torc_train__accum_check. */
+torc_status torc_train__accum_read(const torc_train__accum *a,
+                                   torc_tensor *const *ts, int n,
+                                   double *out);
+
 /* Reads the guard (a blocking read): 1 while every loss was finite. */
 int torc_train__accum_alive(const torc_train__accum *a);
 
