@@ -1,7 +1,10 @@
 /* tests/test_nosync.c — a training step that waits on nothing: the MLP and
  * the CNN of examples/fashion-mnist trained on sim, the host's waits (sim's
  * counters) read at every step; the deferred non-finite-loss guard names
- * the step a run with log_every = 1 names, on the cpu and on sim.
+ * the step a run with log_every = 1 names, on the cpu and on sim; index
+ * errors reported at once on the cpu, at the next read on sim; the foreach
+ * ops and optimizer steps with the per-tensor bits in one kernel, the
+ * clip in a fixed number, and torc_optimizer_step_if's skipped step.
  */
 #include <math.h>
 #include <sys/stat.h>
@@ -585,6 +588,63 @@ static void test_optimizer_step_kernels(void **state) {
   free_list(p), free_list(g);
 }
 
+/* torc_optimizer_step_if with a false flag leaves the parameters as they
+ * were, reading nothing back on sim: through the list kernels (sgd,
+ * adam) and through the undo of other types (rmsprop); a true flag steps
+ * as torc_optimizer_step. */
+static void step_if_on(torc_device dev, const char *type, const char *spec) {
+  torc_tensor *p[NP], *q[NP], *p0[NP], *g[NP];
+  make_list(p, dev, 1, 0), make_list(q, dev, 1, 0), make_list(p0, dev, 1, 0);
+  make_list(g, dev, 2, 0);
+  for (int i = 0; i < NP; i++) {
+    assert_ok(torc_set_requires_grad(p[i], 1));
+    assert_ok(torc_set_requires_grad(q[i], 1));
+    assert_ok(torc_set_grad(p[i], g[i]));
+    assert_ok(torc_set_grad(q[i], g[i]));
+  }
+  torc_optimizer *a = torc_optimizer_build(type, spec, NULL),
+                 *b = torc_optimizer_build(type, spec, NULL);
+  assert_torc(a);
+  assert_torc(b);
+  assert_true(torc_optimizer_add_params(a, p, NP, NULL) >= 0);
+  assert_true(torc_optimizer_add_params(b, q, NP, NULL) >= 0);
+  torc_tensor *no = torc_full(NULL, 0, 0, TORC_BOOL, dev),
+              *yes = torc_full(NULL, 0, 1, TORC_BOOL, dev);
+  int sim = !torc_device_is_host(dev);
+  assert_ok(torc_optimizer_step_if(a, yes));
+  assert_ok(torc_optimizer_step(b));
+  assert_lists_equal(p, q, "step_if(true): params");
+  for (int i = 0; i < NP; i++)
+    assert_ok(torc_copy_(p0[i], p[i]));
+  if (sim) {
+    assert_ok(torc_synchronize(dev));
+    (void)sim_counters(0, 1);
+  }
+  assert_ok(torc_optimizer_step_if(a, no));
+  if (sim) {
+    torc_sim_counters k = sim_counters(0, 0);
+    assert_int_equal(k.blocking_reads + k.synchronizes, 0);
+  }
+  torc_tensor *pp[NP];
+  for (int i = 0; i < NP; i++)
+    pp[i] = p[i];
+  assert_lists_equal(pp, p0, "step_if(false): params");
+  torc_release(no), torc_release(yes);
+  torc_optimizer_free(a), torc_optimizer_free(b);
+  free_list(p), free_list(q), free_list(p0), free_list(g);
+}
+
+static void test_step_if(void **state) {
+  (void)state;
+  need_sim();
+  torc_device devs[2] = {sim_dev(0), TORC_CPU};
+  for (int d = 0; d < 2; d++) {
+    step_if_on(devs[d], "sgd", "lr=0.1, momentum=0.9");
+    step_if_on(devs[d], "adamw", "lr=0.01, weight_decay=0.1");
+    step_if_on(devs[d], "rmsprop", "lr=0.01");
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   return test_make_tmpdir(tmpdir, sizeof tmpdir, "torc-nosync");
@@ -613,6 +673,7 @@ int main(void) {
       cmocka_unit_test(test_foreach_steps),
       cmocka_unit_test(test_foreach_elementwise),
       cmocka_unit_test(test_optimizer_step_kernels),
+      cmocka_unit_test(test_step_if),
   };
   return cmocka_run_group_tests_name("nosync", tests, setup, teardown);
 }
