@@ -13,8 +13,7 @@
  * tensor given, contiguous, non-empty, of the parameter's shape, one
  * floating dtype and one device, and no write autograd would refuse. The
  * single-tensor ops handle (and report) everything else. */
-static int listable(torc_tensor *const *params,
-                    const torc_tensor *const *grads,
+static int listable(torc_tensor *const *params, const torc_tensor *const *grads,
                     torc_tensor *const *const *states, int n_states, int n,
                     const torc_tensor *ok) {
   if (n < 1 || params == NULL || grads == NULL || params[0] == NULL)
@@ -24,8 +23,9 @@ static int listable(torc_tensor *const *params,
   if (torc_device_is_host(dev) || !torc_dtype_is_float(p0->dtype) ||
       (n < 2 && ok == NULL))
     return 0;
-  if (ok && (ok->dtype != TORC_BOOL || !torc_device_eq(ok->storage->device, dev) ||
-             torc__numel(ok->shape, ok->ndim) != 1 || !torc_is_contiguous(ok)))
+  if (ok &&
+      (ok->dtype != TORC_BOOL || !torc_device_eq(ok->storage->device, dev) ||
+       torc__numel(ok->shape, ok->ndim) != 1 || !torc_is_contiguous(ok)))
     return 0;
   for (int i = 0; i < n; i++) {
     const torc_tensor *p = params[i], *g = grads[i];
@@ -113,21 +113,21 @@ torc_status torc_foreach_sgd_step_(torc_tensor *const *params,
                                          "are NULL; lr is required");
   int mom = p->momentum != 0;
   torc_tensor *const *states[1] = {bufs};
-  if ((!mom || bufs) && !(p->nesterov && (p->momentum <= 0 ||
-                                          p->dampening != 0)) &&
+  if ((!mom || bufs) &&
+      !(p->nesterov && (p->momentum <= 0 || p->dampening != 0)) &&
       listable(params, grads, states, mom, n, ok)) {
     torc_sgd_step_params k = *p;
     k.reserved = 0;
-    return run_lists(TORC__OP_foreach_sgd_step_, params, grads, states, mom,
-                     n, ok, &k, sizeof k);
+    return run_lists(TORC__OP_foreach_sgd_step_, params, grads, states, mom, n,
+                     ok, &k, sizeof k);
   }
   int skip = 0;
   torc_status st0 = flag_on_host(ok, &skip);
   if (st0 || skip)
     return st0;
   for (int i = 0; i < n; i++) {
-    torc_status st = torc_sgd_step_(params[i], grads[i],
-                                    bufs ? bufs[i] : NULL, p);
+    torc_status st =
+        torc_sgd_step_(params[i], grads[i], bufs ? bufs[i] : NULL, p);
     if (st) {
       char why[1024];
       snprintf(why, sizeof why, "%s", torc_last_error());
@@ -167,23 +167,23 @@ torc_status torc_foreach_adam_step_(torc_tensor *const *params,
     double bc2 = 1 - pow(p->beta2, (double)p->step);
     k.step_size = p->lr / bc1;
     k.bias_correction2_sqrt = sqrt(bc2);
-    return run_lists(TORC__OP_foreach_adam_step_, params, grads, states, ns,
-                     n, ok, &k, sizeof k);
+    return run_lists(TORC__OP_foreach_adam_step_, params, grads, states, ns, n,
+                     ok, &k, sizeof k);
   }
   int skip = 0;
   torc_status st0 = flag_on_host(ok, &skip);
   if (st0 || skip)
     return st0;
   for (int i = 0; i < n; i++) {
-    torc_status st = torc_adam_step_(
-        params[i], grads[i], exp_avg ? exp_avg[i] : NULL,
-        exp_avg_sq ? exp_avg_sq[i] : NULL,
-        max_exp_avg_sq ? max_exp_avg_sq[i] : NULL, p);
+    torc_status st =
+        torc_adam_step_(params[i], grads[i], exp_avg ? exp_avg[i] : NULL,
+                        exp_avg_sq ? exp_avg_sq[i] : NULL,
+                        max_exp_avg_sq ? max_exp_avg_sq[i] : NULL, p);
     if (st) {
       char why[1024];
       snprintf(why, sizeof why, "%s", torc_last_error());
-      return torc_set_error(st, "torc_foreach_adam_step_: parameter %d: %s",
-                            i, why);
+      return torc_set_error(st, "torc_foreach_adam_step_: parameter %d: %s", i,
+                            why);
     }
   }
   return TORC_OK;
@@ -208,9 +208,9 @@ static int list_ok(const torc_tensor *const *xs, const torc_tensor *const *ys,
       if (t == NULL || t->dtype != x0->dtype ||
           !torc_device_eq(t->storage->device, dev) || !torc_is_contiguous(t))
         return 0;
-      if (j && (t->ndim != xs[i]->ndim ||
-                memcmp(t->shape, xs[i]->shape,
-                       sizeof(int64_t) * (size_t)t->ndim)))
+      if (j &&
+          (t->ndim != xs[i]->ndim ||
+           memcmp(t->shape, xs[i]->shape, sizeof(int64_t) * (size_t)t->ndim)))
         return 0;
       const torc_tensor *one[1] = {t};
       if (torc__should_record(one, 1))
@@ -262,16 +262,15 @@ torc_status torc_foreach_mul_(torc_tensor *const *xs, int n,
   torc_status st = TORC_OK;
   for (int at = 0; at < n && st == TORC_OK; at += TORC__KCALL_MAX_OUT) {
     int c = n - at < TORC__KCALL_MAX_OUT ? n - at : TORC__KCALL_MAX_OUT;
-    st = torc__kernel_call(TORC__OP_foreach_mul_, xs[at]->dtype, &s, 1,
-                           xs + at, c, NULL, 0);
+    st = torc__kernel_call(TORC__OP_foreach_mul_, xs[at]->dtype, &s, 1, xs + at,
+                           c, NULL, 0);
     for (int k = 0; k < c && st == TORC_OK; k++)
       torc__bump_version(xs[at + k]);
   }
   return st;
 }
 
-torc_status torc_foreach_mul_scalar_(torc_tensor *const *xs, int n,
-                                     double c) {
+torc_status torc_foreach_mul_scalar_(torc_tensor *const *xs, int n, double c) {
   if (n < 0 || (n > 0 && xs == NULL))
     return torc_set_error(TORC_ERR_NULL, "torc_foreach_mul_scalar_: the list "
                                          "is NULL");
@@ -332,12 +331,13 @@ static torc_tensor *foreach_norm(const torc_tensor *const *xs, int n,
                              &part[k], 1, &np, sizeof np) == TORC_OK;
     }
     if (!ok && chunks > 64)
-      torc_set_error(TORC_ERR_INVALID, "%s: a list of %d tensors is too long "
-                     "(at most %d)", fn, n, 64 * TORC__KCALL_MAX_IN);
+      torc_set_error(TORC_ERR_INVALID,
+                     "%s: a list of %d tensors is too long "
+                     "(at most %d)",
+                     fn, n, 64 * TORC__KCALL_MAX_IN);
     if (ok) /* ours, not the scope's */
-      out = torc_retain(k == 1 ? part[0]
-                               : torc_cat((const torc_tensor *const *)part,
-                                          k, 0));
+      out = torc_retain(
+          k == 1 ? part[0] : torc_cat((const torc_tensor *const *)part, k, 0));
     for (int i = 0; i < k; i++)
       torc_release(part[i]);
   }
@@ -345,7 +345,6 @@ static torc_tensor *foreach_norm(const torc_tensor *const *xs, int n,
   return out;
 }
 
-torc_tensor *torc_foreach_norm(const torc_tensor *const *xs, int n,
-                               double p) {
+torc_tensor *torc_foreach_norm(const torc_tensor *const *xs, int n, double p) {
   return torc__ret(foreach_norm(xs, n, p));
 }

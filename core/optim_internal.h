@@ -65,8 +65,7 @@ torc_status torc__optimizer_ensure_state(torc_optimizer *opt, void *hyper,
  * parameter. `ok` (or NULL) as torc_optimizer_step_if's, read on the
  * device by the list kernels. */
 torc_status torc__optimizer_step_fused(torc_optimizer *opt, torc__ogroup *G,
-                                       int g, const torc_tensor *ok,
-                                       int *done);
+                                       int g, const torc_tensor *ok, int *done);
 
 /* torc_optimizer_step, the updates applied only where the 0-d bool `ok`
  * (NULL: always; on the device, off the host) holds. */

@@ -10,8 +10,8 @@
 #include "torc/foreach.h"
 
 /* The type's fused hook, when its struct has the slot. */
-static int (*fused_fn(const torc_optimizer_type *t))(
-    void *, double, int64_t, torc_optimizer_fused *) {
+static int (*fused_fn(const torc_optimizer_type *t))(void *, double, int64_t,
+                                                     torc_optimizer_fused *) {
   if (t->struct_size < offsetof(torc_optimizer_type, fused) + sizeof t->fused)
     return NULL;
   return t->fused;
@@ -107,8 +107,7 @@ torc_status torc__put_back_unless(torc_tensor *t, const torc_tensor *was,
   return st;
 }
 
-torc_status torc_optimizer_step_if(torc_optimizer *opt,
-                                   const torc_tensor *ok) {
+torc_status torc_optimizer_step_if(torc_optimizer *opt, const torc_tensor *ok) {
   if (opt == NULL)
     return torc_set_error(TORC_ERR_NULL, "torc_optimizer_step_if: the "
                                          "optimizer is NULL");

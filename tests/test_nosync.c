@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "testutil.h"
 #include "sim_testutil.h"
+#include "testutil.h"
 
 static char tmpdir[512];
 
@@ -40,9 +40,8 @@ static void example_model(const char *name, char *buf, size_t size) {
  * Fashion-MNIST-shaped data, `samples` of them in batches of 8, one epoch,
  * the figures read every log_every steps; lr (unless NULL) in place of the
  * example's. */
-static torc_config *config(const char *name, const char *model,
-                           const char *dev, int samples, int log_every,
-                           const char *lr) {
+static torc_config *config(const char *name, const char *model, const char *dev,
+                           int samples, int log_every, const char *lr) {
   char body[8192], ini[16384];
   example_model(model, body, sizeof body);
   if (lr) {
@@ -139,8 +138,7 @@ static void test_cnn_waits_on_nothing(void **state) {
 /* A run with a learning rate that sends the loss to inf: its error. */
 static torc_status diverge(const char *name, const char *dev, int log_every,
                            char *msg, size_t size, int64_t *steps) {
-  torc_config *cfg =
-      config(name, "mlp", dev, 96, log_every, "1e30");
+  torc_config *cfg = config(name, "mlp", dev, 96, log_every, "1e30");
   torc_train_callbacks cb = {.struct_size = sizeof cb,
                              .flags = TORC_TRAIN_NO_PROGRESS |
                                       TORC_TRAIN_NO_METRICS};
@@ -163,8 +161,8 @@ static void guard_on(const char *dev) {
                    TORC_ERR_INVALID);
   assert_int_equal(diverge(n2, dev, 12, lazy, sizeof lazy, &sl),
                    TORC_ERR_INVALID);
-  printf("%s, read every step: %s\n%s, read at step 12: %s\n", dev, eager,
-         dev, lazy);
+  printf("%s, read every step: %s\n%s, read at step 12: %s\n", dev, eager, dev,
+         lazy);
   /* Read every step, the run stops at the bad step; read at the window's
    * end, it goes on to there with the steps skipped and names the same
    * step, the same last finite loss. */
@@ -173,9 +171,9 @@ static void guard_on(const char *dev) {
   assert_contains(eager, "clip_grad_norm");
   assert_string_equal(eager, lazy);
   long long step = -1, ep = -1, batch = -1;
-  assert_int_equal(sscanf(eager, "step %lld (epoch %lld, batch %lld)", &step,
-                          &ep, &batch),
-                   3);
+  assert_int_equal(
+      sscanf(eager, "step %lld (epoch %lld, batch %lld)", &step, &ep, &batch),
+      3);
   assert_true(step >= 1 && step < 12);
   assert_int_equal(ep, 1);
   assert_int_equal(batch, step);
@@ -252,11 +250,11 @@ enum { NP = 5 };
 /* NP tensors of assorted shapes on dev from pattern(seed + i). */
 static void make_list(torc_tensor **t, torc_device dev, uint32_t seed,
                       int positive) {
-  static const int64_t shapes[NP][2] = {{3, 4}, {7, 1}, {1, 1}, {16, 3},
-                                        {2, 5}};
+  static const int64_t shapes[NP][2] = {
+      {3, 4}, {7, 1}, {1, 1}, {16, 3}, {2, 5}};
   for (int i = 0; i < NP; i++) {
-    torc_tensor *c = make_cpu(shapes[i], 2, TORC_F32, seed + (uint32_t)i,
-                              positive);
+    torc_tensor *c =
+        make_cpu(shapes[i], 2, TORC_F32, seed + (uint32_t)i, positive);
     t[i] = torc_to(c, dev);
     assert_torc(t[i]);
     torc_release(c);
@@ -279,8 +277,8 @@ static void assert_lists_equal(torc_tensor **a, torc_tensor **b,
     assert_ok(torc_to_host(a[i], x, nb));
     assert_ok(torc_to_host(b[i], y, nb));
     if (memcmp(x, y, nb) != 0) {
-      print_error("%s: tensor %d differs from the per-parameter step\n",
-                  what, i);
+      print_error("%s: tensor %d differs from the per-parameter step\n", what,
+                  i);
       fail();
     }
     free(x), free(y);
@@ -313,8 +311,8 @@ static void sgd_run(void *u) {
     return;
   }
   for (int i = 0; i < NP; i++)
-    assert_ok(torc_sgd_step_(c->p[i], g[i], c->h.momentum ? c->b[i] : NULL,
-                             &c->h));
+    assert_ok(
+        torc_sgd_step_(c->p[i], g[i], c->h.momentum ? c->b[i] : NULL, &c->h));
 }
 
 typedef struct adam_case {
@@ -328,9 +326,8 @@ static void adam_run(void *u) {
   adam_case *c = u;
   const torc_tensor *const *g = (const torc_tensor *const *)c->g;
   if (c->foreach) {
-    assert_ok(torc_foreach_adam_step_(c->p, g, c->m, c->v,
-                                      c->h.amsgrad ? c->vm : NULL, NP, &c->h,
-                                      c->ok));
+    assert_ok(torc_foreach_adam_step_(
+        c->p, g, c->m, c->v, c->h.amsgrad ? c->vm : NULL, NP, &c->h, c->ok));
     return;
   }
   for (int i = 0; i < NP; i++)
@@ -368,10 +365,18 @@ static void foreach_on(torc_device dev, int count) {
   }
   const torc_adam_step_params adams[] = {
       {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8},
-      {.lr = 1e-2, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6,
-       .weight_decay = 0.1, .decoupled = 1},
-      {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-       .weight_decay = 0.01, .amsgrad = 1}};
+      {.lr = 1e-2,
+       .beta1 = 0.8,
+       .beta2 = 0.99,
+       .eps = 1e-6,
+       .weight_decay = 0.1,
+       .decoupled = 1},
+      {.lr = 1e-2,
+       .beta1 = 0.9,
+       .beta2 = 0.999,
+       .eps = 1e-8,
+       .weight_decay = 0.01,
+       .amsgrad = 1}};
   for (size_t k = 0; k < sizeof adams / sizeof *adams; k++) {
     torc_tensor *p1[NP], *p2[NP], *g[NP], *m1[NP], *m2[NP], *v1[NP], *v2[NP],
         *x1[NP], *x2[NP];
@@ -406,7 +411,8 @@ static void flag_on(torc_device dev) {
   torc_tensor *p1[NP], *p2[NP], *p0[NP], *g[NP], *b1[NP], *b2[NP];
   make_list(p0, dev, 10, 0), make_list(p1, dev, 10, 0),
       make_list(p2, dev, 10, 0);
-  make_list(b1, dev, 30, 0), make_list(b2, dev, 30, 0), make_list(g, dev, 20, 0);
+  make_list(b1, dev, 30, 0), make_list(b2, dev, 30, 0),
+      make_list(g, dev, 20, 0);
   torc_tensor *no = torc_full(NULL, 0, 0, TORC_BOOL, dev),
               *yes = torc_full(NULL, 0, 1, TORC_BOOL, dev);
   assert_torc(no);
@@ -461,7 +467,8 @@ static void ew_run(void *u) {
 static void elementwise_on(torc_device dev, int count) {
   for (int which = 0; which < 5; which++) {
     torc_tensor *a[NP], *b[NP], *y[NP];
-    make_list(a, dev, 60, 0), make_list(b, dev, 60, 0), make_list(y, dev, 70, 0);
+    make_list(a, dev, 60, 0), make_list(b, dev, 60, 0),
+        make_list(y, dev, 70, 0);
     torc_tensor *s = torc_full(NULL, 0, -1.25, TORC_F32, dev);
     assert_torc(s);
     ew_case c = {a, y, s, NULL, which};
@@ -487,8 +494,8 @@ static void elementwise_on(torc_device dev, int count) {
       assert_int_equal(torc_numel(c.norms), NP);
       assert_ok(torc_to_host(c.norms, got, sizeof got));
       for (int i = 0; i < NP; i++) {
-        torc_tensor *one = torc_norm(b[i], which == 3 ? 2.0 : INFINITY, NULL,
-                                     0, 0);
+        torc_tensor *one =
+            torc_norm(b[i], which == 3 ? 2.0 : INFINITY, NULL, 0, 0);
         assert_torc(one);
         assert_ok(torc_to_host(one, &want[i], sizeof(float)));
         torc_release(one);

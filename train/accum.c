@@ -26,8 +26,9 @@ static torc_tensor *scalar(double value, torc_dtype dt, torc_device dev) {
 }
 
 void torc_train__accum_free(accum *a) {
-  torc_tensor **all[] = {&a->wl, &a->el, &a->wc, &a->ec, &a->alive,
-                         &a->bad, &a->badv, &a->last, &a->steps, &a->cur_l, &a->cur_c};
+  torc_tensor **all[] = {&a->wl,    &a->el,    &a->wc,    &a->ec,
+                         &a->alive, &a->bad,   &a->badv,  &a->last,
+                         &a->steps, &a->cur_l, &a->cur_c, &a->inf};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
     torc_release(*all[i]);
     *all[i] = NULL;
@@ -49,7 +50,8 @@ torc_status torc_train__accum_init(accum *a, torc_device dev, double wl,
   a->badv = scalar(0, TORC_F64, dev);
   a->last = scalar(NAN, TORC_F64, dev);
   a->steps = scalar((double)gstep, TORC_F64, dev);
-  if (!a->wl || !a->el || !a->wc || !a->ec || !a->alive || !a->bad ||
+  a->inf = scalar(INFINITY, TORC_F64, dev);
+  if (!a->inf || !a->wl || !a->el || !a->wc || !a->ec || !a->alive || !a->bad ||
       !a->badv || !a->last || !a->steps) {
     torc_status st = torc_last_status();
     torc_train__accum_free(a);
@@ -71,8 +73,8 @@ torc_status torc_train__batch_sums(torc_tensor *out, const torc_tensor *target,
   int scope = torc_scope_begin();
   torc_status st = TORC_OK;
   /* loss * samples in double, as the host's lv * (double)bs. */
-  torc_tensor *l = torc_mul_scalar(torc_to_dtype(loss, TORC_F64),
-                                   (double)samples);
+  torc_tensor *l =
+      torc_mul_scalar(torc_to_dtype(loss, TORC_F64), (double)samples);
   if (l == NULL || (st = torc_add_(loss_sum, l)))
     goto done;
   if (!torc_train__classifies(out, target)) {
@@ -92,9 +94,9 @@ done:
 }
 
 torc_status torc_train__accum_step(accum *a, torc_tensor *out,
-                                   const torc_tensor *target,
-                                   torc_tensor *loss, torc_tensor *gnorm,
-                                   int64_t samples, int *classify) {
+                                   const torc_tensor *target, torc_tensor *loss,
+                                   torc_tensor *gnorm, int64_t samples,
+                                   int *classify) {
   /* This step's loss and count (kept for a read), then both sums gain
    * them: the product loss * samples made once. */
   torc_release(a->cur_l), torc_release(a->cur_c);
@@ -119,8 +121,8 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
   }
   /* The guard: the first step whose loss is not finite (NaN fails the
    * comparison too) clears `alive` for good and records its number. */
-  torc_tensor *inf = torc_full(NULL, 0, INFINITY, TORC_F64, a->dev);
-  torc_tensor *fin = l && inf ? torc_lt(torc_abs(l), inf) : NULL;
+  torc_tensor *inf = a->inf;
+  torc_tensor *fin = l ? torc_lt(torc_abs(l), inf) : NULL;
   if (fin && gnorm) { /* and the gradients', when clipping computed it */
     torc_tensor *gn = torc_to_dtype(gnorm, TORC_F64);
     fin = gn ? torc_logical_and(fin, torc_lt(torc_abs(gn), inf)) : NULL;
@@ -136,8 +138,7 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
   if (st == TORC_OK && (bad == NULL || badv == NULL || last == NULL))
     st = torc_last_status();
   if (st == TORC_OK && !(st = torc_copy_(a->bad, bad)) &&
-      !(st = torc_copy_(a->badv, badv)) &&
-      !(st = torc_copy_(a->alive, alive)))
+      !(st = torc_copy_(a->badv, badv)) && !(st = torc_copy_(a->alive, alive)))
     st = torc_copy_(a->last, last);
 done:
   if (st == TORC_OK && (a->cur_l == NULL || last == NULL))
@@ -169,11 +170,13 @@ torc_status torc_train__accum_check(const accum *a, int64_t epoch,
     snprintf(lastb, sizeof lastb, "none (the first step)");
   char what[96];
   if (isfinite(lv))
-    snprintf(what, sizeof what, "the loss is %.6g but the gradients' norm is "
-             "not finite", lv);
+    snprintf(what, sizeof what,
+             "the loss is %.6g but the gradients' norm is "
+             "not finite",
+             lv);
   else
-    snprintf(what, sizeof what, "the loss is %s", isnan(lv) ? "NaN"
-                                                  : "infinite");
+    snprintf(what, sizeof what, "the loss is %s",
+             isnan(lv) ? "NaN" : "infinite");
   return torc_set_error(
       TORC_ERR_INVALID,
       "step %lld (epoch %lld, batch %lld): %s; the last "
@@ -197,9 +200,8 @@ torc_status torc_train__accum_read(const accum *a, torc_tensor *const *ts,
     if (parts[i] == NULL)
       st = torc_last_status();
   torc_tensor *all =
-      st == TORC_OK
-          ? torc_stack((const torc_tensor *const *)parts, n + 1, 0)
-          : NULL;
+      st == TORC_OK ? torc_stack((const torc_tensor *const *)parts, n + 1, 0)
+                    : NULL;
   double v[9];
   if (st == TORC_OK)
     st = all ? torc_to_host(all, v, sizeof(double) * (size_t)(n + 1))

@@ -175,6 +175,7 @@ typedef struct torc_train__accum {
   torc_tensor *last;  /* f64: the last finite loss */
   torc_tensor *steps; /* f64: steps counted on the device */
   torc_tensor *cur_l, *cur_c; /* f64: the last step's loss and count */
+  torc_tensor *inf;           /* f64: infinity, for the finite test */
 } torc_train__accum;
 
 /* The accumulators on dev, the sums starting at the given values (a

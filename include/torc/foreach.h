@@ -76,8 +76,8 @@ TORC_API torc_status torc_foreach_sgd_step_(torc_tensor *const *params,
 TORC_API torc_status torc_foreach_adam_step_(
     torc_tensor *const *params, const torc_tensor *const *grads,
     torc_tensor *const *exp_avg, torc_tensor *const *exp_avg_sq,
-    torc_tensor *const *max_exp_avg_sq, int n,
-    const torc_adam_step_params *p, const torc_tensor *ok);
+    torc_tensor *const *max_exp_avg_sq, int n, const torc_adam_step_params *p,
+    const torc_tensor *ok);
 
 TORC_END_DECLS
 
