@@ -579,7 +579,7 @@ static torc_status run_fallback(int op, torc_dtype kdt,
                                 const torc_tensor *const *in, int n_in,
                                 torc_tensor *const *out, int n_out,
                                 const void *params, size_t psize) {
-  torc_tensor *cin[8] = {0}, *cout[4] = {0};
+  torc_tensor *cin[TORC__KCALL_MAX_IN] = {0}, *cout[TORC__KCALL_MAX_OUT] = {0};
   torc_status st = TORC_OK;
   for (int i = 0; i < n_in && st == TORC_OK; i++)
     if ((cin[i] = torc__to(in[i], TORC_CPU)) == NULL)
@@ -684,7 +684,7 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
                               const torc_tensor *const *in, int n_in,
                               torc_tensor *const *out, int n_out,
                               const void *params, size_t params_size) {
-  const torc_tensor *all[12];
+  const torc_tensor *all[TORC__KCALL_MAX_IN + TORC__KCALL_MAX_OUT];
   int n_all = 0;
   for (int i = 0; i < n_out; i++)
     all[n_all++] = out[i];
@@ -720,8 +720,8 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
     }
     return no_kernel(op, kdtype, dev);
   }
-  torc_ktensor kin[8], kout[4];
-  torc_tensor *tmp[8] = {0};
+  torc_ktensor kin[TORC__KCALL_MAX_IN], kout[TORC__KCALL_MAX_OUT];
+  torc_tensor *tmp[TORC__KCALL_MAX_IN] = {0};
   int made_contig = 0;
   for (int i = 0; i < n_out; i++)
     to_ktensor(out[i], &kout[i]);

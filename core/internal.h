@@ -322,6 +322,11 @@ extern const torc__opinfo torc__ops[TORC__OP_COUNT];
 /* The id of an op name, or -1. */
 int torc__op_find(const char *name);
 
+/* The most inputs and outputs one kernel call takes: room for the list
+ * ops (torc/foreach.h), which split longer lists into calls of this size. */
+#define TORC__KCALL_MAX_IN 32
+#define TORC__KCALL_MAX_OUT 64
+
 /* Runs op `op` on the device of out[0] with kernel dtype `kdtype`: looks up
  * the kernel (error listing where it exists), checks every tensor is on
  * that device, makes inputs contiguous when the kernel asks, calls it. */

@@ -396,10 +396,20 @@ static torc_tensor *one_hot(const torc_tensor *indices, int64_t num_classes) {
                    fn);
     return NULL;
   }
-  /* Check the values on the host: one message naming the bad value. */
+  /* Check the values on the host: one message naming the bad value. On
+   * another device with num_classes given, nothing is read (it would
+   * stall the queue): the scatter kernel checks each index and a bad one
+   * is an asynchronous error naming it, reported at the next read or
+   * synchronisation. num_classes -1 needs the maximum, so a read. */
   torc_tensor *idx = torc__cast(indices, TORC_I64);
-  int64_t *v = idx ? torc__malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1)) : NULL;
+  int on_device =
+      !torc_device_is_host(indices->storage->device) && num_classes >= 0;
+  int64_t *v = idx && !on_device
+                   ? torc__malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1))
+                   : NULL;
   torc_tensor *out = NULL, *col = NULL, *ones = NULL;
+  if (on_device && idx)
+    goto checked;
   if (v == NULL) {
     if (idx)
       torc_set_error(TORC_ERR_OOM, "%s: out of host memory", fn);
@@ -429,6 +439,7 @@ static torc_tensor *one_hot(const torc_tensor *indices, int64_t num_classes) {
                    (long long)num_classes - 1);
     goto done;
   }
+checked:;
   int64_t shape[TORC_MAX_DIMS];
   int nd = indices->ndim;
   memcpy(shape, indices->shape, sizeof(int64_t) * (size_t)nd);

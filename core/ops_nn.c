@@ -692,10 +692,15 @@ torc_tensor *torc_dropout(const torc_tensor *x, double p, int training,
   return torc__ret(dropout(x, p, training, gen));
 }
 
-/* Checks every index lies in [0, num): reads its minimum and maximum. */
+/* Checks every index lies in [0, num): reads its minimum and maximum. On
+ * the host only, where the read is free; on another device that read
+ * would stall the queue, and the kernel checks each index itself: a bad
+ * one is an asynchronous error naming it, reported at the next read or
+ * synchronisation (as CUDA's device-side asserts). */
 static torc_status check_indices(const char *fn, const torc_tensor *ix,
                                  const torc_tensor *w) {
-  if (torc__numel(ix->shape, ix->ndim) == 0)
+  if (torc__numel(ix->shape, ix->ndim) == 0 ||
+      !torc_device_is_host(ix->storage->device))
     return TORC_OK;
   char bw[128];
   int scope = torc_scope_begin();

@@ -25,6 +25,57 @@ torc__scheduler_type_register_owned(struct torc__plugin *owner,
                                     const torc_scheduler_type *type);
 void torc__optim_types_unregister_owner(struct torc__plugin *owner);
 
+/* ---- an optimizer's insides (optimizer.c, optimizer_foreach.c) ---- */
+
+typedef struct torc__oparam {
+  torc_tensor *t;      /* a reference */
+  char *name;          /* dotted name from add_module, or NULL */
+  torc_tensor **state; /* n_state tensors; NULL before the first update */
+  int64_t step;        /* updates of this parameter (PyTorch's 'step') */
+} torc__oparam;
+
+typedef struct torc__ogroup {
+  torc__oparam *p;
+  int n;
+  void *hyper; /* the type's parsed hyper-parameters */
+  char **vals; /* nk values: the optimizer's defaults and the group's */
+  double lr;   /* current learning rate */
+} torc__ogroup;
+
+struct torc_optimizer {
+  const torc_optimizer_type *type;
+  int nk, n_state, lr_key;
+  const char **keys; /* the type's key names */
+  char **defaults;   /* nk values */
+  torc__ogroup *g;
+  int n_groups;
+  int64_t steps;
+};
+
+/* The state tensors of a parameter, zeros like it, created on first use
+ * (only those its group's hyper-parameters use; the others stay NULL). */
+torc_status torc__optimizer_ensure_state(torc_optimizer *opt, void *hyper,
+                                         torc__oparam *p);
+
+/* Steps group G (index g) of opt in one list step (torc/foreach.h) when
+ * its type describes its update as a fused step (torc_optimizer_type.
+ * fused), every parameter to update is at one step count and there are
+ * two or more: *done 1 then (each updated parameter's step counted).
+ * Else *done 0 and nothing is changed: the caller updates each
+ * parameter. `ok` (or NULL) as torc_optimizer_step_if's, read on the
+ * device by the list kernels. */
+torc_status torc__optimizer_step_fused(torc_optimizer *opt, torc__ogroup *G,
+                                       int g, const torc_tensor *ok, int *done);
+
+/* torc_optimizer_step, the updates applied only where the 0-d bool `ok`
+ * (NULL: always; on the device, off the host) holds. */
+torc_status torc__optimizer_step(torc_optimizer *opt, const torc_tensor *ok);
+
+/* t = ok ? t : was, on t's device (the update of t undone where ok is
+ * false). */
+torc_status torc__put_back_unless(torc_tensor *t, const torc_tensor *was,
+                                  const torc_tensor *ok);
+
 /* Parses a floating value of key `key` for `type`; an error naming both
  * when it is not a number. */
 torc_status torc__optim_parse_double(const char *type, const char *key,

@@ -63,30 +63,8 @@ const torc_optimizer_type *torc_optimizer_type_at(int i) {
 
 /* ---- the optimizer ---- */
 
-typedef struct oparam {
-  torc_tensor *t;      /* a reference */
-  char *name;          /* dotted name from add_module, or NULL */
-  torc_tensor **state; /* n_state tensors; NULL before the first update */
-  int64_t step;        /* updates of this parameter (PyTorch's 'step') */
-} oparam;
-
-typedef struct ogroup {
-  oparam *p;
-  int n;
-  void *hyper; /* the type's parsed hyper-parameters */
-  char **vals; /* nk values: the optimizer's defaults and the group's */
-  double lr;   /* current learning rate */
-} ogroup;
-
-struct torc_optimizer {
-  const torc_optimizer_type *type;
-  int nk, n_state, lr_key;
-  const char **keys; /* the type's key names */
-  char **defaults;   /* nk values */
-  ogroup *g;
-  int n_groups;
-  int64_t steps;
-};
+typedef torc__oparam oparam;
+typedef torc__ogroup ogroup;
 
 static void free_strs(char **s, int n) {
   for (int i = 0; s && i < n; i++)
@@ -438,8 +416,8 @@ static int state_used(const torc_optimizer *opt, void *hyper, int i) {
 
 /* The state tensors of a parameter, zeros like it, created on first use
  * (only those its group's hyper-parameters use; the others stay NULL). */
-static torc_status ensure_state(torc_optimizer *opt, void *hyper,
-                                oparam *p) {
+torc_status torc__optimizer_ensure_state(torc_optimizer *opt, void *hyper,
+                                        oparam *p) {
   if (opt->n_state == 0)
     return TORC_OK;
   torc_tensor **s = p->state;
@@ -469,23 +447,39 @@ torc_status torc_optimizer_step(torc_optimizer *opt) {
   if (opt == NULL)
     return torc_set_error(TORC_ERR_NULL, "torc_optimizer_step: the optimizer "
                                          "is NULL");
+  return torc__optimizer_step(opt, NULL);
+}
+
+torc_status torc__optimizer_step(torc_optimizer *opt, const torc_tensor *ok) {
   torc_grad_mode mode = torc_set_grad_mode(TORC_NO_GRAD);
   torc_status st = TORC_OK;
   int index = 0;
   for (int g = 0; g < opt->n_groups && st == TORC_OK; g++) {
     ogroup *G = &opt->g[g];
+    int fused = 0; /* the whole group in one list step (optimizer_foreach.c) */
+    if ((st = torc__optimizer_step_fused(opt, G, g, ok, &fused)) || fused) {
+      index += G->n;
+      continue;
+    }
     for (int i = 0; i < G->n && st == TORC_OK; i++, index++) {
       oparam *p = &G->p[i];
       torc_tensor *grad = torc_grad_of(p->t);
       if (!torc_requires_grad(p->t) || grad == NULL)
         continue;
-      st = ensure_state(opt, G->hyper, p);
+      st = torc__optimizer_ensure_state(opt, G->hyper, p);
       if (st)
         break;
       p->step++;
       int scope = torc_scope_begin();
       torc_clear_error();
-      st = opt->type->update(G->hyper, G->lr, p->t, grad, p->state, p->step);
+      torc_tensor *was = ok ? torc_clone(p->t) : NULL; /* put back unless ok */
+      if (ok && was == NULL)
+        st = torc_last_status();
+      else
+        st = opt->type->update(G->hyper, G->lr, p->t, grad, p->state,
+                               p->step);
+      if (st == TORC_OK && was)
+        st = torc__put_back_unless(p->t, was, ok);
       torc_scope_end(scope);
       if (st != TORC_OK) {
         p->step--;

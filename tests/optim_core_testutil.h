@@ -76,6 +76,7 @@ static const torc_optimizer_type test_sgd = {sizeof(torc_optimizer_type),
                                              free,
                                              sgd_update,
                                              NULL,
+                                             NULL,
                                              NULL};
 
 /* test_mse: mean (or sum) of squared differences. */

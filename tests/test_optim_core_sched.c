@@ -191,6 +191,59 @@ static void test_clip_grad_norm(void **state) {
   free3(ps);
 }
 
+/* torc_clip_grad_norm_t: the same PyTorch figures with the norm a 0-d
+ * f64 tensor and nothing read; a non-finite norm leaves the gradients. */
+static void test_clip_grad_norm_t(void **state) {
+  (void)state;
+  const double p_[3] = {1, 2, INFINITY},
+               tot[3] = {12.5, 5.852349758148193, 4.0};
+  const double ga[3][2] = {{0.23999997973442078, -0.31999996304512024},
+                           {0.5126145482063293, -0.6834860444068909},
+                           {0.7499998211860657, -0.9999997615814209}};
+  for (int k = 0; k < 3; k++) {
+    torc_tensor *ps[3], *qs[3], *total = NULL;
+    make_clip_params(ps);
+    make_clip_params(qs);
+    assert_ok(torc_clip_grad_norm_t(ps, 3, 1.0, p_[k], &total));
+    assert_non_null(total);
+    assert_int_equal(torc_ndim(total), 0);
+    assert_int_equal(torc_dtype_of(total), TORC_F64);
+    double t = -1, h = -1;
+    assert_ok(torc_item(total, &t));
+    assert_true(fabs(t - tot[k]) < 1e-6 * tot[k]);
+    test_assert_values(torc_grad_of(ps[0]), ga[k], 2, 1e-7);
+    assert_null(torc_grad_of(ps[2]));
+    /* As the double form, to the last bit. */
+    assert_ok(torc_clip_grad_norm(qs, 3, 1.0, p_[k], 1, &h));
+    assert_true(t == h);
+    for (int i = 0; i < 2; i++) {
+      int sc = torc_scope_begin();
+      torc_tensor *d = torc_ne(torc_grad_of(ps[i]), torc_grad_of(qs[i]));
+      double any = 1;
+      assert_ok(torc_item(torc_sum(d, NULL, 0, 0), &any));
+      assert_true(any == 0);
+      torc_scope_end(sc);
+    }
+    torc_release(total);
+    free3(ps), free3(qs);
+  }
+  torc_tensor *ps[3], *total = NULL;
+  make_clip_params(ps);
+  torc_tensor *g = torc_from_host((float[]){1, NAN, 0, 0}, TORC_SHAPE(2, 2),
+                                  TORC_F32, TORC_CPU);
+  assert_ok(torc_set_grad(ps[1], g));
+  torc_release(g);
+  assert_ok(torc_clip_grad_norm_t(ps, 3, 1, 2, &total));
+  double t = 0;
+  assert_ok(torc_item(total, &t));
+  assert_true(isnan(t));
+  expect(torc_grad_of(ps[0]), (double[]){3, -4}, 2);
+  torc_release(total);
+  assert_int_equal(torc_clip_grad_norm_t(ps, 3, 1, 3, NULL), TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "p = 3 is not supported");
+  free3(ps);
+}
+
 static int n_warnings;
 static char last_warning[1024];
 static void warn_cb(int level, const char *line, void *user) {
@@ -341,6 +394,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_warmup_matches_pytorch),
       T(test_clip_grad_norm),
+      T(test_clip_grad_norm_t),
       T(test_clip_nonfinite),
       T(test_config),
   };

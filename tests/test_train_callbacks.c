@@ -189,8 +189,15 @@ static void test_events_in_order(void **state) {
       assert_int_equal(ev->step, (e - 1) * 6 + b);
       assert_int_equal(ev->samples, 8);
       assert_int_equal(ev->logged, b % 2 == 0);
-      assert_true(isfinite(ev->loss) && ev->loss > 0);
-      assert_true(ev->accuracy >= 0 && ev->accuracy <= 1);
+      /* The figures are read where the window ends (every 2 steps). */
+      if (ev->logged) {
+        assert_true(isfinite(ev->loss) && ev->loss > 0);
+        assert_true(ev->accuracy >= 0 && ev->accuracy <= 1);
+        assert_true(isfinite(ev->window_loss) && ev->window_loss > 0);
+      } else {
+        assert_true(isnan(ev->loss) && isnan(ev->accuracy));
+        assert_true(isnan(ev->window_loss));
+      }
       assert_true(fabs(ev->lr - 0.1) < 1e-12);
       assert_true(ev->seconds >= 0 && ev->epoch_seconds >= 0);
       assert_true(isnan(ev->test_loss));
@@ -241,6 +248,47 @@ static void test_events_in_order(void **state) {
   assert_string_equal(csv, want);
   free(rc);
   torc_config_free(cfg);
+}
+
+/* TORC_TRAIN_EVERY_STEP reads every step's figures back, the run itself
+ * the same (its CSV as without the flag); at the logged steps the figures
+ * are those the default reads there. */
+static void test_every_step(void **state) {
+  (void)state;
+  torc_config *plain = config("lazy", 1), *every = config("every", 1);
+  recorder *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  assert_non_null(a);
+  assert_non_null(b);
+  torc_train_callbacks ca = callbacks(a, 0),
+                       cb = callbacks(b, TORC_TRAIN_EVERY_STEP);
+  char out[8192];
+  torc_train_result res;
+  assert_ok(run(plain, &ca, NULL, out, sizeof out, &res));
+  assert_ok(run(every, &cb, NULL, out, sizeof out, &res));
+  assert_int_equal(a->n, b->n);
+  int steps = 0;
+  for (int k = 0; k < b->n; k++) {
+    if (b->r[k].kind != EV_STEP)
+      continue;
+    const torc_train_event *ev = &b->r[k].ev, *ea = &a->r[k].ev;
+    steps++;
+    assert_true(isfinite(ev->loss) && ev->loss > 0);
+    assert_true(ev->accuracy >= 0 && ev->accuracy <= 1);
+    assert_true(isfinite(ev->window_loss));
+    if (ev->logged) {
+      assert_true(ev->loss == ea->loss);
+      assert_true(ev->window_loss == ea->window_loss);
+    } else {
+      assert_true(isnan(ea->loss));
+    }
+  }
+  assert_int_equal(steps, 6);
+  char x[16384], y[16384];
+  csv_untimed("lazy", x, sizeof x);
+  csv_untimed("every", y, sizeof y);
+  assert_string_equal(x, y);
+  free(a), free(b);
+  torc_config_free(plain), torc_config_free(every);
 }
 
 /* The built-in reporters write the same CSV and the same lines with a
@@ -471,6 +519,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_events_in_order),
       cmocka_unit_test(test_default_reporters),
+      cmocka_unit_test(test_every_step),
       cmocka_unit_test(test_stop_after_epoch),
       cmocka_unit_test(test_stop_mid_epoch),
       cmocka_unit_test(test_fail_and_struct_size),

@@ -82,23 +82,23 @@ static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
   double lsum = 0;
   int64_t correct = 0, n = 0, printed = 0;
   int classify = 1;
+  /* The sums on the device, read once at the end of the pass. */
+  torc_tensor *lsum_t = torc_train__owned_scalar(0, TORC_F64, r->dev);
+  torc_tensor *csum_t = torc_train__owned_scalar(0, TORC_F64, r->dev);
+  if ((lsum_t == NULL || csum_t == NULL) && st == TORC_OK)
+    st = torc_last_status();
   torc_batch b = {0};
   int got;
   while (st == TORC_OK && (got = torc_loader_next(r->test, &b)) == 1) {
     int scope = torc_scope_begin();
     torc_tensor *out = torc_module_forward(r->model, b.input);
     torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b.target) : NULL;
-    double lv;
-    int64_t c;
-    st = loss ? torc_train__batch_metrics(out, b.target, loss, &lv, &c)
+    int64_t c = loss && torc_train__classifies(out, b.target) ? 0 : -1;
+    st = loss ? torc_train__batch_sums(out, b.target, loss, b.size, lsum_t,
+                                       csum_t, &classify)
               : torc_last_status();
     if (st == TORC_OK) {
-      lsum += lv * (double)b.size;
       n += b.size;
-      if (c < 0)
-        classify = 0;
-      else
-        correct += c;
       if (classify && want_confusion) {
         int64_t k = torc_shape(out)[1];
         if (e->confusion == NULL) {
@@ -152,6 +152,11 @@ static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
   }
   if (st == TORC_OK && got < 0)
     st = torc_last_status();
+  double cv = 0;
+  if (st == TORC_OK && (st = torc_item(lsum_t, &lsum)) == TORC_OK)
+    st = torc_item(csum_t, &cv);
+  correct = (int64_t)cv;
+  torc_release(lsum_t), torc_release(csum_t);
   torc_set_grad_mode(gm);
   e->samples = n;
   e->loss = n ? lsum / (double)n : NAN;

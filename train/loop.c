@@ -247,35 +247,7 @@ static void warmup_apply(run *r, int64_t gstep) {
 
 /* ---- batches ---- */
 
-/* Loss (mean over the batch) and the number of correct predictions (-1
- * when the target is not class indices). */
-static torc_status batch_metrics(torc_tensor *out, const torc_tensor *target,
-                                 torc_tensor *loss, double *loss_v,
-                                 int64_t *correct) {
-  torc_status st = torc_item(loss, loss_v);
-  if (st)
-    return st;
-  *correct = -1;
-  if (torc_dtype_of(target) == TORC_I64 && torc_ndim(out) == 2 &&
-      torc_ndim(target) == 1) {
-    int dim = 1;
-    double c;
-    torc_tensor *pred = torc_argmax(out, &dim, 0);
-    if ((st = torc_item(torc_sum(torc_eq(pred, target), NULL, 0, 0), &c)))
-      return st;
-    *correct = (int64_t)c;
-  }
-  return TORC_OK;
-}
-
 /* ---- what eval.c shares ---- */
-
-torc_status torc_train__batch_metrics(torc_tensor *out,
-                                      const torc_tensor *target,
-                                      torc_tensor *loss, double *loss_v,
-                                      int64_t *correct) {
-  return batch_metrics(out, target, loss, loss_v, correct);
-}
 
 torc_status torc_train__build(run *r, const torc_config *cfg, int for_train) {
   return run_build(r, cfg, for_train);
@@ -289,8 +261,17 @@ torc_status torc_train__null_input(const char *fn) { return null_input(fn); }
 
 /* ---- the loop ---- */
 
-static torc_status train_step(run *r, const torc_batch *b, double *lv,
-                              int64_t *correct) {
+/* The optimizer step, skipped once the guard saw a non-finite loss: on
+ * the device without a read (the list kernels take the flag, as AMP's
+ * GradScaler skips a step), on the host by reading it (free there). */
+static torc_status guarded_step(run *r, torc_train__accum *a) {
+  return torc_optimizer_step_if(r->opt, a->alive);
+}
+
+/* One training step. Its loss and correct count go into a's device sums
+ * and its guard; nothing is read back (but the guard on the host). */
+static torc_status train_step(run *r, const torc_batch *b,
+                              torc_train__accum *a, int *classify) {
   torc_tensor *out = torc_module_forward(r->model, b->input);
   torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b->target) : NULL;
   if (loss == NULL)
@@ -299,19 +280,21 @@ static torc_status train_step(run *r, const torc_batch *b, double *lv,
   if ((st = torc_optimizer_zero_grad(r->opt, 1)) ||
       (st = torc_backward(loss, NULL, 0)))
     return st;
+  torc_tensor *gnorm = NULL;
   if (r->s.clip_norm > 0 &&
-      (st = torc_module_clip_grad_norm(r->model, r->s.clip_norm, 2, 0, NULL)))
+      (st = torc_module_clip_grad_norm_t(r->model, r->s.clip_norm, 2,
+                                         &gnorm)))
     return st;
   if (r->s.clip_value > 0 &&
       (st = torc_module_clip_grad_value(r->model, r->s.clip_value)))
     return st;
-  /* The loss is read before the step so a NaN stops the run before it
-   * spoils the weights. */
-  if ((st = batch_metrics(out, b->target, loss, lv, correct)))
+  /* The guard is fed before the step, so a NaN never reaches the
+   * weights: the step of a non-finite loss (and every later one) is
+   * skipped, and the loop stops at its next read. */
+  if ((st = torc_train__accum_step(a, out, b->target, loss, gnorm, b->size,
+                                   classify)))
     return st;
-  if (!isfinite(*lv))
-    return TORC_OK;
-  return torc_optimizer_step(r->opt);
+  return guarded_step(r, a);
 }
 /* ---- callbacks ---- */
 
@@ -478,8 +461,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
   interrupted = 0;
   double t_start = now_s() - pos.seconds, t_proc = now_s();
   int64_t nb = torc_loader_length(r.train), gstep = pos.gstep;
-  double last_finite = NAN;
-  int64_t last_finite_step = -1;
+  torc_train__accum acc = {0};
   /* Where the run stands, and how the loop ended (for on_end). */
   int64_t at_epoch = pos.epoch, at_batch = pos.batch;
   double t_at = now_s();
@@ -503,65 +485,65 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     torc_batch b = {0};
     int got = 0;
     int64_t bi = first;
+    /* The sums and the guard live on the device, read once per window. */
+    torc_train__accum_free(&acc);
+    if ((st = torc_train__accum_init(&acc, r.dev, wl, ep_l, wc, ep_c, gstep)))
+      break;
+    int64_t ep_step0 = gstep - first; /* the steps before this epoch */
+    double t_read = t_win;
     while ((got = torc_loader_next(r.train, &b)) == 1) {
       int scope = torc_scope_begin();
-      double lv;
-      int64_t c;
+      int cls = 1;
       warmup_apply(&r, gstep);
-      st = train_step(&r, &b, &lv, &c);
+      st = train_step(&r, &b, &acc, &cls);
       torc_scope_end(scope);
       int64_t bs = b.size;
       torc_batch_clear(&b);
       if (st)
         break;
-      if (!isfinite(lv)) {
-        char last[96];
-        if (last_finite_step >= 0)
-          snprintf(last, sizeof last, "%.6g at step %lld", last_finite,
-                   (long long)last_finite_step);
-        else
-          snprintf(last, sizeof last, "none (the first step)");
-        st = torc_set_error(
-            TORC_ERR_INVALID,
-            "step %lld (epoch %lld, batch %lld): the loss is %s; the last "
-            "finite loss was %s. The weights were not updated by this step. "
-            "Try a lower learning rate ([optimizer] lr), clip gradients "
-            "([train] clip_grad_norm = 1.0), or check the data for NaN/Inf "
-            "(torc_set_anomaly_mode names the op that made one)",
-            (long long)gstep + 1, (long long)epoch + 1, (long long)bi + 1,
-            isnan(lv) ? "NaN" : "infinite", last);
-        break;
-      }
-      last_finite = lv;
-      last_finite_step = gstep + 1;
+      if (!cls)
+        classify = 0;
       gstep++;
       bi++;
       at_batch = bi;
       if (r.sched && r.s.sched_per_step && gstep > r.warm_steps &&
           (st = torc_scheduler_step(r.sched, NAN)))
         break;
-      wl += lv * (double)bs, ep_l += lv * (double)bs;
       wn += bs, ep_n += bs, ws++;
-      if (c < 0)
-        classify = 0;
-      else
-        wc += c, ep_c += c;
       /* The step's event: the batch, and the log window so far (ending
-       * here every log_every steps and at the epoch's last batch). */
+       * here every log_every steps and at the epoch's last batch). The
+       * figures are read from the device where the window ends, where the
+       * bar is redrawn (4 times a second) and, with TORC_TRAIN_EVERY_STEP,
+       * at every step. */
       double t = now_s();
       ev_init(&ev, &r, epoch, bi, nb, gstep, t - t_start, t - t_ep);
-      ev.loss = lv;
-      ev.accuracy = c < 0 ? NAN : (double)c / (double)bs;
       ev.samples = bs;
       ev.logged = ws == r.s.log_every || bi == nb;
-      ev.window_loss = wl / wn;
-      ev.window_accuracy = classify ? (double)wc / wn : NAN;
+      int bar = o.progress_bar && !(user.flags & TORC_TRAIN_NO_PROGRESS) &&
+                t - t_read >= 0.25;
+      if (ev.logged || bar || (user.flags & TORC_TRAIN_EVERY_STEP)) {
+        double v[4] = {NAN, NAN, NAN, NAN};
+        torc_tensor *ts[4] = {acc.cur_l, acc.wl, acc.cur_c, acc.wc};
+        if ((st = torc_train__accum_read(&acc, ts, classify ? 4 : 2, v))) {
+          if (st == TORC_ERR_INVALID) /* the guard: its message */
+            st = torc_train__accum_check(&acc, epoch, ep_step0);
+          break;
+        }
+        double lv = v[0], wlv = v[1], cv = v[2], wcv = v[3];
+        ev.loss = lv;
+        ev.accuracy = classify ? cv / (double)bs : NAN;
+        ev.window_loss = wlv / wn;
+        ev.window_accuracy = classify ? wcv / wn : NAN;
+        t_read = t;
+      }
       ev.samples_per_sec = wn / (t - t_win);
       ev.eta_seconds = (double)(nb - bi) * (t - t_ep) / (double)(bi - first);
       int rc = fire(&cbs, ON_STEP, &ev);
       if (ev.logged) {
-        wl = 0, wc = 0, wn = 0, ws = 0;
+        wn = 0, ws = 0;
         t_win = t;
+        if ((st = torc_fill_(acc.wl, 0)) || (st = torc_fill_(acc.wc, 0)))
+          break;
       }
       if (rc == TORC_TRAIN_FAIL) {
         st = torc_last_status();
@@ -570,6 +552,18 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       stop = rc == TORC_TRAIN_STOP;
       if (interrupted || stop)
         break;
+    }
+    /* The epoch's (or, stopped early, the window's) figures: one read,
+     * the guard first. */
+    if (st == TORC_OK) {
+      double v[4] = {0, 0, 0, 0};
+      torc_tensor *ts[4] = {acc.wl, acc.el, acc.wc, acc.ec};
+      if ((st = torc_train__accum_read(&acc, ts, 4, v))) {
+        if (st == TORC_ERR_INVALID)
+          st = torc_train__accum_check(&acc, epoch, ep_step0);
+        break;
+      }
+      wl = v[0], ep_l = v[1], wc = (int64_t)v[2], ep_c = (int64_t)v[3];
     }
     if (st == TORC_OK && got < 0)
       st = torc_last_status();
@@ -700,6 +694,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       break;
     }
   }
+  torc_train__accum_free(&acc);
   if (o.handle_sigint)
     sigaction(SIGINT, &old_sa, NULL);
   /* The weights at the end, always: with no [checkpoint] section too. */
@@ -749,6 +744,9 @@ torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
     st = torc_module_check_device(r.model, r.dev);
   int64_t done = 0, samples = 0, epoch = 0, warm = 5;
   double t0 = 0;
+  torc_train__accum acc = {0};
+  if (st == TORC_OK)
+    st = torc_train__accum_init(&acc, r.dev, 0, 0, 0, 0, 0);
   torc_module_train(r.model, 1);
   if (st == TORC_OK)
     st = torc_loader_start(r.train, epoch, 0);
@@ -768,15 +766,15 @@ torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
       t0 = now_s();
     }
     int scope = torc_scope_begin();
-    double lv;
-    int64_t c;
-    st = train_step(&r, &b, &lv, &c);
+    int cls = 1;
+    st = train_step(&r, &b, &acc, &cls);
     torc_scope_end(scope);
     if (done >= warm)
       samples += b.size;
     torc_batch_clear(&b);
     done++;
   }
+  torc_train__accum_free(&acc);
   double secs = now_s() - t0;
   char *rep = st == TORC_OK ? torc_profile_report(15, steps) : NULL;
   torc_profile_enable(0);

@@ -77,12 +77,6 @@ torc_status torc_train__build(torc_train__run *r, const torc_config *cfg,
 /* Frees what torc_train__build made. */
 void torc_train__free(torc_train__run *r);
 
-/* Loss (mean over the batch) and the number of correct predictions (-1
- * when the target is not class indices). */
-torc_status torc_train__batch_metrics(torc_tensor *out,
-                                      const torc_tensor *target,
-                                      torc_tensor *loss, double *loss_v,
-                                      int64_t *correct);
 
 /* A NULL argument of `fn`: TORC_ERR_NULL, keeping the message of the
  * failed call that produced it when there is one. */
@@ -163,6 +157,73 @@ void torc_train__clear_outputs(const torc_train__run *r);
  * run, and the position it holds, checked against the run. */
 torc_status torc_train__load_ckpt(torc_train__run *r, const char *want,
                                   torc_train__position *pos);
+
+/* ---- the figures on the device (accum.c) ----
+ * A training step adds its loss and correct count to device tensors and
+ * feeds the non-finite-loss guard there; the loop reads them once per log
+ * window and at the epoch's end, so a step itself waits on nothing. */
+
+typedef struct torc_train__accum {
+  torc_device dev;
+  int host; /* dev is the host: reading `alive` each step is free */
+  /* f64 0-d sums: loss * samples and correct predictions, of the log
+   * window and of the epoch (as the host's double sums, bit for bit). */
+  torc_tensor *wl, *el, *wc, *ec;
+  torc_tensor *alive; /* bool: no non-finite loss yet (cleared for good) */
+  torc_tensor *bad;   /* f64: the first bad step's number (from 1) */
+  torc_tensor *badv;  /* f64: its loss */
+  torc_tensor *last;  /* f64: the last finite loss */
+  torc_tensor *steps; /* f64: steps counted on the device */
+  torc_tensor *cur_l, *cur_c; /* f64: the last step's loss and count */
+  torc_tensor *inf;           /* f64: infinity, for the finite test */
+} torc_train__accum;
+
+/* The accumulators on dev, the sums starting at the given values (a
+ * resumed run's), the step count at gstep. */
+torc_status torc_train__accum_init(torc_train__accum *a, torc_device dev,
+                                   double wl, double el, int64_t wc,
+                                   int64_t ec, int64_t gstep);
+void torc_train__accum_free(torc_train__accum *a);
+
+/* A 0-d tensor of `value` on dev that the caller owns (and releases),
+ * whatever scope is open. */
+torc_tensor *torc_train__owned_scalar(double value, torc_dtype dt,
+                                      torc_device dev);
+
+/* Whether target holds class indices for out (a correct count is kept). */
+int torc_train__classifies(const torc_tensor *out, const torc_tensor *target);
+
+/* Adds loss * samples to loss_sum and, when target holds class indices,
+ * the batch's correct predictions to correct_sum (else clears *classify);
+ * all on the device. */
+torc_status torc_train__batch_sums(torc_tensor *out, const torc_tensor *target,
+                                   torc_tensor *loss, int64_t samples,
+                                   torc_tensor *loss_sum,
+                                   torc_tensor *correct_sum, int *classify);
+
+/* One step's figures into both sums, and the guard fed with its loss and
+ * (unless NULL) its gradients' total norm. */
+torc_status torc_train__accum_step(torc_train__accum *a, torc_tensor *out,
+                                   const torc_tensor *target,
+                                   torc_tensor *loss, torc_tensor *gnorm,
+                                   int64_t samples, int *classify);
+
+/* Reads the n (<= 8) f64 0-d tensors ts (a NULL one reads 0) into out
+ * with the guard, in one blocking read: TORC_OK while every loss was
+ * finite, TORC_ERR_INVALID (nothing recorded) once one was not; the
+ * caller then gets the message from torc_train__accum_check. */
+torc_status torc_train__accum_read(const torc_train__accum *a,
+                                   torc_tensor *const *ts, int n,
+                                   double *out);
+
+/* Reads the guard (a blocking read): 1 while every loss was finite. */
+int torc_train__accum_alive(const torc_train__accum *a);
+
+/* Reads the guard: TORC_OK, or the error naming the first step whose loss
+ * was not finite (at `epoch`, whose first step is epoch_first_step + 1),
+ * the last finite loss and what to try. */
+torc_status torc_train__accum_check(const torc_train__accum *a, int64_t epoch,
+                                    int64_t epoch_first_step);
 
 /* ---- evaluation (eval.c) ---- */
 

@@ -86,6 +86,8 @@ TORC_API torc_tensor *torc_loss_forward(torc_loss *loss,
  * parameter groups, the per-parameter state tensors, the step count,
  * zero_grad, skipping frozen parameters (requires_grad off or no grad) and
  * the state dict; the type only updates one parameter. */
+struct torc_optimizer_fused; /* below, with the fused steps */
+
 typedef struct torc_optimizer_type {
   size_t struct_size;
   const char *name;                /* "adam" */
@@ -116,6 +118,14 @@ typedef struct torc_optimizer_type {
    * NULL in its slot and saves nothing for it, as PyTorch's state holds
    * only what the step uses. NULL = every state tensor is used. */
   int (*state_used)(void *hyper, int i);
+  /* (optional; ABI 1.7, read when struct_size covers it) The update as one
+   * of the core's fused steps: fills *out (torc_optimizer_fused, below)
+   * for a group's hyper-parameters at learning rate `lr` and `step`, and
+   * returns 1; or returns 0 (update is then called per parameter). With
+   * it torc_optimizer_step updates a group's parameters in a handful of
+   * kernel calls (torc/foreach.h) instead of one per parameter. */
+  int (*fused)(void *hyper, double lr, int64_t step,
+               struct torc_optimizer_fused *out);
 } torc_optimizer_type;
 
 TORC_API torc_status
@@ -158,6 +168,17 @@ TORC_API int torc_optimizer_add_params(torc_optimizer *opt,
 
 /* One update of every parameter that has a gradient and requires grad. */
 TORC_API torc_status torc_optimizer_step(torc_optimizer *opt);
+
+/* torc_optimizer_step applied only where `ok`, a one-element bool tensor,
+ * holds true, decided on ok's device without reading it back (as AMP's
+ * GradScaler skips the step of a non-finite gradient): the sgd, adam and
+ * adamw list kernels read it there; other types' updates are undone with
+ * a where. On the host the flag is read (free) and the step skipped. The
+ * parameters are unchanged after a skipped step; the step counts advance
+ * and other types' state tensors may change (a run that skips a step is
+ * meant to stop). ok NULL: torc_optimizer_step. */
+TORC_API torc_status torc_optimizer_step_if(torc_optimizer *opt,
+                                            const torc_tensor *ok);
 
 /* Clears the gradients of every parameter (set_to_none: drop them, the
  * default in PyTorch 2; else fill with zeros). */
@@ -322,6 +343,19 @@ TORC_API torc_status torc_clip_grad_norm(torc_tensor *const *params, int n,
                                          int error_if_nonfinite,
                                          double *total_norm);
 
+/* torc_clip_grad_norm without a read from the device, as PyTorch's
+ * clip_grad_norm_: the norm, the clip coefficient min(1, max_norm / (norm
+ * + 1e-6)) and the scaling are computed on the gradients' device, and
+ * *total_norm (may be NULL) receives the norm before clipping as a 0-d f64
+ * tensor on that device (owned by the open scope, else by the caller; a
+ * CPU zero when no tensor has a gradient). A non-finite norm leaves the
+ * gradients as they are, with no error or warning (nothing is read to
+ * tell); the caller can test *total_norm. The gradients must share one
+ * device. */
+TORC_API torc_status torc_clip_grad_norm_t(torc_tensor *const *params, int n,
+                                           double max_norm, double p,
+                                           torc_tensor **total_norm);
+
 /* Clamps every gradient element to [-clip, clip] (clip_grad_value_). */
 TORC_API torc_status torc_clip_grad_value(torc_tensor *const *params, int n,
                                           double clip);
@@ -331,6 +365,9 @@ TORC_API torc_status torc_module_clip_grad_norm(torc_module *m,
                                                 double max_norm, double p,
                                                 int error_if_nonfinite,
                                                 double *total_norm);
+TORC_API torc_status torc_module_clip_grad_norm_t(torc_module *m,
+                                                  double max_norm, double p,
+                                                  torc_tensor **total_norm);
 TORC_API torc_status torc_module_clip_grad_value(torc_module *m, double clip);
 
 /* ------------------------------------------------------------------------
@@ -444,6 +481,17 @@ TORC_API torc_status torc_adam_step_(torc_tensor *param,
                                      torc_tensor *exp_avg_sq,
                                      torc_tensor *max_exp_avg_sq,
                                      const torc_adam_step_params *p);
+
+/* What torc_optimizer_type.fused describes: an SGD or an Adam/AdamW
+ * step with these params (the optimizer's state tensors, in state_names
+ * order, are the steps' momentum_buffer; exp_avg, exp_avg_sq,
+ * max_exp_avg_sq). */
+enum { TORC_OPTIMIZER_FUSED_SGD = 1, TORC_OPTIMIZER_FUSED_ADAM = 2 };
+typedef struct torc_optimizer_fused {
+  int kind; /* TORC_OPTIMIZER_FUSED_SGD or _ADAM */
+  torc_sgd_step_params sgd;
+  torc_adam_step_params adam;
+} torc_optimizer_fused;
 
 /* The "adam_step_" kernel's params: the user's and, computed once by the
  * core in double, step_size = lr / bc1 and bias_correction2_sqrt =

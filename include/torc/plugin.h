@@ -41,7 +41,8 @@ TORC_BEGIN_DECLS
  * 1.7: torc_device_ops.flags and mem_info (the caching allocator);
  *      TORC_KERNEL_DECLINED, torc_api.ktensor_of; streams and events:
  *      torc_device_ops.stream_new .. copy_from_host_async (appended after
- *      mem_info), torc_kernel_args.stream, TORC_EVENT_NOT_READY. */
+ *      mem_info), torc_kernel_args.stream, TORC_EVENT_NOT_READY;
+ *      torc_optimizer_type.fused (multi-tensor steps). */
 #define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */

@@ -10,6 +10,7 @@
 #include "torc/device.h"
 #include "torc/dtype.h"
 #include "torc/error.h"
+#include "torc/foreach.h"
 #include "torc/indexing.h"
 #include "torc/init.h"
 #include "torc/module.h"

@@ -159,7 +159,8 @@ typedef struct torc_train_event {
                            began */
   double lr;            /* the learning rate of parameter group 0 now */
   /* on_step: this batch. */
-  double loss;        /* its loss (mean over the batch) */
+  double loss;        /* its loss (mean over the batch); NaN but where
+                         the figures are read (TORC_TRAIN_EVERY_STEP) */
   double accuracy;    /* its accuracy; NaN unless the target is class
                          indices */
   int64_t samples;    /* its samples (on_eval: the test samples) */
@@ -205,7 +206,14 @@ enum {
    * fails, once the run is built, with torc_train_check_fresh's error
    * (TORC_ERR_CONFIG) instead of replacing them; what `torc train` does
    * without --overwrite. */
-  TORC_TRAIN_KEEP_EARLIER = 1u << 2
+  TORC_TRAIN_KEEP_EARLIER = 1u << 2,
+  /* Read each step's loss and accuracy back for on_step (ev->loss,
+   * ev->accuracy, ev->window_loss, ev->window_accuracy). By default the
+   * trainer keeps them on the device and reads them where a log window
+   * ends (ev->logged) and at the epoch's end, so a step waits on nothing;
+   * the other steps' events have them NaN. On an accelerator this flag
+   * costs a blocking read per step. */
+  TORC_TRAIN_EVERY_STEP = 1u << 3
 };
 
 /* The callbacks of a run; any may be NULL. Zero-initialise, set
@@ -226,7 +234,7 @@ typedef struct torc_train_callbacks {
                                         ended (its return value is
                                         ignored); not called when the run
                                         fails before its first step */
-  unsigned flags; /* TORC_TRAIN_NO_PROGRESS, TORC_TRAIN_NO_METRICS */
+  unsigned flags; /* TORC_TRAIN_NO_PROGRESS, TORC_TRAIN_NO_METRICS, ... */
 } torc_train_callbacks;
 
 /* torc_train with callbacks (NULL: none, as torc_train). The run is the

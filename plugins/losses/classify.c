@@ -132,9 +132,11 @@ static int check_target(const loss_state *s, const torc_tensor *x,
  * ends with a softmax and cross_entropy applies log_softmax again, which
  * trains slowly or not at all. Checked on the first few forwards only
  * (the mistake shows from the first batch), as it reads two values back
- * from the device. */
+ * from the device; on the host only, where that read is free: on another
+ * device it would stall the training step's pipeline, for a warning. */
 static int check_softmaxed(loss_state *s, const torc_tensor *x) {
-  if (s->checks_left <= 0 || A->size(x, 1) < 2 || A->numel(x) == 0)
+  if (s->checks_left <= 0 || A->size(x, 1) < 2 || A->numel(x) == 0 ||
+      A->device_of(x).type != TORC_CPU.type)
     return TORC_OK;
   s->checks_left--;
   int scope = A->scope_begin();

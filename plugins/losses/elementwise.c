@@ -116,7 +116,11 @@ static torc_tensor *bce_forward(void *state, const torc_tensor *x,
   torc_tensor *hi = A->reshape(A->amax(xd, NULL, 0, 0), (int64_t[]){1}, 1);
   const torc_tensor *pair[2] = {lo, hi};
   double range[2] = {0, 0};
-  if (A->numel(x) > 0) {
+  /* The range is read back on the host only, where that is free. On
+   * another device the read would stall the queue at every step; a value
+   * outside [0, 1] there makes a log NaN, and the loss NaN (the trainer's
+   * guard names the step). */
+  if (A->numel(x) > 0 && A->device_of(x).type == TORC_CPU.type) {
     torc_tensor *both = lo && hi ? A->cat(pair, 2, 0) : NULL;
     if (both == NULL || loss_read2(both, range) != TORC_OK)
       return loss_finish(scope, NULL);

@@ -4,7 +4,9 @@
  * (PyTorch 1.13/2.x, foreach=False), so that f32 results round alike.
  * sgd, adam and adamw run the core's fused step ops (torc_sgd_step_,
  * torc_adam_step_: one kernel per parameter, the same float operations in
- * the same order) when the core has them, the composed ops otherwise.
+ * the same order) when the core has them, the composed ops otherwise;
+ * their `fused` hooks let torc_optimizer_step update a whole group with
+ * one multi-tensor step (torc/foreach.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -171,6 +173,24 @@ done:
   return st;
 }
 
+/* The same update as one fused step, for torc_optimizer_step's
+ * multi-tensor path (the group in a handful of kernels). */
+static int sgd_fused(void *hyper, double lr, int64_t step,
+                     torc_optimizer_fused *out) {
+  const sgd_hyper *h = hyper;
+  if (!TORC_API_HAS(A, sgd_step_))
+    return 0;
+  out->kind = TORC_OPTIMIZER_FUSED_SGD;
+  out->sgd = (torc_sgd_step_params){.lr = lr,
+                                    .momentum = h->momentum,
+                                    .dampening = h->dampening,
+                                    .weight_decay = h->weight_decay,
+                                    .nesterov = h->nesterov,
+                                    .maximize = h->maximize,
+                                    .first_step = step == 1};
+  return 1;
+}
+
 static const torc_module_key sgd_keys[] = {
     {"lr", "learning rate (a number >= 0)", NULL},
     {"momentum", "momentum factor (a number >= 0; 0 = plain SGD)", "0"},
@@ -203,6 +223,7 @@ const torc_optimizer_type optim_sgd_type = {
     .update = sgd_update,
     .user = NULL,
     .state_used = sgd_state_used,
+    .fused = sgd_fused,
 };
 
 /* ---------------------------------------------------------------------
@@ -326,6 +347,25 @@ done:
   return st;
 }
 
+/* The same update as one fused step (see sgd_fused). */
+static int adam_fused(void *hyper, double lr, int64_t step,
+                      torc_optimizer_fused *out) {
+  const adam_hyper *h = hyper;
+  if (!TORC_API_HAS(A, adam_step_))
+    return 0;
+  out->kind = TORC_OPTIMIZER_FUSED_ADAM;
+  out->adam = (torc_adam_step_params){.lr = lr,
+                                      .beta1 = h->beta1,
+                                      .beta2 = h->beta2,
+                                      .eps = h->eps,
+                                      .weight_decay = h->weight_decay,
+                                      .step = step,
+                                      .amsgrad = h->amsgrad,
+                                      .maximize = h->maximize,
+                                      .decoupled = h->decoupled};
+  return 1;
+}
+
 static const torc_module_key adam_keys[] = {
     {"lr", "learning rate (a number >= 0)", "0.001"},
     {"betas", "decay rates of the running averages of the gradient and its "
@@ -378,6 +418,7 @@ const torc_optimizer_type optim_adam_type = {
     .update = adam_update,
     .user = NULL,
     .state_used = adam_state_used,
+    .fused = adam_fused,
 };
 
 const torc_optimizer_type optim_adamw_type = {
@@ -391,6 +432,7 @@ const torc_optimizer_type optim_adamw_type = {
     .update = adam_update,
     .user = NULL,
     .state_used = adam_state_used,
+    .fused = adam_fused,
 };
 
 /* ---------------------------------------------------------------------

@@ -1,6 +1,7 @@
 /* plugins/ref/kernels_fused.c — reference kernels of the fused ops:
  * "cross_entropy" and "cross_entropy_backward" (contracts in torc/nn.h),
- * "sgd_step_" and "adam_step_" (torc/optim.h). Registered with
+ * "sgd_step_" and "adam_step_" (torc/optim.h) and their list forms
+ * (torc/foreach.h). Registered with
  * TORC_KERNEL_CONTIGUOUS: element i of every operand is at offset + i.
  *
  * cross_entropy computes in double and rounds once per stored value. The
@@ -253,4 +254,54 @@ int torc_ref_k_adam_step(const torc_kernel_args *a) {
     nn_st(pt, i, pv + fz_round(dt, fz_round(dt, nss * m) / den));
   }
   return TORC_OK;
+}
+
+/* ---- the list forms (torc/foreach.h) ----
+ * in grads[n] (and a one-element bool: where false nothing is written);
+ * out params[n], then each state list n long, in the single kernel's
+ * order. Each parameter is stepped by the single-tensor kernel
+ * above, so the bits are the same; the list is one kernel call. */
+
+static int foreach_step(const torc_kernel_args *a, int per,
+                        int (*one)(const torc_kernel_args *)) {
+  int n = per > 0 ? a->n_out / per : 0;
+  if (n < 1 || a->n_out != n * per || per > 4 ||
+      (a->n_in != n && a->n_in != n + 1))
+    return ref_error(TORC_ERR_INTERNAL,
+                     "ref kernel '%s': %d inputs and %d outputs; expected n "
+                     "grads (and a flag) and %d lists of n",
+                     a->op, (int)a->n_in, (int)a->n_out, per);
+  if (a->n_in == n + 1) { /* the flag: step only where it is true */
+    const torc_ktensor *f = &a->in[n];
+    if (ref_load_f(f->dtype, ref_ptr(f, f->offset)) == 0)
+      return TORC_OK;
+  }
+  for (int k = 0; k < n; k++) {
+    torc_ktensor outs[4];
+    for (int j = 0; j < per; j++)
+      outs[j] = a->out[j * n + k];
+    torc_kernel_args s = *a;
+    s.n_in = 1;
+    s.n_out = per;
+    s.in = &a->in[k];
+    s.out = outs;
+    int st = one(&s);
+    if (st)
+      return st;
+  }
+  return TORC_OK;
+}
+
+int torc_ref_k_foreach_sgd_step(const torc_kernel_args *a) {
+  const torc_sgd_step_params *p = ref_params(a, sizeof *p);
+  if (p == NULL)
+    return TORC_ERR_INTERNAL;
+  return foreach_step(a, p->momentum != 0 ? 2 : 1, torc_ref_k_sgd_step);
+}
+
+int torc_ref_k_foreach_adam_step(const torc_kernel_args *a) {
+  const torc_adam_step_kparams *k = ref_params(a, sizeof *k);
+  if (k == NULL)
+    return TORC_ERR_INTERNAL;
+  return foreach_step(a, k->p.amsgrad ? 4 : 3, torc_ref_k_adam_step);
 }
