@@ -439,8 +439,14 @@ FROZEN(torc_optimizer_type, destroy, 48);
 FROZEN(torc_optimizer_type, update, 56);
 FROZEN(torc_optimizer_type, user, 64);
 FROZEN(torc_optimizer_type, state_used, 72);
-static_assert(sizeof(torc_optimizer_type) >= 80,
+FROZEN(torc_optimizer_type, fused, 80); /* 1.7 */
+static_assert(sizeof(torc_optimizer_type) >= 88,
               "torc_optimizer_type shrank");
+FROZEN(torc_optimizer_fused, kind, 0);
+FROZEN(torc_optimizer_fused, sgd, 8);
+FROZEN(torc_optimizer_fused, adam, 56);
+static_assert(TORC_OPTIMIZER_FUSED_SGD == 1 && TORC_OPTIMIZER_FUSED_ADAM == 2,
+              "the fused step kinds are frozen");
 
 FROZEN(torc_scheduler_type, struct_size, 0);
 FROZEN(torc_scheduler_type, name, 8);
