@@ -149,6 +149,13 @@ static torc_status oom_error(torc__devtype *d, int index, torc__cache *c,
   pthread_mutex_lock(&c->lock);
   size_t allocated = c->alloc[0].cur;
   pthread_mutex_unlock(&c->lock);
+  size_t dev_free = 0, dev_total = 0;
+  char t[32], total[64] = "";
+  if (d->ops.mem_info &&
+      d->ops.mem_info(d->ops.user, index, &dev_free, &dev_total) == TORC_OK) {
+    torc__mem_human(dev_total, t, sizeof t);
+    snprintf(total, sizeof total, "; the device has %s in total", t);
+  }
   char want[32], a[32], g[32], held[96];
   torc__mem_human(nbytes, want, sizeof want);
   torc__mem_human(allocated, a, sizeof a);
@@ -162,9 +169,10 @@ static torc_status oom_error(torc__devtype *d, int index, torc__cache *c,
   return torc_set_error(
       TORC_ERR_OOM,
       "out of memory on %s:%d: cannot allocate %zu bytes (%s); torc has "
-      "%zu bytes (%s) allocated and %s; lower the batch size or the model's "
-      "size, or free tensors you no longer need. The device said: %s",
-      d->name, index, nbytes, want, allocated, a, held,
+      "%zu bytes (%s) allocated and %s%s; lower the batch size or the "
+      "model's size, or free tensors you no longer need. The device said: "
+      "%s",
+      d->name, index, nbytes, want, allocated, a, held, total,
       *said ? said : "out of memory");
 }
 

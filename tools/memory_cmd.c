@@ -250,7 +250,12 @@ static torc_status run_steps(mem_run *r, long steps, long *done) {
     return torc_last_status();
   printf("\n%s\n", sum);
   free(sum);
-  if (steps >= 3) {
+  if (s.caching == TORC_CACHING_NONE) {
+    char d[32];
+    printf("steady state: caching is off on %s (TORC_NO_CACHE, or a "
+           "sanitizer build): every storage is its own device allocation\n",
+           torc_device_str(r->dev, d, sizeof d));
+  } else if (steps >= 3) {
     char g[32];
     char span[48] = "step 3";
     if (steps > 3)
