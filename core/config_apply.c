@@ -136,6 +136,36 @@ static void load_standard(const char *name, const char *search_path,
   torc_logf(TORC_LOG_INFO, "loaded plugin %s (%s)", name, why);
 }
 
+/* [device] type names a device type no loaded plugin registers: the
+ * plugin of the type's name (cuda for `type = cuda:1`), when one is on the
+ * path, is loaded for it. Plugins that are heavy to load (cuda: its
+ * runtime and libraries) stay out of the standard set and load only when
+ * the configuration asks for their device. */
+static void load_for_device(const torc_config *cfg, const char *search_path,
+                            int insecure) {
+  int d = torc__config_find(cfg, "device");
+  const char *type = d >= 0 ? entry_value(entry_at(cfg, d, "type")) : NULL;
+  if (type == NULL)
+    return;
+  char name[TORC_DEVICE_TYPE_MAX];
+  size_t n = strcspn(type, ":");
+  if (n == 0 || n >= sizeof name)
+    return;
+  for (size_t i = 0; i < n; i++)
+    if (!((type[i] >= 'a' && type[i] <= 'z') ||
+          (type[i] >= 'A' && type[i] <= 'Z') ||
+          (type[i] >= '0' && type[i] <= '9') || type[i] == '_'))
+      return; /* not a type name: torc_config_device reports it */
+  memcpy(name, type, n);
+  name[n] = '\0';
+  if (torc__devtype_find(name) >= 0 || torc__plugin_loaded(name) ||
+      !torc__plugin_findable(name, search_path))
+    return; /* torc_config_device names the registered types */
+  char why[64 + TORC_DEVICE_TYPE_MAX];
+  snprintf(why, sizeof why, "for [device] type = %s", name);
+  load_standard(name, search_path, insecure, why);
+}
+
 /* 1 when cfg has a section named `name` or, with `prefix` set, one whose
  * name starts with it. */
 static int has_section(const torc_config *cfg, const char *name, int prefix) {
@@ -200,8 +230,10 @@ torc_status torc_config_apply(const torc_config *cfg) {
       load_standard(standard_set[k], search_path, insecure,
                     "the standard set: the file has no [plugin.NAME] "
                     "section");
+    load_for_device(cfg, search_path, insecure);
     return TORC_OK;
   }
+  load_for_device(cfg, search_path, insecure);
   if (has_section(cfg, "data.", 1) &&
       !torc__plugin_provides_any(TORC_PROVIDES_DATA))
     load_standard("data", search_path, insecure, "for the [data.*] sections");

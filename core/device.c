@@ -296,6 +296,23 @@ torc_status torc_device_parse(const char *name, torc_device *out) {
                           "in the config, or torc_plugin_load)",
                           tname, name, types);
   }
+  if (index >= devtypes[id].count && devtypes[id].count == 0 &&
+      devtypes[id].ops.no_device_reason) {
+    /* The plugin knows why it found nothing (the driver's own words) and
+     * what to do instead: its sentence replaces the generic one. */
+    char why[512];
+    why[0] = '\0';
+    if (devtypes[id].ops.no_device_reason(devtypes[id].ops.user, why,
+                                          sizeof why) == TORC_OK &&
+        why[0] != '\0') {
+      torc_clear_error(); /* a reason, not a pending failure */
+      return torc_set_error(TORC_ERR_DEVICE,
+                            "device '%s' does not exist: %s has 0 devices: "
+                            "%s",
+                            name, tname, why);
+    }
+    torc_clear_error();
+  }
   if (index >= devtypes[id].count)
     return torc_set_error(TORC_ERR_DEVICE,
                           "device '%s' does not exist: %s has %d device%s%s",

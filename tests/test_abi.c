@@ -121,6 +121,7 @@ FROZEN(torc_device_ops, describe, 88);
 FROZEN(torc_device_ops, shutdown, 96);
 FROZEN(torc_device_ops, flags, 104);
 FROZEN(torc_device_ops, mem_info, 112);
+FROZEN(torc_device_ops, no_device_reason, 120);
 
 FROZEN(torc_kernel_reg, struct_size, 0);
 FROZEN(torc_kernel_reg, device_type, 8);

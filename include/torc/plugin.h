@@ -38,8 +38,8 @@ TORC_BEGIN_DECLS
  * 1.3: torc_host.register_loss, register_optimizer, register_scheduler.
  * 1.4: torc_api.cross_entropy, sgd_step_, adam_step_ (fused ops).
  * 1.5: torc_plugin_info.requires. 1.6: torc_module_vtable.reset.
- * 1.7: torc_device_ops.flags and mem_info (the caching allocator);
- *      TORC_KERNEL_DECLINED, torc_api.ktensor_of. */
+ * 1.7: torc_device_ops.flags and mem_info (the caching allocator),
+ *      no_device_reason; TORC_KERNEL_DECLINED, torc_api.ktensor_of. */
 #define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */
@@ -347,6 +347,11 @@ typedef struct torc_device_ops {
    * messages and torc_memory_summary. */
   int (*mem_info)(void *user, int index, size_t *free_bytes,
                   size_t *total_bytes);
+  /* (optional, 1.7) Why count is 0, for the message of a device that does
+   * not exist: one sentence with the runtime's own words and what to do,
+   * e.g. "no CUDA device was found (...): ...". Writes a NUL-terminated
+   * text into buf; TORC_OK, or an error status for "no reason known". */
+  int (*no_device_reason)(void *user, char *buf, size_t size);
 } torc_device_ops;
 
 /* ------------------------------------------------------------------------
