@@ -136,11 +136,15 @@ static void load_standard(const char *name, const char *search_path,
   torc_logf(TORC_LOG_INFO, "loaded plugin %s (%s)", name, why);
 }
 
-/* [device] type names a device type no loaded plugin registers: the
- * plugin of the type's name (cuda for `type = cuda:1`), when one is on the
- * path, is loaded for it. Plugins that are heavy to load (cuda: its
- * runtime and libraries) stay out of the standard set and load only when
- * the configuration asks for their device. */
+/* The plugins of real hardware kept out of the standard set because
+ * loading them is costly (cuda: the CUDA runtime, cuBLAS, cuDNN): each is
+ * loaded when [device] type names its device type (of the same name) and
+ * no loaded plugin registers that type. Others (sim) load only from their
+ * [plugin.NAME] section. */
+static const char *const on_demand_devices[] = {"cuda"};
+
+/* Loads the on-demand plugin [device] type names (cuda for `type =
+ * cuda:1`), when it is on the path and not loaded. */
 static void load_for_device(const torc_config *cfg, const char *search_path,
                             int insecure) {
   int d = torc__config_find(cfg, "device");
@@ -151,14 +155,13 @@ static void load_for_device(const torc_config *cfg, const char *search_path,
   size_t n = strcspn(type, ":");
   if (n == 0 || n >= sizeof name)
     return;
-  for (size_t i = 0; i < n; i++)
-    if (!((type[i] >= 'a' && type[i] <= 'z') ||
-          (type[i] >= 'A' && type[i] <= 'Z') ||
-          (type[i] >= '0' && type[i] <= '9') || type[i] == '_'))
-      return; /* not a type name: torc_config_device reports it */
   memcpy(name, type, n);
   name[n] = '\0';
-  if (torc__devtype_find(name) >= 0 || torc__plugin_loaded(name) ||
+  int on_demand = 0;
+  for (size_t k = 0; k < sizeof on_demand_devices / sizeof *on_demand_devices;
+       k++)
+    on_demand |= strcmp(name, on_demand_devices[k]) == 0;
+  if (!on_demand || torc__devtype_find(name) >= 0 || torc__plugin_loaded(name) ||
       !torc__plugin_findable(name, search_path))
     return; /* torc_config_device names the registered types */
   char why[64 + TORC_DEVICE_TYPE_MAX];
