@@ -92,16 +92,19 @@ static int async_error(int index, cudaError_t e, const char *what) {
   char t[256], op[LAST_OP_MAX];
   err_text(e, t, sizeof t);
   last_op(index, op, sizeof op);
+  /* cudaGetLastError resets an ordinary error; a sticky one (the context
+   * is lost: an illegal address, a trap) stays. */
+  (void)cudaGetLastError();
+  int sticky = cudaPeekAtLastError() != cudaSuccess;
   return torc_cuda__set_error(
       TORC_ERR_DEVICE,
       "cuda:%d: %s failed: %s; the last op launched was '%s'%s (errors of "
       "asynchronous kernels surface at the next wait: run with "
       "TORC_CUDA_SYNC=1 to stop at the op that failed)",
       index, what, t, op,
-      cudaPeekAtLastError() != cudaSuccess
-          ? "; the error is sticky: the device cannot be used again in this "
-            "process"
-          : "");
+      sticky ? "; the error is sticky: the device cannot be used again in "
+               "this process"
+             : "");
 }
 
 int torc_cuda__after_launch(int index, const char *op) {

@@ -40,9 +40,9 @@ __device__ inline int64_t first() {
 }
 __device__ inline int64_t step() { return (int64_t)blockDim.x * gridDim.x; }
 
+/* Not __restrict__: an in-place op passes its input as the output. */
 template <class F>
-__global__ void k_unary(const float *__restrict__ x, float *__restrict__ y,
-                        int64_t n, F f) {
+__global__ void k_unary(const float *x, float *y, int64_t n, F f) {
   for (int64_t i = first(); i < n; i += step())
     y[i] = f(x[i]);
 }
@@ -57,7 +57,6 @@ __global__ void k_unary_strided(const float *x, float *y, int64_t n, walk w,
   }
 }
 
-/* Not __restrict__: an in-place op passes an input as the output. */
 template <class F>
 __global__ void k_binary(const float *a, const float *b, float *y, int64_t n,
                          F f) {
