@@ -56,7 +56,8 @@ if ! grep -E '^  cuda +0 devices' "$tmp/out" >/dev/null; then
     "checked on machines without one"
   exit 77
 fi
-pass "torc plugins lists cuda with 0 devices"
+expect_has out "    no CUDA device was found (cudaGetDeviceCount: "
+pass "torc plugins lists cuda with 0 devices and the plugin's reason"
 
 # A run on cuda: one line on stderr, what failed, the runtime's words
 # (cudaGetDeviceCount's error, e.g. "CUDA driver version is insufficient
