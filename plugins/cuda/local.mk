@@ -11,7 +11,7 @@ EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
 SUFFIXES = .cu
 NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -O3 -std=c++17 \
 	-Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
-	-Werror all-warnings -I$(top_srcdir)/include -I$(top_builddir)
+	$(NVCC_WERROR) -I$(top_srcdir)/include -I$(top_builddir)
 AM_V_NVCC = $(am__v_NVCC_$(V))
 am__v_NVCC_ = $(am__v_NVCC_$(AM_DEFAULT_VERBOSITY))
 am__v_NVCC_0 = @echo "  NVCC    " $@;
