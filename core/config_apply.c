@@ -136,6 +136,39 @@ static void load_standard(const char *name, const char *search_path,
   torc_logf(TORC_LOG_INFO, "loaded plugin %s (%s)", name, why);
 }
 
+/* The plugins of real hardware kept out of the standard set because
+ * loading them is costly (cuda: the CUDA runtime, cuBLAS, cuDNN): each is
+ * loaded when [device] type names its device type (of the same name) and
+ * no loaded plugin registers that type. Others (sim) load only from their
+ * [plugin.NAME] section. */
+static const char *const on_demand_devices[] = {"cuda"};
+
+/* Loads the on-demand plugin [device] type names (cuda for `type =
+ * cuda:1`), when it is on the path and not loaded. */
+static void load_for_device(const torc_config *cfg, const char *search_path,
+                            int insecure) {
+  int d = torc__config_find(cfg, "device");
+  const char *type = d >= 0 ? entry_value(entry_at(cfg, d, "type")) : NULL;
+  if (type == NULL)
+    return;
+  char name[TORC_DEVICE_TYPE_MAX];
+  size_t n = strcspn(type, ":");
+  if (n == 0 || n >= sizeof name)
+    return;
+  memcpy(name, type, n);
+  name[n] = '\0';
+  int on_demand = 0;
+  for (size_t k = 0; k < sizeof on_demand_devices / sizeof *on_demand_devices;
+       k++)
+    on_demand |= strcmp(name, on_demand_devices[k]) == 0;
+  if (!on_demand || torc__devtype_find(name) >= 0 || torc__plugin_loaded(name) ||
+      !torc__plugin_findable(name, search_path))
+    return; /* torc_config_device names the registered types */
+  char why[64 + TORC_DEVICE_TYPE_MAX];
+  snprintf(why, sizeof why, "for [device] type = %s", name);
+  load_standard(name, search_path, insecure, why);
+}
+
 /* 1 when cfg has a section named `name` or, with `prefix` set, one whose
  * name starts with it. */
 static int has_section(const torc_config *cfg, const char *name, int prefix) {
@@ -200,8 +233,10 @@ torc_status torc_config_apply(const torc_config *cfg) {
       load_standard(standard_set[k], search_path, insecure,
                     "the standard set: the file has no [plugin.NAME] "
                     "section");
+    load_for_device(cfg, search_path, insecure);
     return TORC_OK;
   }
+  load_for_device(cfg, search_path, insecure);
   if (has_section(cfg, "data.", 1) &&
       !torc__plugin_provides_any(TORC_PROVIDES_DATA))
     load_standard("data", search_path, insecure, "for the [data.*] sections");

@@ -247,6 +247,24 @@ int torc_device_count(const char *type_name) {
   return id < 0 ? -1 : devtypes[id].count;
 }
 
+torc_status torc_device_none_reason(const char *type_name, char *buf,
+                                    size_t size) {
+  torc__ensure_init();
+  if (buf == NULL || size == 0)
+    return TORC_ERR_DEVICE;
+  buf[0] = '\0';
+  int id = type_name ? torc__devtype_find(type_name) : -1;
+  if (id < 0 || devtypes[id].count != 0 || !devtypes[id].ops.no_device_reason)
+    return TORC_ERR_DEVICE;
+  int st = devtypes[id].ops.no_device_reason(devtypes[id].ops.user, buf, size);
+  torc_clear_error(); /* a reason, not a pending failure */
+  if (st != TORC_OK || buf[0] == '\0') {
+    buf[0] = '\0';
+    return TORC_ERR_DEVICE;
+  }
+  return TORC_OK;
+}
+
 /* "cpu (1), sim (2)" — the registered types, for messages. */
 static void list_types(char *buf, size_t size) {
   size_t len = 0;
@@ -299,6 +317,14 @@ torc_status torc_device_parse(const char *name, torc_device *out) {
                           "in the config, or torc_plugin_load)",
                           tname, name, types);
   }
+  /* The plugin may know why it found nothing (the driver's own words)
+   * and what to do instead: its sentence replaces the generic one. */
+  char why[512];
+  if (devtypes[id].count == 0 &&
+      torc_device_none_reason(tname, why, sizeof why) == TORC_OK)
+    return torc_set_error(TORC_ERR_DEVICE,
+                          "device '%s' does not exist: %s has 0 devices: %s",
+                          name, tname, why);
   if (index >= devtypes[id].count)
     return torc_set_error(TORC_ERR_DEVICE,
                           "device '%s' does not exist: %s has %d device%s%s",

@@ -101,6 +101,17 @@ static int host_register_kernel(torc_plugin *self, const torc_kernel_reg *reg) {
 
 static int host_num_threads(void) { return torc_get_num_threads(); }
 
+/* Closes a plugin refused before its init ran (an unknown key, a missing
+ * requirement), unless it asks never to be unloaded: loading alone set up
+ * the libraries it pulls in (libstdc++'s exception pool, the CUDA runtime's
+ * tables), which dlclose would orphan. */
+static void close_refused(void *h, const torc_plugin_info *info) {
+  if (TORC_HAS_SLOT(info, torc_plugin_info, flags) &&
+      (info->flags & TORC_PLUGIN_NO_UNLOAD))
+    return;
+  dlclose(h);
+}
+
 static const char *type_name(const torc_module_type *type) {
   return TORC_HAS_SLOT(type, torc_module_type, name) && type->name
              ? type->name
@@ -615,7 +626,7 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
     return TORC_OK;
   }
   if ((st = load_requires(info, name, path, o, pre)) != TORC_OK) {
-    dlclose(h);
+    close_refused(h, info);
     return st;
   }
   /* Keys: each must be one the plugin declares. */
@@ -641,7 +652,7 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
           "%skey '%s' in [plugin.%s]: plugin '%s' has no such key; its keys "
           "are: %s (besides module, required and priority)",
           kpre, o->keys[i], name, info->name, len ? list : "(none)");
-      dlclose(h);
+      close_refused(h, info);
       return err;
     }
   }
@@ -650,7 +661,7 @@ static torc_status load_locked(const char *module, const torc_plugin_opts *o) {
     /* Format before dlclose: name may live in the plugin. */
     torc_status err =
         torc_set_error(TORC_ERR_OOM, "out of memory loading plugin %s", name);
-    dlclose(h);
+    close_refused(h, info);
     return err;
   }
   p->name = torc__strdup(name);

@@ -132,6 +132,7 @@ FROZEN(torc_device_ops, event_free, 176);
 FROZEN(torc_device_ops, copy_to_host_async, 184);
 FROZEN(torc_device_ops, copy_device_to_device, 192);
 FROZEN(torc_device_ops, copy_from_host_async, 200);
+FROZEN(torc_device_ops, no_device_reason, 208);
 
 FROZEN(torc_kernel_reg, struct_size, 0);
 FROZEN(torc_kernel_reg, device_type, 8);

@@ -338,8 +338,9 @@ static void train(const char *name, int epochs) {
            "[loss]\ntype = cross_entropy\n"
            "[optimizer]\ntype = sgd\nlr = 0.1\nmomentum = 0.9\n"
            "[scheduler]\ntype = step\nstep_size = 1\ngamma = 0.5\n"
-           "[train]\nepochs = %d\nlog_every = 2\nmetrics = %s/%s/metrics.csv\n",
-           epochs, tmpdir, name);
+           "[train]\nepochs = %d\nlog_every = 2\nmetrics = %s/%s/metrics.csv\n"
+           "dir = %s/%s\n",
+           epochs, tmpdir, name, tmpdir, name);
   torc_config *cfg = torc_config_parse(ini, "curves.ini");
   assert_torc(cfg);
   assert_ok(torc_config_apply(cfg));

@@ -169,6 +169,9 @@ static void list_devices(const devlist *types) {
     }
     printf("  %-*s  %d device%s%s\n", (int)w, name, count,
            count == 1 ? "" : "s", count == 0 ? " (no hardware found)" : "");
+    char why[512];
+    if (count == 0 && torc_device_none_reason(name, why, sizeof why) == TORC_OK)
+      printf("    %s\n", why); /* the plugin's reason, with the fix */
     for (int k = 0; k < count && k < 8; k++) {
       char dname[64], desc[256];
       snprintf(dname, sizeof dname, "%s:%d", name, k);

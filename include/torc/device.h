@@ -53,6 +53,15 @@ TORC_API torc_status torc_device_describe(torc_device dev, char *buf,
  * `type_name` is not registered. */
 TORC_API int torc_device_count(const char *type_name);
 
+/* Why a registered type has no devices, in its plugin's words (e.g. "no
+ * CUDA device was found (cudaGetDeviceCount: ...); install or update the
+ * NVIDIA driver, or run on the CPU instead: --set device.type=cpu"),
+ * written into buf as one NUL-terminated sentence. TORC_OK with the text;
+ * TORC_ERR_DEVICE (buf empty) when the type is unknown, has devices, or
+ * its plugin gives no reason. Sets no error for those. */
+TORC_API torc_status torc_device_none_reason(const char *type_name, char *buf,
+                                             size_t size);
+
 /* 1 if the two devices are the same device. */
 static inline int torc_device_eq(torc_device a, torc_device b) {
   return a.type == b.type && a.index == b.index;

@@ -42,7 +42,8 @@ TORC_BEGIN_DECLS
  *      TORC_KERNEL_DECLINED, torc_api.ktensor_of; streams and events:
  *      torc_device_ops.stream_new .. copy_from_host_async (appended after
  *      mem_info), torc_kernel_args.stream, TORC_EVENT_NOT_READY;
- *      torc_optimizer_type.fused (multi-tensor steps). */
+ *      torc_optimizer_type.fused (multi-tensor steps);
+ *      torc_device_ops.no_device_reason. */
 #define TORC_ABI_MINOR 7
 
 /* Name of the one symbol a plugin exports. */
@@ -416,6 +417,11 @@ typedef struct torc_device_ops {
   int (*copy_from_host_async)(void *user, int index, void *dst,
                               size_t dst_offset, const void *src,
                               size_t nbytes, uint32_t flags, void *stream);
+  /* (optional, 1.7) Why count is 0, for the message of a device that does
+   * not exist: one sentence with the runtime's own words and what to do,
+   * e.g. "no CUDA device was found (...): ...". Writes a NUL-terminated
+   * text into buf; TORC_OK, or an error status for "no reason known". */
+  int (*no_device_reason)(void *user, char *buf, size_t size);
 } torc_device_ops;
 
 /* ------------------------------------------------------------------------

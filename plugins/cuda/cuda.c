@@ -1,0 +1,411 @@
+/* plugins/cuda/cuda.c — the cuda plugin: device type "cuda" on the CUDA
+ * runtime (one stream per device, memory cached by the core's block
+ * allocator, pinned host memory, asynchronous errors named by the op that
+ * launched them), its entry point and init. Kernels: ew.cu.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+int (*torc_cuda__set_error)(int status, const char *fmt, ...) = NULL;
+
+#define LAST_OP_MAX 64
+
+typedef struct cuda_dev {
+  cudaStream_t stream; /* NULL until first use */
+  char last_op[LAST_OP_MAX];
+} cuda_dev;
+
+static struct {
+  int count;
+  cudaError_t count_err; /* why count is 0, when the runtime said */
+  int sync_each;         /* TORC_CUDA_SYNC=1 */
+  cuda_dev *devs;
+  pthread_mutex_t lock; /* stream creation, last_op */
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* "cudaErrorMemoryAllocation: out of memory": the name and the runtime's
+ * sentence, for messages. */
+static void err_text(cudaError_t e, char *buf, size_t size) {
+  snprintf(buf, size, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static int set_device(int index) {
+  cudaError_t e = cudaSetDevice(index);
+  if (e == cudaSuccess)
+    return TORC_OK;
+  char t[256];
+  err_text(e, t, sizeof t);
+  return torc_cuda__set_error(TORC_ERR_DEVICE,
+                              "cuda:%d: cannot make the device current "
+                              "(cudaSetDevice: %s)",
+                              index, t);
+}
+
+cudaStream_t torc_cuda__stream(int index) {
+  if (index < 0 || index >= g.count) {
+    torc_cuda__set_error(TORC_ERR_DEVICE,
+                         "cuda:%d does not exist (%d CUDA device%s)", index,
+                         g.count, g.count == 1 ? "" : "s");
+    return NULL;
+  }
+  if (set_device(index) != TORC_OK)
+    return NULL;
+  cuda_dev *d = &g.devs[index];
+  pthread_mutex_lock(&g.lock);
+  if (d->stream == NULL) {
+    /* Non-blocking: the legacy default stream (cudaMemcpy, cudaMemset
+     * without a stream) does not serialise against it. */
+    cudaError_t e = cudaStreamCreateWithFlags(&d->stream,
+                                              cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      pthread_mutex_unlock(&g.lock);
+      char t[256];
+      err_text(e, t, sizeof t);
+      torc_cuda__set_error(TORC_ERR_DEVICE,
+                           "cuda:%d: cannot create a stream "
+                           "(cudaStreamCreateWithFlags: %s)",
+                           index, t);
+      d->stream = NULL;
+      return NULL;
+    }
+  }
+  cudaStream_t s = d->stream;
+  pthread_mutex_unlock(&g.lock);
+  return s;
+}
+
+static void last_op(int index, char *buf, size_t size) {
+  pthread_mutex_lock(&g.lock);
+  snprintf(buf, size, "%s",
+           g.devs[index].last_op[0] ? g.devs[index].last_op : "(none)");
+  pthread_mutex_unlock(&g.lock);
+}
+
+/* An error that surfaced while waiting on device `index`: the runtime's
+ * words, the last op launched (whose kernel, or an earlier one, failed)
+ * and how to find the one that did. `what` names the waiting call. */
+static int async_error(int index, cudaError_t e, const char *what) {
+  char t[256], op[LAST_OP_MAX];
+  err_text(e, t, sizeof t);
+  last_op(index, op, sizeof op);
+  /* cudaGetLastError resets an ordinary error; a sticky one (the context
+   * is lost: an illegal address, a trap) stays. */
+  (void)cudaGetLastError();
+  int sticky = cudaPeekAtLastError() != cudaSuccess;
+  return torc_cuda__set_error(
+      TORC_ERR_DEVICE,
+      "cuda:%d: %s failed: %s; the last op launched was '%s'%s (errors of "
+      "asynchronous kernels surface at the next wait: run with "
+      "TORC_CUDA_SYNC=1 to stop at the op that failed)",
+      index, what, t, op,
+      sticky ? "; the error is sticky: the device cannot be used again in "
+               "this process"
+             : "");
+}
+
+int torc_cuda__after_launch(int index, const char *op) {
+  pthread_mutex_lock(&g.lock);
+  snprintf(g.devs[index].last_op, LAST_OP_MAX, "%s", op);
+  pthread_mutex_unlock(&g.lock);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    char t[256];
+    err_text(e, t, sizeof t);
+    return torc_cuda__set_error(TORC_ERR_DEVICE,
+                                "cuda:%d: launching the kernel of '%s' "
+                                "failed: %s",
+                                index, op, t);
+  }
+  if (g.sync_each) {
+    e = cudaStreamSynchronize(g.devs[index].stream);
+    if (e != cudaSuccess)
+      return async_error(index, e, "the kernel (TORC_CUDA_SYNC=1)");
+  }
+  return TORC_OK;
+}
+
+/* ---- the device table ---- */
+
+static int dev_count(void *user) {
+  (void)user;
+  return g.count;
+}
+
+static int dev_mem_info(void *user, int index, size_t *free_bytes,
+                        size_t *total_bytes) {
+  (void)user;
+  if (torc_cuda__stream(index) == NULL)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+  if (e != cudaSuccess) {
+    char t[256];
+    err_text(e, t, sizeof t);
+    return torc_cuda__set_error(TORC_ERR_DEVICE,
+                                "cuda:%d: cudaMemGetInfo failed: %s", index,
+                                t);
+  }
+  return TORC_OK;
+}
+
+static int dev_alloc(void *user, int index, size_t nbytes, void **out) {
+  if (torc_cuda__stream(index) == NULL)
+    return TORC_ERR_DEVICE;
+  void *p = NULL;
+  /* cudaMalloc(0) gives NULL, which reads as a failure: a small block. */
+  cudaError_t e = cudaMalloc(&p, nbytes ? nbytes : 256);
+  if (e == cudaSuccess) {
+    *out = p;
+    return TORC_OK;
+  }
+  (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+  char t[256];
+  err_text(e, t, sizeof t);
+  size_t fr = 0, tot = 0;
+  if (e == cudaErrorMemoryAllocation &&
+      dev_mem_info(user, index, &fr, &tot) == TORC_OK)
+    return torc_cuda__set_error(
+        TORC_ERR_OOM,
+        "cuda:%d: out of memory allocating %zu bytes (%.1f MiB): the device "
+        "has %.1f MiB free of %.1f MiB (cudaMalloc: %s); use a smaller "
+        "batch or model, or free memory other processes hold",
+        index, nbytes, nbytes / 1048576.0, fr / 1048576.0, tot / 1048576.0,
+        t);
+  return torc_cuda__set_error(e == cudaErrorMemoryAllocation
+                                  ? TORC_ERR_OOM
+                                  : TORC_ERR_DEVICE,
+                              "cuda:%d: allocating %zu bytes failed "
+                              "(cudaMalloc: %s)",
+                              index, nbytes, t);
+}
+
+static void dev_free(void *user, int index, void *ptr) {
+  (void)user;
+  if (ptr == NULL || torc_cuda__stream(index) == NULL)
+    return;
+  /* cudaFree waits for the device's queued work: stream order holds. With
+   * the core's caching allocator it runs only when a segment is released,
+   * seldom. */
+  (void)cudaFree(ptr);
+}
+
+static int dev_copy_from_host(void *user, int index, void *dst,
+                              size_t dst_offset, const void *src,
+                              size_t nbytes, uint32_t flags) {
+  (void)user;
+  cudaStream_t s = torc_cuda__stream(index);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  if (nbytes == 0)
+    return TORC_OK;
+  /* Pinned (TORC_COPY_ASYNC_PINNED): queued, the caller keeps src alive
+   * until the next synchronize. Pageable: CUDA copies src to its staging
+   * memory before cudaMemcpyAsync returns, so src may be reused at once,
+   * as the ABI asks, without waiting for the transfer. */
+  (void)flags;
+  cudaError_t e = cudaMemcpyAsync((char *)dst + dst_offset, src, nbytes,
+                                  cudaMemcpyHostToDevice, s);
+  if (e != cudaSuccess)
+    return async_error(index, e, "a copy of host memory to the device");
+  return TORC_OK;
+}
+
+static int dev_copy_to_host(void *user, int index, void *dst, const void *src,
+                            size_t src_offset, size_t nbytes) {
+  (void)user;
+  cudaStream_t s = torc_cuda__stream(index);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaSuccess;
+  if (nbytes > 0)
+    e = cudaMemcpyAsync(dst, (const char *)src + src_offset, nbytes,
+                        cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(s); /* the ABI's copy_to_host waits */
+  if (e != cudaSuccess)
+    return async_error(index, e, "a copy of device memory to the host");
+  return TORC_OK;
+}
+
+static int dev_synchronize(void *user, int index) {
+  (void)user;
+  cudaStream_t s = torc_cuda__stream(index);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess)
+    return async_error(index, e, "synchronize");
+  return TORC_OK;
+}
+
+static int dev_host_alloc(void *user, size_t nbytes, void **out) {
+  (void)user;
+  void *p = NULL;
+  cudaError_t e = cudaHostAlloc(&p, nbytes ? nbytes : 64,
+                                cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    char t[256];
+    err_text(e, t, sizeof t);
+    return torc_cuda__set_error(TORC_ERR_OOM,
+                                "cannot allocate %zu bytes of pinned host "
+                                "memory (cudaHostAlloc: %s); lower the "
+                                "data loader's prefetch or pin_memory",
+                                nbytes, t);
+  }
+  *out = p;
+  return TORC_OK;
+}
+
+static void dev_host_free(void *user, void *ptr) {
+  (void)user;
+  if (ptr == NULL)
+    return;
+  /* The queued copies that read ptr run first: wait for every stream in
+   * use (cudaFreeHost alone does not promise to). */
+  for (int i = 0; i < g.count; i++) {
+    pthread_mutex_lock(&g.lock);
+    cudaStream_t s = g.devs[i].stream;
+    pthread_mutex_unlock(&g.lock);
+    if (s != NULL)
+      (void)cudaStreamSynchronize(s);
+  }
+  (void)cudaFreeHost(ptr);
+}
+
+static int dev_describe(void *user, int index, char *buf, size_t size) {
+  (void)user;
+  struct cudaDeviceProp p;
+  cudaError_t e = cudaGetDeviceProperties(&p, index);
+  if (e != cudaSuccess) {
+    char t[256];
+    err_text(e, t, sizeof t);
+    return torc_cuda__set_error(TORC_ERR_DEVICE,
+                                "cuda:%d: cudaGetDeviceProperties failed: %s",
+                                index, t);
+  }
+  snprintf(buf, size, "cuda:%d %s (compute capability %d.%d, %.1f GiB, %d "
+                      "SMs)",
+           index, p.name, p.major, p.minor,
+           (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+           p.multiProcessorCount);
+  return TORC_OK;
+}
+
+static int dev_no_device_reason(void *user, char *buf, size_t size) {
+  (void)user;
+  if (g.count_err != cudaSuccess)
+    snprintf(buf, size,
+             "no CUDA device was found (cudaGetDeviceCount: %s, %s); "
+             "install or update the NVIDIA driver, or run on the CPU "
+             "instead: --set device.type=cpu",
+             cudaGetErrorString(g.count_err), cudaGetErrorName(g.count_err));
+  else
+    snprintf(buf, size,
+             "no CUDA device was found (cudaGetDeviceCount: no device); "
+             "check CUDA_VISIBLE_DEVICES, or run on the CPU instead: --set "
+             "device.type=cpu");
+  return TORC_OK;
+}
+
+static void dev_shutdown(void *user) {
+  (void)user;
+  for (int i = 0; i < g.count; i++)
+    if (g.devs[i].stream != NULL) {
+      (void)cudaSetDevice(i);
+      (void)cudaStreamDestroy(g.devs[i].stream);
+      g.devs[i].stream = NULL;
+    }
+}
+
+static const torc_device_ops cuda_ops = {
+    .struct_size = sizeof(torc_device_ops),
+    .type = "cuda",
+    .user = NULL,
+    .count = dev_count,
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .copy_from_host = dev_copy_from_host,
+    .copy_to_host = dev_copy_to_host,
+    .synchronize = dev_synchronize,
+    .host_alloc = dev_host_alloc,
+    .host_free = dev_host_free,
+    .describe = dev_describe,
+    .shutdown = dev_shutdown,
+    .flags = TORC_DEVICE_CACHING,
+    .mem_info = dev_mem_info,
+    .no_device_reason = dev_no_device_reason,
+};
+
+/* ---- init ---- */
+
+static void cuda_fini(torc_plugin *self) {
+  (void)self;
+  dev_shutdown(NULL);
+  free(g.devs);
+  g.devs = NULL;
+  g.count = 0;
+}
+
+static int cuda_init(const torc_host *host, torc_plugin *self) {
+  if (!TORC_HAS_SLOT(host, torc_host, num_threads) || !host->set_error ||
+      !host->register_device || !host->register_kernel)
+    return TORC_ERR_ABI; /* no way to report more: the core names us */
+  torc_cuda__set_error = host->set_error;
+  int st = torc_cuda__read_keys(host, self);
+  if (st != TORC_OK)
+    return st;
+  const char *sync = getenv("TORC_CUDA_SYNC");
+  g.sync_each = sync != NULL && strcmp(sync, "1") == 0;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  g.count_err = cudaSuccess;
+  if (e != cudaSuccess) {
+    /* No driver, an old one, no device: the type exists with 0 devices,
+     * and the runtime's words are kept for the message. */
+    g.count_err = e;
+    n = 0;
+    (void)cudaGetLastError();
+  }
+  g.count = n;
+  g.devs = n > 0 ? calloc((size_t)n, sizeof *g.devs) : NULL;
+  if (n > 0 && g.devs == NULL)
+    return host->set_error(TORC_ERR_OOM, "cuda: out of host memory");
+  if (host->log && n == 0)
+    host->log(TORC_LOG_INFO, "cuda: 0 devices (cudaGetDeviceCount: %s)",
+              e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+  st = host->register_device(self, &cuda_ops);
+  if (st == TORC_OK)
+    st = torc_cuda__register_ew(host, self);
+  if (st != TORC_OK)
+    cuda_fini(self);
+  return st;
+}
+
+static const torc_plugin_info cuda_info = {
+    .struct_size = sizeof(torc_plugin_info),
+    .abi_major = TORC_ABI_MAJOR,
+    .abi_minor = TORC_ABI_MINOR,
+    .name = "cuda",
+    .version = "0.1.0",
+    .description = "NVIDIA GPUs through the CUDA runtime: device type cuda "
+                   "(cached memory, pinned host memory, one stream per "
+                   "device) and f32 elementwise kernels",
+    .provides = TORC_PROVIDES_DEVICE | TORC_PROVIDES_KERNELS,
+    /* The CUDA runtime does not survive dlclose. */
+    .flags = TORC_PLUGIN_NO_UNLOAD,
+    .keys = torc_cuda__keys,
+    .init = cuda_init,
+    .fini = cuda_fini,
+    /* ref serves the host side of every op (casts, random init on the cpu
+     * before a copy): loaded with it when absent. */
+    .requires = (const char *const[]){"ref", NULL},
+};
+
+TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
+TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void) {
+  return &cuda_info;
+}

@@ -1,0 +1,52 @@
+/* plugins/cuda/cuda_internal.h — what the cuda plugin's files share: the
+ * per-device state (its stream, the last op launched on it), the host's
+ * error setter and the settings of [plugin.cuda]. Included by C (cuda.c)
+ * and by nvcc's C++ (ew.cu), hence the plain types and TORC_BEGIN_DECLS.
+ */
+#ifndef TORC_CUDA_INTERNAL_H
+#define TORC_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+
+#include "torc/plugin.h"
+
+TORC_BEGIN_DECLS
+
+/* The settings of [plugin.cuda] (cuda_keys.c), read at init: parsed and
+ * validated now, consulted by the cuBLAS/cuDNN kernels that come later. */
+typedef struct torc_cuda_settings {
+  int tf32;          /* matmul and conv may use TF32 tensor cores */
+  int benchmark;     /* cuDNN picks its algorithms by timing them */
+  int deterministic; /* only algorithms with reproducible results */
+} torc_cuda_settings;
+
+extern torc_cuda_settings torc_cuda__settings;
+extern const torc_plugin_key torc_cuda__keys[];
+
+/* Reads and checks every key of [plugin.cuda] into torc_cuda__settings;
+ * TORC_ERR_CONFIG (after set_error, naming the key, the value and the
+ * accepted ones) for a bad value. */
+int torc_cuda__read_keys(const torc_host *host, torc_plugin *self);
+
+/* The host's error setter (set at init). */
+extern int (*torc_cuda__set_error)(int status, const char *fmt, ...)
+    TORC_PRINTF(2, 3);
+
+/* The stream every CUDA call for device `index` is queued on, created on
+ * first use (and the device made current on this thread); NULL after
+ * set_error when the device cannot be set up. One stream per device now;
+ * when the core hands kernels their stream, this is where it is chosen. */
+cudaStream_t torc_cuda__stream(int index);
+
+/* After a kernel of op `op` was launched on device `index`: records the op
+ * (synchronize names it when an asynchronous error surfaces), checks the
+ * launch and, under TORC_CUDA_SYNC=1, waits for the kernel and reports its
+ * error. TORC_OK or an error after set_error. */
+int torc_cuda__after_launch(int index, const char *op);
+
+/* Registers the elementwise kernels of ew.cu for device type "cuda". */
+int torc_cuda__register_ew(const torc_host *host, torc_plugin *self);
+
+TORC_END_DECLS
+
+#endif /* TORC_CUDA_INTERNAL_H */
