@@ -1,0 +1,86 @@
+/* plugins/cuda/reduce_body.h — the combine and finalize steps of the cuda
+ * plugin's f32 reductions (sum, prod, mean, amax, amin) and softmax, as
+ * inline functions callable from device code and from host C, so that
+ * tests/test_cuda_reduce_bodies.c replays a block's order on the CPU.
+ */
+#ifndef TORC_CUDA_REDUCE_BODY_H
+#define TORC_CUDA_REDUCE_BODY_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define TORC_CUDA_RHD __host__ __device__
+#else
+#define TORC_CUDA_RHD
+#endif
+
+/* The order every kernel of reduce.cu folds in: one block of
+ * TORC_CUDA_R_BLOCK threads per output (or per softmax line); thread t
+ * folds elements t, t + BLOCK, t + 2 BLOCK, ... of the reduced set (in
+ * row-major order) into its accumulator, from the identity, with step();
+ * then a tree in shared memory: for s = BLOCK/2, ..., 1, thread t < s
+ * sets v[t] = step(v[t], v[t + s]). v[0] is the block's result. */
+#define TORC_CUDA_R_BLOCK 256
+
+enum {
+  TORC_CUDA_R_SUM = 0,
+  TORC_CUDA_R_PROD = 1,
+  TORC_CUDA_R_MEAN = 2,
+  TORC_CUDA_R_AMAX = 3,
+  TORC_CUDA_R_AMIN = 4
+};
+
+/* The ops, for reduce.cu's kernels and registrations: X(name, id). */
+#define TORC_CUDA_REDUCE_OPS(X)                                                \
+  X(sum, TORC_CUDA_R_SUM) X(prod, TORC_CUDA_R_PROD)                            \
+  X(mean, TORC_CUDA_R_MEAN) X(amax, TORC_CUDA_R_AMAX)                          \
+  X(amin, TORC_CUDA_R_AMIN)
+
+/* The accumulator's start: 0 for sums, 1 for products, -inf/+inf for the
+ * extremes (an idle thread of a small reduction holds it; amax over an
+ * empty set is rejected by the core before a kernel runs). */
+TORC_CUDA_RHD static inline float torc_cuda_r_init(int op) {
+  switch (op) {
+  case TORC_CUDA_R_PROD: return 1.0f;
+  case TORC_CUDA_R_AMAX: return -INFINITY;
+  case TORC_CUDA_R_AMIN: return INFINITY;
+  default: return 0.0f;
+  }
+}
+
+/* One fold, for an element and for two partial results alike. The
+ * extremes propagate NaN from either side, as ref's: once acc is NaN no
+ * comparison replaces it, and a NaN x replaces acc. */
+TORC_CUDA_RHD static inline float torc_cuda_r_step(int op, float acc,
+                                                   float x) {
+  switch (op) {
+  case TORC_CUDA_R_PROD: return acc * x;
+  case TORC_CUDA_R_AMAX: return (x != x || x > acc) ? x : acc;
+  case TORC_CUDA_R_AMIN: return (x != x || x < acc) ? x : acc;
+  default: return acc + x;
+  }
+}
+
+/* The block's result as the output holds it: mean divides by the count
+ * (0/0 = NaN over an empty set, as ref). */
+TORC_CUDA_RHD static inline float torc_cuda_r_final(int op, float acc,
+                                                    int64_t count) {
+  return op == TORC_CUDA_R_MEAN ? acc / (float)count : acc;
+}
+
+/* ---- softmax and log_softmax along a dim: three passes over a line ---- */
+
+/* Pass 1, the maximum (NaN propagates, as amax), from -inf. Pass 2, the
+ * sum of e^(x - m), from 0, with torc_cuda_r_step(SUM). Pass 3, each
+ * output. An infinite or NaN maximum makes every output NaN, as ref (it
+ * subtracts the maximum anyway, as PyTorch). */
+TORC_CUDA_RHD static inline float torc_cuda_sm_exp(float x, float m) {
+  return expf(x - m);
+}
+TORC_CUDA_RHD static inline float torc_cuda_sm_out(float x, float m, float s,
+                                                   int log_form) {
+  return log_form ? (x - m) - logf(s) : expf(x - m) / s;
+}
+
+#endif /* TORC_CUDA_REDUCE_BODY_H */
