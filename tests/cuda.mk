@@ -2,8 +2,10 @@
 # bodies against ref (always built: they are plain C on the host), and the
 # plugin's zero-device behaviour (skipped when configure left it out).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies
-TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies
+check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
+	tests/test_cuda_rand_bodies
+TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
+	tests/test_cuda_rand_bodies
 endif
 tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
@@ -14,5 +16,10 @@ tests_test_cuda_reduce_bodies_SOURCES = tests/test_cuda_reduce_bodies.c \
 tests_test_cuda_reduce_bodies_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_reduce_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_rand_bodies_SOURCES = tests/test_cuda_rand_bodies.c \
+	plugins/cuda/rand_body.h
+tests_test_cuda_rand_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_rand_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

@@ -53,6 +53,10 @@ int torc_cuda__register_blas(const torc_host *host, torc_plugin *self);
 /* Registers the f32 reductions and softmax of reduce.cu. */
 int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
 
+/* Registers the random ops of rand.cu (uniform_, normal_, randint_,
+ * dropout). */
+int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
+
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
 
