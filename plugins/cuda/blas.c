@@ -1,7 +1,8 @@
 /* plugins/cuda/blas.c — "matmul" on cuBLAS: f32 (TF32 only when
  * [plugin.cuda] tf32 is on), f16 and bf16 with f32 accumulation, f64; one
  * cuBLAS handle per device, created on first use and bound to its stream.
- * Integer matmul and layouts cuBLAS cannot express are declined.
+ * The layout (transposes, leading dims, batches) is blas_plan.h's; integer
+ * matmul and layouts cuBLAS cannot express are declined.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 
 #include <cublas_v2.h>
 
+#include "blas_plan.h"
 #include "cuda_internal.h"
 
 /* Devices past this index get an error naming it (a machine with more
@@ -118,63 +120,12 @@ void torc_cuda__blas_shutdown(void) {
   pthread_mutex_unlock(&g.lock);
 }
 
-/* A row-major matrix [R, C] with strides (sr, sc) as the operand cuBLAS
- * (column-major) needs to see its transpose [C, R]: op N with ld sr when
- * its rows are contiguous, op T with ld sc when its columns are; 0 when
- * neither (the caller declines). A dim of size 1 fits either form. */
-static int as_operand(int64_t R, int64_t C, int64_t sr, int64_t sc,
-                      cublasOperation_t *op, int64_t *ld) {
-  int64_t minc = C > 1 ? C : 1, minr = R > 1 ? R : 1;
-  if (sc == 1 || C == 1) {
-    *op = CUBLAS_OP_N;
-    *ld = R == 1 ? minc : sr;
-    if (*ld >= minc)
-      return 1;
-  }
-  if (sr == 1 || R == 1) {
-    *op = CUBLAS_OP_T;
-    *ld = C == 1 ? minr : sc;
-    if (*ld >= minr)
-      return 1;
-  }
-  return 0;
-}
-
 static size_t elem_size(int dt) {
   return dt == TORC_F64 ? 8 : dt == TORC_F32 ? 4 : 2;
 }
 
-/* The batch dims (all but the last two) merged where every operand steps
- * through them as through one dim; the last merged dim is cuBLAS's
- * strided batch, the ones before it are looped over here. */
-typedef struct batch {
-  int n;
-  int64_t shape[TORC_KERNEL_MAX_DIMS];
-  int64_t st[3][TORC_KERNEL_MAX_DIMS]; /* x, w, y */
-} batch;
-
-static void batch_of(const torc_kernel_args *a, batch *b) {
-  const torc_ktensor *t[3] = {&a->in[0], &a->in[1], &a->out[0]};
-  int nb = a->out[0].ndim - 2;
-  b->n = 0;
-  for (int d = 0; d < nb; d++) {
-    int64_t n = a->out[0].shape[d];
-    if (n == 1)
-      continue;
-    int merge = b->n > 0;
-    for (int k = 0; merge && k < 3; k++)
-      merge = b->st[k][b->n - 1] == t[k]->strides[d] * n;
-    if (merge) {
-      b->shape[b->n - 1] *= n;
-      for (int k = 0; k < 3; k++)
-        b->st[k][b->n - 1] = t[k]->strides[d];
-      continue;
-    }
-    b->shape[b->n] = n;
-    for (int k = 0; k < 3; k++)
-      b->st[k][b->n] = t[k]->strides[d];
-    b->n++;
-  }
+static cublasOperation_t op_of(const torc_cuda_gemm_operand *o) {
+  return o->trans ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
 static int k_matmul(const torc_kernel_args *a) {
@@ -222,22 +173,11 @@ static int k_matmul(const torc_kernel_args *a) {
                                   a->device_index, cudaGetErrorString(e));
     return torc_cuda__after_launch(a->device_index, a->op);
   }
-  /* Column-major cuBLAS computes y^T [N, M] = w^T [N, K] * x^T [K, M]. */
-  cublasOperation_t op_w, op_x, op_y;
-  int64_t ld_w, ld_x, ld_y;
-  if (!as_operand(K, N, w->strides[nd - 2], w->strides[nd - 1], &op_w,
-                  &ld_w) ||
-      !as_operand(M, K, x->strides[nd - 2], x->strides[nd - 1], &op_x,
-                  &ld_x) ||
-      !as_operand(M, N, y->strides[nd - 2], y->strides[nd - 1], &op_y,
-                  &ld_y) ||
-      op_y != CUBLAS_OP_N)
+  torc_cuda_gemm_plan pl;
+  if (!torc_cuda_gemm_plan_of(x, w, y, &pl))
     return TORC_KERNEL_DECLINED; /* neither rows nor columns contiguous */
-  batch b;
-  batch_of(a, &b);
-  int64_t count = b.n > 0 ? b.shape[b.n - 1] : 1;
-  if (M > INT_MAX || N > INT_MAX || K > INT_MAX || ld_w > INT_MAX ||
-      ld_x > INT_MAX || ld_y > INT_MAX || count > INT_MAX)
+  if (M > INT_MAX || N > INT_MAX || K > INT_MAX || pl.w.ld > INT_MAX ||
+      pl.x.ld > INT_MAX || pl.y.ld > INT_MAX || pl.count > INT_MAX)
     return TORC_KERNEL_DECLINED; /* past cuBLAS's int sizes */
   cublasHandle_t h = handle(a, s);
   if (h == NULL)
@@ -264,36 +204,19 @@ static int k_matmul(const torc_kernel_args *a) {
                                            : (const void *)&one_f;
   const void *beta = y->dtype == TORC_F64 ? (const void *)&zero_d
                                           : (const void *)&zero_f;
-  int last = b.n - 1;
-  long long sb_x = b.n > 0 ? b.st[0][last] : 0;
-  long long sb_w = b.n > 0 ? b.st[1][last] : 0;
-  long long sb_y = b.n > 0 ? b.st[2][last] : M * N;
-
-  /* The leading batch dims, one cuBLAS call per position. */
-  int64_t idx[TORC_KERNEL_MAX_DIMS] = {0};
-  for (;;) {
-    int64_t ox = x->offset, ow = w->offset, oy = y->offset;
-    for (int d = 0; d < last; d++) {
-      ox += idx[d] * b.st[0][d];
-      ow += idx[d] * b.st[1][d];
-      oy += idx[d] * b.st[2][d];
-    }
+  for (int64_t c = 0; c < pl.n_calls; c++) {
+    int64_t off[3];
+    torc_cuda_gemm_call(&pl, c, off);
     cublasStatus_t st = cublasGemmStridedBatchedEx(
-        h, op_w, op_x, (int)N, (int)M, (int)K, alpha,
-        (const char *)w->data + ow * (int64_t)es, dt, (int)ld_w, sb_w,
-        (const char *)x->data + ox * (int64_t)es, dt, (int)ld_x, sb_x, beta,
-        (char *)y->data + oy * (int64_t)es, dt, (int)ld_y, sb_y, (int)count,
-        ct, CUBLAS_GEMM_DEFAULT);
+        h, op_of(&pl.w), op_of(&pl.x), (int)N, (int)M, (int)K, alpha,
+        (const char *)w->data + (w->offset + off[1]) * (int64_t)es, dt,
+        (int)pl.w.ld, pl.sb_w,
+        (const char *)x->data + (x->offset + off[0]) * (int64_t)es, dt,
+        (int)pl.x.ld, pl.sb_x, beta,
+        (char *)y->data + (y->offset + off[2]) * (int64_t)es, dt,
+        (int)pl.y.ld, pl.sb_y, (int)pl.count, ct, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS)
       return blas_error(a, "cublasGemmStridedBatchedEx", st);
-    int d = last - 1;
-    for (; d >= 0; d--) {
-      if (++idx[d] < b.shape[d])
-        break;
-      idx[d] = 0;
-    }
-    if (d < 0)
-      break;
   }
   return torc_cuda__after_launch(a->device_index, a->op);
 }

@@ -28,7 +28,7 @@ am__v_NVCC_1 =
 if HAVE_CUDA
 plugin_LTLIBRARIES += plugins/cuda.la
 plugins_cuda_la_SOURCES = plugins/cuda/cuda.c plugins/cuda/cuda_internal.h \
-	plugins/cuda/cuda_keys.c plugins/cuda/blas.c
+	plugins/cuda/cuda_keys.c plugins/cuda/blas.c plugins/cuda/blas_plan.h
 plugins_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 plugins_cuda_la_LIBADD = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
 	plugins/cuda/rand.lo $(CUDA_LIBS)
