@@ -1,11 +1,14 @@
-/* plugins/cuda/reduce.cu — the f32 reductions over a dims mask (sum, prod,
- * mean, amax, amin) and softmax / log_softmax along a dim: one block per
- * output (per line), in the order reduce_body.h states, any strides.
- * Registered for device type "cuda", dtype f32.
+/* plugins/cuda/reduce.cu — the reductions over a dims mask (sum, prod,
+ * mean, amax, amin) and softmax / log_softmax along a dim, for f32, f16 and
+ * bf16 with f32 accumulation: one block per output (per line), in the
+ * order reduce_body.h states, any strides. Device type "cuda".
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "cuda_internal.h"
 #include "reduce_body.h"
@@ -64,6 +67,32 @@ __device__ inline int64_t at1(const space &s, int64_t i) {
   return o[0];
 }
 
+/* An element type: its storage, its load to f32 (exact) and its store
+ * from f32 (rounded to nearest even). */
+struct e_f32 {
+  typedef float T;
+  __device__ static float load(float v) { return v; }
+  __device__ static float store(float v) { return v; }
+};
+struct e_f16 {
+  typedef uint16_t T;
+  __device__ static float load(uint16_t v) {
+    return __half2float(__ushort_as_half(v));
+  }
+  __device__ static uint16_t store(float v) {
+    return __half_as_ushort(__float2half_rn(v));
+  }
+};
+struct e_bf16 {
+  typedef uint16_t T;
+  __device__ static float load(uint16_t v) {
+    return __bfloat162float(__ushort_as_bfloat16(v));
+  }
+  __device__ static uint16_t store(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+};
+
 /* The shared-memory tree of reduce_body.h over v[0..kBlock); v[0] holds
  * the result for every thread on return. */
 template <int OP> __device__ inline float tree(float *v, float mine) {
@@ -82,47 +111,52 @@ template <int OP> __device__ inline float tree(float *v, float mine) {
 
 /* outer: the output's positions (operands x, y); inner: the reduced set
  * (operand x). */
-template <int OP>
-__global__ void k_reduce(const float *x, float *y, space outer, int64_t nout,
-                         space inner, int64_t count) {
+template <int OP, class E>
+__global__ void k_reduce(const typename E::T *x, typename E::T *y,
+                         space outer, int64_t nout, space inner,
+                         int64_t count) {
   __shared__ float v[kBlock];
   for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
     int64_t off[2];
     at(outer, o, 2, off);
     float acc = torc_cuda_r_init(OP);
     for (int64_t i = threadIdx.x; i < count; i += kBlock)
-      acc = torc_cuda_r_step(OP, acc, x[off[0] + at1(inner, i)]);
+      acc = torc_cuda_r_step(OP, acc, E::load(x[off[0] + at1(inner, i)]));
     float r = tree<OP>(v, acc);
     if (threadIdx.x == 0)
-      y[off[1]] = torc_cuda_r_final(OP, r, count);
+      y[off[1]] = E::store(torc_cuda_r_final(OP, r, count));
   }
 }
 
 /* One line per block: lines spans the other dims (x, y); len elements
  * along the dim at strides sx, sy. */
-template <int LOG>
-__global__ void k_softmax(const float *x, float *y, space lines,
-                          int64_t nlines, int64_t len, int64_t sx,
-                          int64_t sy) {
+template <int LOG, class E>
+__global__ void k_softmax(const typename E::T *x, typename E::T *y,
+                          space lines, int64_t nlines, int64_t len,
+                          int64_t sx, int64_t sy) {
   __shared__ float v[kBlock];
   for (int64_t l = blockIdx.x; l < nlines; l += gridDim.x) {
     int64_t off[2];
     at(lines, l, 2, off);
-    const float *px = x + off[0];
+    const typename E::T *px = x + off[0];
     float m = -INFINITY;
     for (int64_t k = threadIdx.x; k < len; k += kBlock)
-      m = torc_cuda_r_step(TORC_CUDA_R_AMAX, m, px[k * sx]);
+      m = torc_cuda_r_step(TORC_CUDA_R_AMAX, m, E::load(px[k * sx]));
     m = tree<TORC_CUDA_R_AMAX>(v, m);
     float s = 0.0f;
     for (int64_t k = threadIdx.x; k < len; k += kBlock)
-      s = torc_cuda_r_step(TORC_CUDA_R_SUM, s, torc_cuda_sm_exp(px[k * sx], m));
+      s = torc_cuda_r_step(TORC_CUDA_R_SUM, s,
+                           torc_cuda_sm_exp(E::load(px[k * sx]), m));
     s = tree<TORC_CUDA_R_SUM>(v, s);
     for (int64_t k = threadIdx.x; k < len; k += kBlock)
-      y[off[1] + k * sy] = torc_cuda_sm_out(px[k * sx], m, s, LOG);
+      y[off[1] + k * sy] =
+          E::store(torc_cuda_sm_out(E::load(px[k * sx]), m, s, LOG));
   }
 }
 
-float *base(const torc_ktensor *t) { return (float *)t->data + t->offset; }
+template <class T> T *base(const torc_ktensor *t) {
+  return (T *)t->data + t->offset;
+}
 
 unsigned blocks(int64_t n) { return (unsigned)(n < kMaxBlocks ? n : kMaxBlocks); }
 
@@ -136,9 +170,10 @@ int check_1_1(const torc_kernel_args *a, size_t params_size) {
     return bad(a, "expected 1 input and 1 output");
   if (a->params == NULL || a->params_size < params_size)
     return bad(a, "missing its params");
-  if (a->in[0].dtype != TORC_F32 || a->out[0].dtype != TORC_F32 ||
-      a->in[0].ndim != a->out[0].ndim)
-    return bad(a, "expected f32 tensors of one rank");
+  int dt = a->in[0].dtype;
+  if ((dt != TORC_F32 && dt != TORC_F16 && dt != TORC_BF16) ||
+      a->out[0].dtype != dt || a->in[0].ndim != a->out[0].ndim)
+    return bad(a, "expected f32, f16 or bf16 tensors of one dtype and rank");
   return TORC_OK;
 }
 
@@ -176,8 +211,19 @@ template <int OP> int run_reduce(const torc_kernel_args *a) {
   cudaStream_t s = torc_cuda__stream(a->device_index);
   if (s == NULL)
     return TORC_ERR_DEVICE;
-  k_reduce<OP><<<blocks(nout), kBlock, 0, s>>>(base(x), base(y), outer, nout,
-                                               inner, count);
+  switch (x->dtype) {
+  case TORC_F16:
+    k_reduce<OP, e_f16><<<blocks(nout), kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), outer, nout, inner, count);
+    break;
+  case TORC_BF16:
+    k_reduce<OP, e_bf16><<<blocks(nout), kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), outer, nout, inner, count);
+    break;
+  default:
+    k_reduce<OP, e_f32><<<blocks(nout), kBlock, 0, s>>>(
+        base<float>(x), base<float>(y), outer, nout, inner, count);
+  }
   return torc_cuda__after_launch(a->device_index, a->op);
 }
 
@@ -212,8 +258,20 @@ template <int LOG> int run_softmax(const torc_kernel_args *a) {
   cudaStream_t s = torc_cuda__stream(a->device_index);
   if (s == NULL)
     return TORC_ERR_DEVICE;
-  k_softmax<LOG><<<blocks(nlines), kBlock, 0, s>>>(
-      base(x), base(y), lines, nlines, len, x->strides[dim], y->strides[dim]);
+  int64_t sx = x->strides[dim], sy = y->strides[dim];
+  switch (x->dtype) {
+  case TORC_F16:
+    k_softmax<LOG, e_f16><<<blocks(nlines), kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), lines, nlines, len, sx, sy);
+    break;
+  case TORC_BF16:
+    k_softmax<LOG, e_bf16><<<blocks(nlines), kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), lines, nlines, len, sx, sy);
+    break;
+  default:
+    k_softmax<LOG, e_f32><<<blocks(nlines), kBlock, 0, s>>>(
+        base<float>(x), base<float>(y), lines, nlines, len, sx, sy);
+  }
   return torc_cuda__after_launch(a->device_index, a->op);
 }
 
@@ -238,20 +296,22 @@ const reduce_kernel reduce_kernels[] = {TORC_CUDA_REDUCE_OPS(ROW){
 
 extern "C" int torc_cuda__register_reduce(const torc_host *host,
                                           torc_plugin *self) {
-  for (size_t i = 0; i < sizeof reduce_kernels / sizeof reduce_kernels[0];
-       i++) {
-    torc_kernel_reg reg = {};
-    reg.struct_size = sizeof reg;
-    reg.device_type = "cuda";
-    reg.op = reduce_kernels[i].op;
-    reg.dtype = TORC_F32;
-    reg.priority = 0;
-    reg.fn = reduce_kernels[i].fn;
-    reg.data = NULL;
-    reg.flags = 0;
-    int st = host->register_kernel(self, &reg);
-    if (st != TORC_OK)
-      return st;
-  }
+  static const int32_t dtypes[] = {TORC_F32, TORC_F16, TORC_BF16};
+  const size_t n_ops = sizeof reduce_kernels / sizeof reduce_kernels[0];
+  for (size_t i = 0; i < n_ops; i++)
+    for (size_t j = 0; j < sizeof dtypes / sizeof dtypes[0]; j++) {
+      torc_kernel_reg reg = {};
+      reg.struct_size = sizeof reg;
+      reg.device_type = "cuda";
+      reg.op = reduce_kernels[i].op;
+      reg.dtype = dtypes[j];
+      reg.priority = 0;
+      reg.fn = reduce_kernels[i].fn;
+      reg.data = NULL;
+      reg.flags = 0;
+      int st = host->register_kernel(self, &reg);
+      if (st != TORC_OK)
+        return st;
+    }
   return TORC_OK;
 }

@@ -1,5 +1,5 @@
 /* plugins/cuda/reduce_body.h — the combine and finalize steps of the cuda
- * plugin's f32 reductions (sum, prod, mean, amax, amin) and softmax, as
+ * plugin's reductions (sum, prod, mean, amax, amin) and softmax, in f32, as
  * inline functions callable from device code and from host C, so that
  * tests/test_cuda_reduce_bodies.c replays a block's order on the CPU.
  */
@@ -15,7 +15,9 @@
 #define TORC_CUDA_RHD
 #endif
 
-/* The order every kernel of reduce.cu folds in: one block of
+/* Every input dtype (f32, f16, bf16) is loaded to f32 and folded in f32;
+ * the result is rounded once to the output's dtype. The order every
+ * kernel of reduce.cu folds in: one block of
  * TORC_CUDA_R_BLOCK threads per output (or per softmax line); thread t
  * folds elements t, t + BLOCK, t + 2 BLOCK, ... of the reduced set (in
  * row-major order) into its accumulator, from the identity, with step();
