@@ -1,5 +1,5 @@
-/* tests/test_cuda_reduce_bodies.c — the cuda plugin's reductions and
- * softmax (plugins/cuda/reduce_body.h) replayed on the CPU in a block's
+/* tests/test_cuda_reduce_bodies.c — the cuda plugin's reductions (one- and
+ * two-pass) and softmax (plugins/cuda/reduce_body.h) replayed on the CPU in a block's
  * order (256 per-thread strided folds, then the pairwise tree), against
  * the ref kernels on the same inputs. Needs no GPU.
  */
@@ -218,6 +218,135 @@ static void test_reduce_specials(void **state) {
       }
 }
 
+/* ---- two-pass reductions ---- */
+
+/* reduce.cu's k_reduce2 on the n values of one output's reduced set. */
+static float block2(int kind, const float *v, int64_t n, double extra) {
+  float *t = malloc((size_t)(n ? n : 1) * sizeof *t);
+  assert_non_null(t);
+  for (int64_t i = 0; i < n; i++)
+    t[i] = torc_cuda_r2_first(kind, v[i]);
+  float mid = torc_cuda_r2_mid(kind, block_fold(torc_cuda_r2_op1(kind), t, n),
+                               n);
+  float r2 = 0.0f;
+  if (torc_cuda_r2_two_pass(kind, mid)) {
+    for (int64_t i = 0; i < n; i++)
+      t[i] = torc_cuda_r2_second(kind, v[i], mid);
+    r2 = block_fold(TORC_CUDA_R_SUM, t, n);
+  }
+  free(t);
+  return torc_cuda_r2_final(kind, mid, r2, n, extra);
+}
+
+/* One two-pass kind over the last dim of x [rows, n], against ref.
+ * Bounds from the exact (double) statistics of each row, with depth =
+ * ceil(n / 256) + 8 roundings of a sum as above: logsumexp, max + log(s):
+ * log turns s's relative error into an absolute one, plus e^(x - m)'s
+ * 4 ulp and the final add; var: the mean's error dm (the sum's bound over
+ * n) enters the squared deviations as 2 dm sum|x - mean| + n dm^2, their
+ * sum adds depth + 4 roundings of ss, all over the divisor; std: the
+ * square root of var's bound (sqrt(a + b) - sqrt(a) <= sqrt(b)) plus its
+ * own rounding; 1-norm: a sum of |x|; inf-norm: bit-identical; 2-norm:
+ * each (x / m)^2 rounds 3 times, the sum depth times, sqrt and m * once. */
+static void check_two_pass(int kind, const char *name, const void *params,
+                           size_t psize, int64_t rows, int64_t n,
+                           const float *x, double extra) {
+  int64_t shape[2] = {rows, n}, oshape[2] = {rows, 1};
+  float *want = malloc((size_t)rows * sizeof *want);
+  assert_non_null(want);
+  torc_ktensor tx = kt((float *)x, 2, shape), ty = kt(want, 2, oshape);
+  run_ref(name, &tx, &ty, params, psize);
+  double depth = (double)((n + B - 1) / B) + 8.0, e = FLT_EPSILON;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *v = x + r * n;
+    float got = block2(kind, v, n, extra), w = want[r];
+    double sabs = 0, mean = 0, ss = 0, sdev = 0, m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+      sabs += fabs((double)v[i]);
+      mean += v[i];
+      if (v[i] > m)
+        m = v[i];
+    }
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) {
+      ss += ((double)v[i] - mean) * ((double)v[i] - mean);
+      sdev += fabs((double)v[i] - mean);
+    }
+    double div = (double)n - extra;
+    double dm = depth * e * sabs / (double)n + e * fabs(mean);
+    double bvar = ((depth + 4) * e * ss + 2 * dm * sdev + (double)n * dm * dm) /
+                  (div > 0 ? div : 0);
+    double bound = 0;
+    switch (kind) {
+    case TORC_CUDA_R2_LSE:
+      bound = 2 * e * fabs(m) + (depth + 8) * e + e * fabs((double)w);
+      break;
+    case TORC_CUDA_R2_VAR: bound = bvar + e * fabs((double)w); break;
+    case TORC_CUDA_R2_STD: bound = sqrt(bvar) + 2 * e * fabs((double)w); break;
+    case TORC_CUDA_R2_NORM1: bound = depth * e * sabs; break;
+    case TORC_CUDA_R2_NORM2: bound = (depth + 6) * e * fabs((double)w); break;
+    default: bound = 0; /* NORMINF */
+    }
+    int ok;
+    if (isnan(w) || isnan(got))
+      ok = isnan(w) && isnan(got);
+    else if (isinf(w) || isinf(got))
+      ok = got == w;
+    else
+      ok = fabs((double)got - (double)w) <= bound;
+    if (!ok)
+      fail_msg("%s of [%lld, %lld], row %lld: got %.9g, ref %.9g, gap %.3g > "
+               "bound %.3g",
+               name, (long long)rows, (long long)n, (long long)r, got, w,
+               fabs((double)got - (double)w), bound);
+  }
+  free(want);
+}
+
+static void test_two_pass(void **state) {
+  (void)state;
+  static const int64_t lens[] = {1, 2, 7, 256, 257, 3000};
+  for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+    int64_t n = lens[l], rows = 6;
+    float *x = malloc((size_t)(rows * n) * sizeof *x);
+    assert_non_null(x);
+    for (int64_t k = 0; k < rows * n; k++)
+      x[k] = uniform(-3.0f, 3.0f);
+    /* Row 1 offset far from 0 (var's cancellation, logsumexp near 90),
+     * row 2 zeros (the 2-norm's m = 0), row 3 a NaN, row 4 +inf, row 5
+     * -inf everywhere (logsumexp -inf, var NaN). */
+    for (int64_t k = 0; k < n; k++) {
+      x[1 * n + k] = 90.0f + uniform(-1.0f, 1.0f);
+      x[2 * n + k] = 0.0f;
+      x[5 * n + k] = -INFINITY;
+    }
+    x[3 * n + n / 2] = NAN;
+    x[4 * n + n - 1] = INFINITY;
+    static const double corr[] = {0.0, 1.0};
+    for (size_t c = 0; c < 2; c++) {
+      torc_reduce_params p = {.dims_mask = 2u, .correction = corr[c]};
+      check_two_pass(TORC_CUDA_R2_VAR, "var", &p, sizeof p, rows, n, x,
+                     corr[c]);
+      check_two_pass(TORC_CUDA_R2_STD, "std", &p, sizeof p, rows, n, x,
+                     corr[c]);
+    }
+    torc_reduce_params p = {.dims_mask = 2u};
+    check_two_pass(TORC_CUDA_R2_LSE, "logsumexp", &p, sizeof p, rows, n, x,
+                   0);
+    static const struct {
+      double p;
+      int kind;
+    } norms[] = {{1, TORC_CUDA_R2_NORM1},
+                 {2, TORC_CUDA_R2_NORM2},
+                 {INFINITY, TORC_CUDA_R2_NORMINF}};
+    for (size_t k = 0; k < 3; k++) {
+      torc_norm_params q = {.dims_mask = 2u, .p = norms[k].p};
+      check_two_pass(norms[k].kind, "norm", &q, sizeof q, rows, n, x, 0);
+    }
+    free(x);
+  }
+}
+
 /* ---- softmax ---- */
 
 /* softmax / log_softmax of x [rows, len] along dim 1: the three passes of
@@ -308,6 +437,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_reduce_specials),
+      cmocka_unit_test(test_two_pass),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_every_op_has_ref),
   };

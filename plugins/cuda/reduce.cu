@@ -1,7 +1,7 @@
 /* plugins/cuda/reduce.cu — the reductions over a dims mask (sum, prod,
- * mean, amax, amin) and softmax / log_softmax along a dim, for f32, f16 and
- * bf16 with f32 accumulation: one block per output (per line), in the
- * order reduce_body.h states, any strides. Device type "cuda".
+ * mean, amax, amin; two-pass: logsumexp, var, std, norm) and softmax /
+ * log_softmax along a dim, f32/f16/bf16 with f32 accumulation: one block
+ * per output (per line) in reduce_body.h's order, any strides.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -109,6 +109,12 @@ template <int OP> __device__ inline float tree(float *v, float mine) {
   return r;
 }
 
+/* tree() with the op chosen at run time (a kernel's constant). */
+__device__ inline float tree_op(float *v, float mine, int op) {
+  return op == TORC_CUDA_R_AMAX ? tree<TORC_CUDA_R_AMAX>(v, mine)
+                                : tree<TORC_CUDA_R_SUM>(v, mine);
+}
+
 /* outer: the output's positions (operands x, y); inner: the reduced set
  * (operand x). */
 template <int OP, class E>
@@ -125,6 +131,33 @@ __global__ void k_reduce(const typename E::T *x, typename E::T *y,
     float r = tree<OP>(v, acc);
     if (threadIdx.x == 0)
       y[off[1]] = E::store(torc_cuda_r_final(OP, r, count));
+  }
+}
+
+/* The two-pass reductions of reduce_body.h, as k_reduce. */
+template <int KIND, class E>
+__global__ void k_reduce2(const typename E::T *x, typename E::T *y,
+                          space outer, int64_t nout, space inner,
+                          int64_t count, double extra) {
+  __shared__ float v[kBlock];
+  const int op1 = torc_cuda_r2_op1(KIND);
+  for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
+    int64_t off[2];
+    at(outer, o, 2, off);
+    float acc = torc_cuda_r_init(op1);
+    for (int64_t i = threadIdx.x; i < count; i += kBlock)
+      acc = torc_cuda_r_step(
+          op1, acc, torc_cuda_r2_first(KIND, E::load(x[off[0] + at1(inner, i)])));
+    float mid = torc_cuda_r2_mid(KIND, tree_op(v, acc, op1), count);
+    float r2 = 0.0f;
+    if (torc_cuda_r2_two_pass(KIND, mid)) { /* the same for the whole block */
+      for (int64_t i = threadIdx.x; i < count; i += kBlock)
+        r2 += torc_cuda_r2_second(KIND, E::load(x[off[0] + at1(inner, i)]),
+                                  mid);
+      r2 = tree<TORC_CUDA_R_SUM>(v, r2);
+    }
+    if (threadIdx.x == 0)
+      y[off[1]] = E::store(torc_cuda_r2_final(KIND, mid, r2, count, extra));
   }
 }
 
@@ -177,54 +210,143 @@ int check_1_1(const torc_kernel_args *a, size_t params_size) {
   return TORC_OK;
 }
 
-template <int OP> int run_reduce(const torc_kernel_args *a) {
-  int st = check_1_1(a, sizeof(torc_reduce_params));
-  if (st != TORC_OK)
-    return st;
-  const torc_reduce_params *p = (const torc_reduce_params *)a->params;
+/* The output's positions and the reduced set of a dims-mask reduction. */
+struct reduce_geo {
+  space outer, inner;
+  int64_t nout, count;
+};
+
+int geo_of(const torc_kernel_args *a, uint32_t mask, reduce_geo *g) {
   const torc_ktensor *x = &a->in[0], *y = &a->out[0];
   int nd = x->ndim;
-  if (nd < 32 && (p->dims_mask >> nd) != 0)
+  if (nd < 32 && (mask >> nd) != 0)
     return torc_cuda__set_error(TORC_ERR_INTERNAL,
                                 "cuda kernel '%s': dims mask 0x%x names a dim "
                                 "past the input's %d",
-                                a->op, (unsigned)p->dims_mask, nd);
-  space outer, inner;
-  memset(&outer, 0, sizeof outer);
-  memset(&inner, 0, sizeof inner);
-  int64_t nout = 1, count = 1;
+                                a->op, (unsigned)mask, nd);
+  memset(g, 0, sizeof *g);
+  g->nout = 1;
+  g->count = 1;
   for (int d = 0; d < nd; d++) {
-    bool reduced = (p->dims_mask >> d) & 1u;
+    bool reduced = (mask >> d) & 1u;
     if (y->shape[d] != (reduced ? 1 : x->shape[d]))
       return bad(a, "output shape is not the input's reduced over the mask");
     if (reduced) {
-      count *= x->shape[d];
-      space_add(&inner, 1, x->shape[d], &x->strides[d]);
+      g->count *= x->shape[d];
+      space_add(&g->inner, 1, x->shape[d], &x->strides[d]);
     } else {
-      nout *= x->shape[d];
+      g->nout *= x->shape[d];
       int64_t s2[2] = {x->strides[d], y->strides[d]};
-      space_add(&outer, 2, x->shape[d], s2);
+      space_add(&g->outer, 2, x->shape[d], s2);
     }
   }
-  if (nout == 0)
+  return TORC_OK;
+}
+
+template <int OP> int run_reduce(const torc_kernel_args *a) {
+  int st = check_1_1(a, sizeof(torc_reduce_params));
+  reduce_geo g;
+  if (st == TORC_OK)
+    st = geo_of(a, ((const torc_reduce_params *)a->params)->dims_mask, &g);
+  if (st != TORC_OK)
+    return st;
+  if (g.nout == 0)
     return TORC_OK;
   cudaStream_t s = torc_cuda__stream(a->device_index);
   if (s == NULL)
     return TORC_ERR_DEVICE;
+  const torc_ktensor *x = &a->in[0], *y = &a->out[0];
+  unsigned nb = blocks(g.nout);
   switch (x->dtype) {
   case TORC_F16:
-    k_reduce<OP, e_f16><<<blocks(nout), kBlock, 0, s>>>(
-        base<uint16_t>(x), base<uint16_t>(y), outer, nout, inner, count);
+    k_reduce<OP, e_f16><<<nb, kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), g.outer, g.nout, g.inner,
+        g.count);
     break;
   case TORC_BF16:
-    k_reduce<OP, e_bf16><<<blocks(nout), kBlock, 0, s>>>(
-        base<uint16_t>(x), base<uint16_t>(y), outer, nout, inner, count);
+    k_reduce<OP, e_bf16><<<nb, kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), g.outer, g.nout, g.inner,
+        g.count);
     break;
   default:
-    k_reduce<OP, e_f32><<<blocks(nout), kBlock, 0, s>>>(
-        base<float>(x), base<float>(y), outer, nout, inner, count);
+    k_reduce<OP, e_f32><<<nb, kBlock, 0, s>>>(base<float>(x), base<float>(y),
+                                              g.outer, g.nout, g.inner,
+                                              g.count);
   }
   return torc_cuda__after_launch(a->device_index, a->op);
+}
+
+template <int KIND>
+int launch2(const torc_kernel_args *a, const reduce_geo &g, double extra,
+            cudaStream_t s) {
+  const torc_ktensor *x = &a->in[0], *y = &a->out[0];
+  unsigned nb = blocks(g.nout);
+  switch (x->dtype) {
+  case TORC_F16:
+    k_reduce2<KIND, e_f16><<<nb, kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), g.outer, g.nout, g.inner,
+        g.count, extra);
+    break;
+  case TORC_BF16:
+    k_reduce2<KIND, e_bf16><<<nb, kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(y), g.outer, g.nout, g.inner,
+        g.count, extra);
+    break;
+  default:
+    k_reduce2<KIND, e_f32><<<nb, kBlock, 0, s>>>(
+        base<float>(x), base<float>(y), g.outer, g.nout, g.inner, g.count,
+        extra);
+  }
+  return torc_cuda__after_launch(a->device_index, a->op);
+}
+
+/* logsumexp, var, std (torc_reduce_params) and norm (torc_norm_params:
+ * p is 1, 2 or inf). */
+template <int KIND> int run_reduce2(const torc_kernel_args *a) {
+  bool is_norm = KIND == TORC_CUDA_R2_NORM1;
+  int st = check_1_1(a, is_norm ? sizeof(torc_norm_params)
+                                : sizeof(torc_reduce_params));
+  if (st != TORC_OK)
+    return st;
+  uint32_t mask;
+  double extra = 0;
+  int kind = KIND;
+  if (is_norm) {
+    const torc_norm_params *p = (const torc_norm_params *)a->params;
+    mask = p->dims_mask;
+    if (p->p == 1)
+      kind = TORC_CUDA_R2_NORM1;
+    else if (p->p == 2)
+      kind = TORC_CUDA_R2_NORM2;
+    else if (isinf(p->p) && p->p > 0)
+      kind = TORC_CUDA_R2_NORMINF;
+    else
+      return torc_cuda__set_error(TORC_ERR_INVALID,
+                                  "norm of order p = %g: the cuda kernel "
+                                  "takes p = 1, 2 or inf",
+                                  p->p);
+  } else {
+    const torc_reduce_params *p = (const torc_reduce_params *)a->params;
+    mask = p->dims_mask;
+    extra = p->correction;
+  }
+  reduce_geo g;
+  st = geo_of(a, mask, &g);
+  if (st != TORC_OK)
+    return st;
+  if (g.nout == 0)
+    return TORC_OK;
+  cudaStream_t s = torc_cuda__stream(a->device_index);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  switch (kind) {
+  case TORC_CUDA_R2_LSE: return launch2<TORC_CUDA_R2_LSE>(a, g, extra, s);
+  case TORC_CUDA_R2_VAR: return launch2<TORC_CUDA_R2_VAR>(a, g, extra, s);
+  case TORC_CUDA_R2_STD: return launch2<TORC_CUDA_R2_STD>(a, g, extra, s);
+  case TORC_CUDA_R2_NORM1: return launch2<TORC_CUDA_R2_NORM1>(a, g, extra, s);
+  case TORC_CUDA_R2_NORM2: return launch2<TORC_CUDA_R2_NORM2>(a, g, extra, s);
+  default: return launch2<TORC_CUDA_R2_NORMINF>(a, g, extra, s);
+  }
 }
 
 template <int LOG> int run_softmax(const torc_kernel_args *a) {
@@ -279,6 +401,14 @@ template <int LOG> int run_softmax(const torc_kernel_args *a) {
   int k_##name(const torc_kernel_args *a) { return run_reduce<id>(a); }
 TORC_CUDA_REDUCE_OPS(REDUCE_K)
 
+int k_logsumexp(const torc_kernel_args *a) {
+  return run_reduce2<TORC_CUDA_R2_LSE>(a);
+}
+int k_var(const torc_kernel_args *a) { return run_reduce2<TORC_CUDA_R2_VAR>(a); }
+int k_std(const torc_kernel_args *a) { return run_reduce2<TORC_CUDA_R2_STD>(a); }
+int k_norm(const torc_kernel_args *a) {
+  return run_reduce2<TORC_CUDA_R2_NORM1>(a); /* p chooses the kind */
+}
 int k_softmax_op(const torc_kernel_args *a) { return run_softmax<0>(a); }
 int k_log_softmax_op(const torc_kernel_args *a) { return run_softmax<1>(a); }
 
@@ -290,7 +420,11 @@ struct reduce_kernel {
 #define ROW(name, id) {#name, k_##name},
 const reduce_kernel reduce_kernels[] = {TORC_CUDA_REDUCE_OPS(ROW){
                                             "softmax", k_softmax_op},
-                                        {"log_softmax", k_log_softmax_op}};
+                                        {"log_softmax", k_log_softmax_op},
+                                        {"logsumexp", k_logsumexp},
+                                        {"var", k_var},
+                                        {"std", k_std},
+                                        {"norm", k_norm}};
 
 } // namespace
 

@@ -71,6 +71,79 @@ TORC_CUDA_RHD static inline float torc_cuda_r_final(int op, float acc,
   return op == TORC_CUDA_R_MEAN ? acc / (float)count : acc;
 }
 
+/* ---- two-pass reductions: logsumexp, var, std, norm ---- */
+
+/* Pass 1 folds first(x) with op1 (as above, a block's order); mid() turns
+ * its result into what pass 2 needs (the maximum, the mean, max |x|);
+ * when two_pass() says so, pass 2 sums second(x, mid) from 0 in the same
+ * order; final() gives the output. As ref: NaN propagates, logsumexp of
+ * an infinite maximum is that maximum, var divides by max(n - correction,
+ * 0), the 2-norm is scaled by max |x| (so it neither overflows nor
+ * underflows) and is max |x| itself when that is 0 or infinite. */
+enum {
+  TORC_CUDA_R2_LSE = 0,
+  TORC_CUDA_R2_VAR = 1,
+  TORC_CUDA_R2_STD = 2,
+  TORC_CUDA_R2_NORM1 = 3,
+  TORC_CUDA_R2_NORM2 = 4,
+  TORC_CUDA_R2_NORMINF = 5
+};
+
+TORC_CUDA_RHD static inline int torc_cuda_r2_op1(int kind) {
+  return kind == TORC_CUDA_R2_LSE || kind == TORC_CUDA_R2_NORM2 ||
+                 kind == TORC_CUDA_R2_NORMINF
+             ? TORC_CUDA_R_AMAX
+             : TORC_CUDA_R_SUM;
+}
+TORC_CUDA_RHD static inline float torc_cuda_r2_first(int kind, float x) {
+  return kind >= TORC_CUDA_R2_NORM1 ? fabsf(x) : x;
+}
+TORC_CUDA_RHD static inline float torc_cuda_r2_mid(int kind, float r1,
+                                                   int64_t count) {
+  return kind == TORC_CUDA_R2_VAR || kind == TORC_CUDA_R2_STD
+             ? r1 / (float)count
+             : r1;
+}
+TORC_CUDA_RHD static inline int torc_cuda_r2_two_pass(int kind, float mid) {
+  switch (kind) {
+  case TORC_CUDA_R2_VAR:
+  case TORC_CUDA_R2_STD: return 1;
+  case TORC_CUDA_R2_LSE: return !isinf(mid) && mid == mid;
+  case TORC_CUDA_R2_NORM2: return mid != 0.0f && !isinf(mid) && mid == mid;
+  default: return 0;
+  }
+}
+TORC_CUDA_RHD static inline float torc_cuda_r2_second(int kind, float x,
+                                                      float mid) {
+  switch (kind) {
+  case TORC_CUDA_R2_LSE: return expf(x - mid);
+  case TORC_CUDA_R2_NORM2: {
+    float q = x / mid;
+    return q * q;
+  }
+  default: {
+    float d = x - mid;
+    return d * d;
+  }
+  }
+}
+/* r2 is pass 2's sum (unused when there was none); extra is var's and
+ * std's correction. */
+TORC_CUDA_RHD static inline float torc_cuda_r2_final(int kind, float mid,
+                                                     float r2, int64_t count,
+                                                     double extra) {
+  double div = (double)count - extra;
+  switch (kind) {
+  case TORC_CUDA_R2_LSE:
+    return torc_cuda_r2_two_pass(kind, mid) ? mid + logf(r2) : mid;
+  case TORC_CUDA_R2_VAR: return r2 / (float)(div > 0 ? div : 0);
+  case TORC_CUDA_R2_STD: return sqrtf(r2 / (float)(div > 0 ? div : 0));
+  case TORC_CUDA_R2_NORM2:
+    return torc_cuda_r2_two_pass(kind, mid) ? mid * sqrtf(r2) : mid;
+  default: return mid; /* NORM1: the sum; NORMINF: the maximum */
+  }
+}
+
 /* ---- softmax and log_softmax along a dim: three passes over a line ---- */
 
 /* Pass 1, the maximum (NaN propagates, as amax), from -inf. Pass 2, the
