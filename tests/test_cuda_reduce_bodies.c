@@ -347,6 +347,86 @@ static void test_two_pass(void **state) {
   }
 }
 
+/* ---- max_dim / min_dim ---- */
+
+/* reduce.cu's k_extreme on one line: per-thread picks, then the tree. */
+static torc_cuda_arg block_pick(const float *v, int64_t n, int is_min) {
+  torc_cuda_arg acc[B];
+  for (int t = 0; t < B; t++) {
+    acc[t].v = 0.0f;
+    acc[t].i = -1;
+    for (int64_t k = t; k < n; k += B) {
+      torc_cuda_arg c = {v[k], k};
+      acc[t] = torc_cuda_arg_pick(acc[t], c, is_min);
+    }
+  }
+  for (int s = B / 2; s > 0; s >>= 1)
+    for (int t = 0; t < s; t++)
+      acc[t] = torc_cuda_arg_pick(acc[t], acc[t + s], is_min);
+  return acc[0];
+}
+
+/* Bit-identical values and equal indices to ref's, over lines of few
+ * distinct values (ties across threads and tree levels), signed zeros,
+ * NaNs at different places and infinities. */
+static void test_extreme_dim(void **state) {
+  (void)state;
+  static const int64_t lens[] = {1, 3, 256, 257, 1000};
+  for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+    int64_t n = lens[l], rows = 6, shape[2] = {rows, n},
+            oshape[2] = {rows, 1};
+    float *x = malloc((size_t)(rows * n) * sizeof *x);
+    assert_non_null(x);
+    for (int64_t k = 0; k < rows * n; k++)
+      x[k] = (float)(int)uniform(-4.0f, 4.0f); /* many ties */
+    for (int64_t k = 0; k < n; k++)
+      x[1 * n + k] = (k % 3) ? 0.0f : -0.0f;
+    x[2 * n + n / 2] = NAN;
+    x[2 * n + n - 1] = NAN;
+    x[3 * n + n - 1] = INFINITY;
+    x[4 * n] = -INFINITY;
+    x[5 * n + (n > 300 ? 300 : 0)] = NAN;
+    for (int is_min = 0; is_min < 2; is_min++) {
+      const char *name = is_min ? "min_dim" : "max_dim";
+      float vals[6];
+      int64_t idx[6];
+      torc_ktensor in = kt(x, 2, shape);
+      torc_ktensor out[2] = {kt(vals, 2, oshape), kt(NULL, 2, oshape)};
+      out[1].data = idx;
+      out[1].dtype = TORC_I64;
+      torc_dim_params p = {.dim = 1};
+      torc_kernel_args a;
+      memset(&a, 0, sizeof a);
+      a.struct_size = sizeof a;
+      a.op = name;
+      a.n_in = 1;
+      a.n_out = 2;
+      a.in = &in;
+      a.out = out;
+      a.params = &p;
+      a.params_size = sizeof p;
+      a.n_threads = 1;
+      torc_kernel_fn fn = NULL;
+      for (size_t i = 0; i < torc_ref_n_kernels; i++)
+        if (strcmp(torc_ref_kernels[i].op, name) == 0 &&
+            torc_ref_kernels[i].dtype == TORC_F32)
+          fn = torc_ref_kernels[i].fn;
+      assert_non_null(fn);
+      assert_int_equal(fn(&a), TORC_OK);
+      for (int64_t r = 0; r < rows; r++) {
+        torc_cuda_arg got = block_pick(x + r * n, n, is_min);
+        float gv = x[r * n + got.i]; /* the kernel copies the element */
+        if (got.i != idx[r] || memcmp(&gv, &vals[r], sizeof gv) != 0)
+          fail_msg("%s of [%lld, %lld], row %lld: got %.9g at %lld, ref "
+                   "%.9g at %lld",
+                   name, (long long)rows, (long long)n, (long long)r, gv,
+                   (long long)got.i, vals[r], (long long)idx[r]);
+      }
+    }
+    free(x);
+  }
+}
+
 /* ---- softmax ---- */
 
 /* softmax / log_softmax of x [rows, len] along dim 1: the three passes of
@@ -438,6 +518,7 @@ int main(void) {
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_reduce_specials),
       cmocka_unit_test(test_two_pass),
+      cmocka_unit_test(test_extreme_dim),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_every_op_has_ref),
   };

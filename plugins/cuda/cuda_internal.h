@@ -51,7 +51,7 @@ int torc_cuda__register_ew(const torc_host *host, torc_plugin *self);
 int torc_cuda__register_blas(const torc_host *host, torc_plugin *self);
 
 /* Registers the reductions (sum ... amax, logsumexp, var, std, norm) and
- * softmax of reduce.cu for f32, f16 and bf16. */
+ * softmax, log_softmax, max_dim, min_dim of reduce.cu for f32, f16, bf16. */
 int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
 
 /* Registers the random ops of rand.cu (uniform_, normal_, randint_,

@@ -1,7 +1,7 @@
 /* plugins/cuda/reduce.cu — the reductions over a dims mask (sum, prod,
  * mean, amax, amin; two-pass: logsumexp, var, std, norm) and softmax /
- * log_softmax along a dim, f32/f16/bf16 with f32 accumulation: one block
- * per output (per line) in reduce_body.h's order, any strides.
+ * log_softmax, max_dim / min_dim along a dim, f32/f16/bf16 with f32
+ * accumulation: one block per output (per line) in reduce_body.h's order.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +24,7 @@ const int64_t kMaxBlocks = 65535; /* the block-stride loop covers the rest */
 struct space {
   int32_t n;
   int64_t shape[TORC_KERNEL_MAX_DIMS];
-  int64_t st[2][TORC_KERNEL_MAX_DIMS];
+  int64_t st[3][TORC_KERNEL_MAX_DIMS];
 };
 
 void space_add(space *s, int n_ops, int64_t size, const int64_t *strides) {
@@ -45,6 +45,10 @@ void space_add(space *s, int n_ops, int64_t size, const int64_t *strides) {
   for (int k = 0; k < n_ops; k++)
     s->st[k][s->n] = strides[k];
   s->n++;
+}
+
+void space_add3(space *s, int64_t size, const int64_t *strides) {
+  space_add(s, 3, size, strides);
 }
 
 /* The offsets of element i of s in its first n operands. */
@@ -158,6 +162,44 @@ __global__ void k_reduce2(const typename E::T *x, typename E::T *y,
     }
     if (threadIdx.x == 0)
       y[off[1]] = E::store(torc_cuda_r2_final(KIND, mid, r2, count, extra));
+  }
+}
+
+/* max_dim (IS_MIN 0) / min_dim (1): one line per block, as k_softmax;
+ * out values at vo (stride 0 along the dim), indices at io. */
+template <int IS_MIN, class E>
+__global__ void k_extreme(const typename E::T *x, typename E::T *vals,
+                          int64_t *idx, space lines, int64_t nlines,
+                          int64_t len, int64_t sx) {
+  __shared__ float sv[kBlock];
+  __shared__ int64_t si[kBlock];
+  int t = threadIdx.x;
+  for (int64_t l = blockIdx.x; l < nlines; l += gridDim.x) {
+    int64_t off[3];
+    at(lines, l, 3, off);
+    torc_cuda_arg best = {0.0f, -1};
+    for (int64_t k = t; k < len; k += kBlock) {
+      torc_cuda_arg c = {E::load(x[off[0] + k * sx]), k};
+      best = torc_cuda_arg_pick(best, c, IS_MIN);
+    }
+    sv[t] = best.v;
+    si[t] = best.i;
+    __syncthreads();
+    for (int s = kBlock / 2; s > 0; s >>= 1) {
+      if (t < s) {
+        torc_cuda_arg a = {sv[t], si[t]}, b = {sv[t + s], si[t + s]};
+        torc_cuda_arg r = torc_cuda_arg_pick(a, b, IS_MIN);
+        sv[t] = r.v;
+        si[t] = r.i;
+      }
+      __syncthreads();
+    }
+    if (t == 0) {
+      /* The input's element itself (a copy, not a rounded f32). */
+      vals[off[1]] = x[off[0] + si[0] * sx];
+      idx[off[2]] = si[0];
+    }
+    __syncthreads();
   }
 }
 
@@ -397,6 +439,61 @@ template <int LOG> int run_softmax(const torc_kernel_args *a) {
   return torc_cuda__after_launch(a->device_index, a->op);
 }
 
+template <int IS_MIN> int run_extreme(const torc_kernel_args *a) {
+  if (a->n_in != 1 || a->n_out != 2 || a->params == NULL ||
+      a->params_size < sizeof(torc_dim_params))
+    return bad(a, "expected 1 input, 2 outputs and torc_dim_params");
+  const torc_ktensor *x = &a->in[0], *v = &a->out[0], *ix = &a->out[1];
+  int dt = x->dtype, nd = x->ndim;
+  if ((dt != TORC_F32 && dt != TORC_F16 && dt != TORC_BF16) ||
+      v->dtype != dt || ix->dtype != TORC_I64 || v->ndim != nd ||
+      ix->ndim != nd)
+    return bad(a, "expected float values of the input's dtype and i64 "
+                  "indices");
+  int dim = ((const torc_dim_params *)a->params)->dim;
+  dim = dim < 0 ? dim + nd : dim;
+  if (nd == 0 || dim < 0 || dim >= nd || x->shape[dim] == 0)
+    return bad(a, "the dim is outside the input or empty");
+  space lines;
+  memset(&lines, 0, sizeof lines);
+  int64_t nlines = 1;
+  for (int d = 0; d < nd; d++) {
+    int64_t want = d == dim ? 1 : x->shape[d];
+    if (v->shape[d] != want || ix->shape[d] != want)
+      return bad(a, "outputs are not the input's shape with size 1 at dim");
+    if (d == dim)
+      continue;
+    nlines *= x->shape[d];
+    int64_t s3[3] = {x->strides[d], v->strides[d], ix->strides[d]};
+    space_add3(&lines, x->shape[d], s3);
+  }
+  if (nlines == 0)
+    return TORC_OK;
+  cudaStream_t s = torc_cuda__stream(a->device_index);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  int64_t len = x->shape[dim], sx = x->strides[dim];
+  unsigned nb = blocks(nlines);
+  int64_t *pi = base<int64_t>(ix);
+  switch (dt) {
+  case TORC_F16:
+    k_extreme<IS_MIN, e_f16><<<nb, kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(v), pi, lines, nlines, len, sx);
+    break;
+  case TORC_BF16:
+    k_extreme<IS_MIN, e_bf16><<<nb, kBlock, 0, s>>>(
+        base<uint16_t>(x), base<uint16_t>(v), pi, lines, nlines, len, sx);
+    break;
+  default:
+    k_extreme<IS_MIN, e_f32><<<nb, kBlock, 0, s>>>(
+        base<float>(x), base<float>(v), pi, lines, nlines, len, sx);
+  }
+  return torc_cuda__after_launch(a->device_index, a->op);
+}
+
+int k_max_dim(const torc_kernel_args *a) { return run_extreme<0>(a); }
+int k_min_dim(const torc_kernel_args *a) { return run_extreme<1>(a); }
+
 #define REDUCE_K(name, id)                                                     \
   int k_##name(const torc_kernel_args *a) { return run_reduce<id>(a); }
 TORC_CUDA_REDUCE_OPS(REDUCE_K)
@@ -424,7 +521,9 @@ const reduce_kernel reduce_kernels[] = {TORC_CUDA_REDUCE_OPS(ROW){
                                         {"logsumexp", k_logsumexp},
                                         {"var", k_var},
                                         {"std", k_std},
-                                        {"norm", k_norm}};
+                                        {"norm", k_norm},
+                                        {"max_dim", k_max_dim},
+                                        {"min_dim", k_min_dim}};
 
 } // namespace
 

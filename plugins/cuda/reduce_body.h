@@ -144,6 +144,36 @@ TORC_CUDA_RHD static inline float torc_cuda_r2_final(int kind, float mid,
   }
 }
 
+/* ---- max_dim / min_dim: the extreme and its index along a dim ---- */
+
+/* A candidate: its value and index along the dim. Picking is a total
+ * order, so any fold order gives ref's answer exactly: a NaN beats every
+ * number (the first NaN wins), then the larger value (smaller for
+ * min_dim), then the smaller index (the first of equal values, -0 and
+ * +0 included). An idle thread holds index -1, which loses to any. */
+typedef struct torc_cuda_arg {
+  float v;
+  int64_t i;
+} torc_cuda_arg;
+
+TORC_CUDA_RHD static inline torc_cuda_arg torc_cuda_arg_pick(torc_cuda_arg a,
+                                                            torc_cuda_arg b,
+                                                            int is_min) {
+  if (a.i < 0)
+    return b;
+  if (b.i < 0)
+    return a;
+  int an = a.v != a.v, bn = b.v != b.v;
+  if (an || bn) {
+    if (an && bn)
+      return a.i < b.i ? a : b;
+    return an ? a : b;
+  }
+  if (a.v != b.v)
+    return (is_min ? b.v < a.v : b.v > a.v) ? b : a;
+  return a.i < b.i ? a : b;
+}
+
 /* ---- softmax and log_softmax along a dim: three passes over a line ---- */
 
 /* Pass 1, the maximum (NaN propagates, as amax), from -inf. Pass 2, the
