@@ -2,12 +2,29 @@
 # bodies against ref (always built: they are plain C on the host), and the
 # plugin's zero-device behaviour (skipped when configure left it out).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_cuda_bodies
-TESTS += tests/test_cuda_bodies
+check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
 endif
 tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
 tests_test_cuda_bodies_LDADD = plugins/ref/librefkernels.la $(CMOCKA_LIBS) -lm
 tests_test_cuda_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_reduce_bodies_SOURCES = tests/test_cuda_reduce_bodies.c \
+	plugins/cuda/reduce_body.h
+tests_test_cuda_reduce_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_reduce_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_rand_bodies_SOURCES = tests/test_cuda_rand_bodies.c \
+	plugins/cuda/rand_body.h
+tests_test_cuda_rand_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_rand_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_blas_plan_SOURCES = tests/test_cuda_blas_plan.c \
+	plugins/cuda/blas_plan.h
+tests_test_cuda_blas_plan_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_blas_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

@@ -344,6 +344,7 @@ static const torc_device_ops cuda_ops = {
 
 static void cuda_fini(torc_plugin *self) {
   (void)self;
+  torc_cuda__blas_shutdown();
   dev_shutdown(NULL);
   free(g.devs);
   g.devs = NULL;
@@ -380,6 +381,12 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   st = host->register_device(self, &cuda_ops);
   if (st == TORC_OK)
     st = torc_cuda__register_ew(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_blas(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_reduce(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_rand(host, self);
   if (st != TORC_OK)
     cuda_fini(self);
   return st;

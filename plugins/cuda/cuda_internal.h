@@ -47,6 +47,20 @@ int torc_cuda__after_launch(int index, const char *op);
 /* Registers the elementwise kernels of ew.cu for device type "cuda". */
 int torc_cuda__register_ew(const torc_host *host, torc_plugin *self);
 
+/* Registers "matmul" on cuBLAS (blas.c) for f32, f64, f16 and bf16. */
+int torc_cuda__register_blas(const torc_host *host, torc_plugin *self);
+
+/* Registers the reductions (sum ... amax, logsumexp, var, std, norm) and
+ * softmax, log_softmax, max_dim, min_dim of reduce.cu for f32, f16, bf16. */
+int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
+
+/* Registers the random ops of rand.cu (uniform_, normal_, randint_,
+ * dropout). */
+int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
+
+/* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
+void torc_cuda__blas_shutdown(void);
+
 TORC_END_DECLS
 
 #endif /* TORC_CUDA_INTERNAL_H */

@@ -2,7 +2,8 @@
 # when configure found nvcc, the CUDA runtime, cuBLAS and cuDNN. Host code
 # is C; the kernels (.cu) go through nvcc by the .cu.lo rule below.
 EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
-	plugins/cuda/cuda_internal.h
+	plugins/cuda/cuda_internal.h plugins/cuda/reduce.cu \
+	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
@@ -27,13 +28,22 @@ am__v_NVCC_1 =
 if HAVE_CUDA
 plugin_LTLIBRARIES += plugins/cuda.la
 plugins_cuda_la_SOURCES = plugins/cuda/cuda.c plugins/cuda/cuda_internal.h \
-	plugins/cuda/cuda_keys.c
+	plugins/cuda/cuda_keys.c plugins/cuda/blas.c plugins/cuda/blas_plan.h
 plugins_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-plugins_cuda_la_LIBADD = plugins/cuda/ew.lo $(CUDA_LIBS)
-plugins_cuda_la_DEPENDENCIES = plugins/cuda/ew.lo
+plugins_cuda_la_LIBADD = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
+	plugins/cuda/rand.lo $(CUDA_LIBS)
+plugins_cuda_la_DEPENDENCIES = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
+	plugins/cuda/rand.lo
 plugins_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(PTHREAD_CFLAGS)
 plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
 	$(top_srcdir)/include/torc/plugin.h
-CLEANFILES += plugins/cuda/ew.lo plugins/cuda/ew.o
+plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
+	$(srcdir)/plugins/cuda/cuda_internal.h \
+	$(top_srcdir)/include/torc/plugin.h
+plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
+	$(srcdir)/plugins/cuda/cuda_internal.h \
+	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/philox.h
+CLEANFILES += plugins/cuda/ew.lo plugins/cuda/ew.o plugins/cuda/reduce.lo \
+	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o
 endif

@@ -1,0 +1,224 @@
+/* tests/test_cuda_rand_bodies.c — the per-element bodies of the cuda
+ * plugin's random ops (plugins/cuda/rand_body.h), compiled for the host,
+ * against the ref kernels for the same seed and offset: every element
+ * bit-identical (uniform_, normal_, randint_, dropout). Needs no GPU.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "torc/plugin.h"
+
+#include "../plugins/cuda/rand_body.h"
+#include "../plugins/ref/ref_kernels.h"
+
+#define N 3000
+
+static torc_kernel_fn ref_kernel(const char *op, int dtype) {
+  for (size_t i = 0; i < torc_ref_n_kernels; i++)
+    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
+        (torc_ref_kernels[i].dtype == dtype ||
+         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
+      return torc_ref_kernels[i].fn;
+  fail_msg("no ref kernel for %s of dtype %d", op, dtype);
+  return NULL;
+}
+
+static torc_ktensor kt(void *p, int dtype, int64_t n) {
+  torc_ktensor t;
+  memset(&t, 0, sizeof t);
+  t.data = p;
+  t.dtype = dtype;
+  t.ndim = 1;
+  t.shape[0] = n;
+  t.strides[0] = 1;
+  return t;
+}
+
+static void run_ref(const char *op, int dtype, const torc_ktensor *in,
+                    int n_in, const torc_ktensor *out, int n_out,
+                    const void *p, size_t psize) {
+  torc_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.op = op;
+  a.n_in = n_in;
+  a.n_out = n_out;
+  a.in = in;
+  a.out = out;
+  a.params = p;
+  a.params_size = psize;
+  a.n_threads = 1;
+  assert_int_equal(ref_kernel(op, dtype)(&a), TORC_OK);
+}
+
+/* Seeds and offsets: small, a counter crossing 2^32 (the counter's high
+ * word), a seed with both key words set. */
+static const struct {
+  uint64_t seed, offset;
+} draws[] = {{0, 0},
+             {42, 7},
+             {0x123456789abcdefull, (1ull << 32) - N / 2},
+             {0xffffffffffffffffull, 0xfffffffffull}};
+#define N_DRAWS (sizeof draws / sizeof draws[0])
+
+static void same_bits(const char *what, uint64_t seed, uint64_t off,
+                      int64_t i, const void *got, const void *want,
+                      size_t size) {
+  if (memcmp(got, want, size) != 0)
+    fail_msg("%s, seed 0x%llx offset %llu, element %lld: the body's bits "
+             "differ from ref's",
+             what, (unsigned long long)seed, (unsigned long long)off,
+             (long long)i);
+}
+
+/* [a, b) ranges: a plain one, [0, 1), and one narrower than f32's
+ * spacing at 1 so that rounding lands on b and the step-down runs. */
+static const double ranges[][2] = {{-3.0, 5.0}, {0.0, 1.0},
+                                   {1.0, 1.0 + 0x1p-21}};
+
+static void test_uniform(void **state) {
+  (void)state;
+  static float f[N], fr[N];
+  static double d[N], dr[N];
+  int stepped = 0;
+  for (size_t k = 0; k < N_DRAWS; k++)
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+      torc_random_params p = {.seed = draws[k].seed,
+                              .offset = draws[k].offset,
+                              .a = ranges[r][0],
+                              .b = ranges[r][1]};
+      torc_ktensor o = kt(fr, TORC_F32, N);
+      run_ref("uniform_", TORC_F32, NULL, 0, &o, 1, &p, sizeof p);
+      o = kt(dr, TORC_F64, N);
+      run_ref("uniform_", TORC_F64, NULL, 0, &o, 1, &p, sizeof p);
+      for (int64_t i = 0; i < N; i++) {
+        uint64_t n = p.offset + (uint64_t)i;
+        f[i] = torc_cuda_rand_uniform_f32(p.seed, n, p.a, p.b);
+        d[i] = torc_cuda_rand_uniform_f64(p.seed, n, p.a, p.b);
+        same_bits("uniform_ f32", p.seed, p.offset, i, &f[i], &fr[i],
+                  sizeof f[i]);
+        same_bits("uniform_ f64", p.seed, p.offset, i, &d[i], &dr[i],
+                  sizeof d[i]);
+        assert_true(f[i] >= p.a && f[i] < p.b);
+        float raw = (float)(p.a + (p.b - p.a) *
+                                      (double)torc_philox_uniform_f32(p.seed, n));
+        stepped += (double)raw >= p.b;
+      }
+    }
+  /* The narrow range must have exercised the step below b. */
+  assert_true(stepped > 0);
+}
+
+static void test_normal(void **state) {
+  (void)state;
+  static float f[N], fr[N];
+  static double d[N], dr[N];
+  for (size_t k = 0; k < N_DRAWS; k++) {
+    torc_random_params p = {.seed = draws[k].seed,
+                            .offset = draws[k].offset,
+                            .a = 0.5,
+                            .b = 2.0};
+    torc_ktensor o = kt(fr, TORC_F32, N);
+    run_ref("normal_", TORC_F32, NULL, 0, &o, 1, &p, sizeof p);
+    o = kt(dr, TORC_F64, N);
+    run_ref("normal_", TORC_F64, NULL, 0, &o, 1, &p, sizeof p);
+    for (int64_t i = 0; i < N; i++) {
+      uint64_t n = p.offset + (uint64_t)i;
+      d[i] = torc_cuda_rand_normal(p.seed, n, p.a, p.b);
+      f[i] = (float)d[i];
+      same_bits("normal_ f32", p.seed, p.offset, i, &f[i], &fr[i],
+                sizeof f[i]);
+      same_bits("normal_ f64", p.seed, p.offset, i, &d[i], &dr[i],
+                sizeof d[i]);
+    }
+  }
+}
+
+static void test_randint(void **state) {
+  (void)state;
+  static int32_t v32[N], r32[N];
+  static int64_t v64[N], r64[N];
+  static const int64_t lims[][2] = {{0, 10}, {-5, 3}, {-1000000, 1000000000}};
+  for (size_t k = 0; k < N_DRAWS; k++)
+    for (size_t l = 0; l < sizeof lims / sizeof lims[0]; l++) {
+      torc_random_params p = {.seed = draws[k].seed,
+                              .offset = draws[k].offset,
+                              .low = lims[l][0],
+                              .high = lims[l][1]};
+      torc_ktensor o = kt(r32, TORC_I32, N);
+      run_ref("randint_", TORC_I32, NULL, 0, &o, 1, &p, sizeof p);
+      o = kt(r64, TORC_I64, N);
+      run_ref("randint_", TORC_I64, NULL, 0, &o, 1, &p, sizeof p);
+      for (int64_t i = 0; i < N; i++) {
+        uint64_t n = p.offset + (uint64_t)i;
+        /* rand.cu's stores: i32 keeps the low 32 bits. */
+        v64[i] = torc_philox_randint(p.seed, n, p.low, p.high);
+        v32[i] = (int32_t)v64[i];
+        same_bits("randint_ i32", p.seed, p.offset, i, &v32[i], &r32[i],
+                  sizeof v32[i]);
+        same_bits("randint_ i64", p.seed, p.offset, i, &v64[i], &r64[i],
+                  sizeof v64[i]);
+      }
+    }
+}
+
+/* dropout: y = x * factor rounded once, the mask the factor, for p = 0
+ * (all kept), 0.3, 0.999 and 1 (all dropped, factor 0). */
+static void test_dropout(void **state) {
+  (void)state;
+  static float x[N], y[N], m[N], yr[N], mr[N];
+  static double xd[N], yd[N], md[N], ydr[N], mdr[N];
+  for (int64_t i = 0; i < N; i++) {
+    x[i] = (float)sin((double)i) * 3.0f;
+    xd[i] = cos((double)i) * 3.0;
+  }
+  static const double ps[] = {0.0, 0.3, 0.999, 1.0};
+  for (size_t k = 0; k < N_DRAWS; k++)
+    for (size_t q = 0; q < sizeof ps / sizeof ps[0]; q++) {
+      torc_dropout_kparams p = {.seed = draws[k].seed,
+                                .offset = draws[k].offset,
+                                .p = ps[q]};
+      double scale = p.p >= 1 ? 0 : 1.0 / (1.0 - p.p); /* as rand.cu */
+      torc_ktensor in = kt(x, TORC_F32, N);
+      torc_ktensor out[2] = {kt(yr, TORC_F32, N), kt(mr, TORC_F32, N)};
+      run_ref("dropout", TORC_F32, &in, 1, out, 2, &p, sizeof p);
+      in = kt(xd, TORC_F64, N);
+      out[0] = kt(ydr, TORC_F64, N);
+      out[1] = kt(mdr, TORC_F64, N);
+      run_ref("dropout", TORC_F64, &in, 1, out, 2, &p, sizeof p);
+      for (int64_t i = 0; i < N; i++) {
+        double f = torc_cuda_rand_keep(p.seed, p.offset + (uint64_t)i, p.p,
+                                       scale);
+        m[i] = (float)f;
+        y[i] = (float)((double)x[i] * f);
+        md[i] = f;
+        yd[i] = xd[i] * f;
+        same_bits("dropout f32 y", p.seed, p.offset, i, &y[i], &yr[i],
+                  sizeof y[i]);
+        same_bits("dropout f32 mask", p.seed, p.offset, i, &m[i], &mr[i],
+                  sizeof m[i]);
+        same_bits("dropout f64 y", p.seed, p.offset, i, &yd[i], &ydr[i],
+                  sizeof yd[i]);
+        same_bits("dropout f64 mask", p.seed, p.offset, i, &md[i], &mdr[i],
+                  sizeof md[i]);
+      }
+    }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_uniform),
+      cmocka_unit_test(test_normal),
+      cmocka_unit_test(test_randint),
+      cmocka_unit_test(test_dropout),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
