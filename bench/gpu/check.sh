@@ -21,12 +21,18 @@
 #                   fresh one)
 # Environment: OUT (the report's folder, default ./gpu-check-out), BUILD
 # (the build folder, default _gpu in the tree), CONFIGURE_FLAGS (added to
-# configure's), CUDA_DIR (default /usr/local/cuda).
+# configure's), CUDA_DIR (default /usr/local/cuda), FASHION_MNIST (the data
+# set's folder, default /usr/share/datasets/fashion-mnist; without its
+# files the training runs on synthetic data of the same shape), and, to
+# rehearse the device parts where there is no GPU, CHECK_PLUGIN and
+# CHECK_DEVICE (default cuda and cuda:0; e.g. sim and sim:0).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$PWD/gpu-check-out}
 build=${BUILD:-$top/_gpu}
 cuda_dir=${CUDA_DIR:-/usr/local/cuda}
+data=${FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+plugin=${CHECK_PLUGIN:-cuda} dev=${CHECK_DEVICE:-cuda:0}
 budget=420 samples=20000 test=10000 steps=50 keep=0
 usage() {
   sed -n '/^#   bash/,/^#                   fresh one)/p' "$0" |
@@ -57,7 +63,8 @@ npass=0 nfail=0 nskip=0
 
 # ---- the report ----
 esc() { printf '%s' "$*" | tr '|\n' '/ ' | cut -c1-400; }
-section() { printf '\n## %s\n\n| check | result | details |\n|---|---|---|\n' "$1" >>"$report"; }
+table() { printf '\n| check | result | details |\n|---|---|---|\n' >>"$report"; }
+section() { printf '\n## %s\n' "$1" >>"$report"; table; }
 row() { # CHECK PASS|FAIL|SKIP|INFO DETAILS
   case $2 in PASS) npass=$((npass + 1)) ;; FAIL) nfail=$((nfail + 1)) ;;
   SKIP) nskip=$((nskip + 1)) ;; esac
@@ -66,6 +73,8 @@ row() { # CHECK PASS|FAIL|SKIP|INFO DETAILS
 }
 para() { printf '\n%s\n' "$*" >>"$report"; }
 finish() {
+  # The weights of the runs are of no use in the report.
+  find "$out/runs" -name '*.safetensors' -delete 2>/dev/null
   printf '\n## Summary\n\n%d PASS, %d FAIL, %d SKIP in %d s (budget %d s).\n' \
     "$npass" "$nfail" "$nskip" "$(($(date +%s) - t_start))" "$budget" \
     >>"$report"
@@ -147,7 +156,6 @@ for t in autoreconf make gcc pkg-config apt-get; do
   if command -v "$t" >/dev/null 2>&1; then have="$have $t"
   else missing="$missing $t"; fi
 done
-data=/usr/share/datasets/fashion-mnist
 if [ -f "$data/train-images-idx3-ubyte.gz" ] && [ -f "$data/t10k-labels-idx1-ubyte.gz" ]; then
   have="$have fashion-mnist" dataset=1
 else
@@ -165,7 +173,8 @@ else
   row "PyTorch" INFO "not importable: $why"
 fi
 row "found" INFO "${have# }"
-row "missing" INFO "${missing:- none}"
+missing=${missing# }
+row "missing" INFO "${missing:-none}"
 
 # ---- 2. the build ----
 section "2. Build"
@@ -212,39 +221,39 @@ if [ "$gen_ok" = 1 ]; then
   else
     row "configure" FAIL "$(grep -E 'error:' "$out/configure.log" | head -n 1 | sed 's/^configure: //') ($why)"
   fi
-  [ -f "$build/plugins/.libs/cuda.so" ] && cuda_built=1
+  [ -f "$build/plugins/.libs/$plugin.so" ] && cuda_built=1
   if [ "$build_ok" = 1 ] && [ "$cuda_built" = 0 ]; then
-    row "cuda plugin" FAIL "not built: $(sed -n 's/^ *plugins\/cuda *(CUDA device) *//p' "$out/configure.log" | head -n 1)"
+    row "$plugin plugin" FAIL "not built: $(sed -n 's/^ *plugins\/cuda *(CUDA device) *//p' "$out/configure.log" | head -n 1)"
   elif [ "$cuda_built" = 1 ]; then
-    row "cuda plugin" PASS "$build/plugins/.libs/cuda.so"
+    row "$plugin plugin" PASS "$build/plugins/.libs/$plugin.so"
   fi
 fi
 
-# ---- 3. the cuda plugin: devices and conformance ----
-section "3. The cuda plugin"
+# ---- 3. the plugin: devices and conformance ----
+section "3. The $plugin plugin"
 ndev=0 nodev=
 if [ "$build_ok" = 0 ]; then
   nodev="the build failed"
 elif [ "$cuda_built" = 0 ]; then
-  nodev="the cuda plugin was not built"
+  nodev="the $plugin plugin was not built"
 else
   step plugins 30 "$torc" plugins
-  cuda_row=$(grep -E '^  cuda +[0-9]+ device' "$out/plugins.log" | head -n 1 | sed 's/^ *//')
+  cuda_row=$(grep -E "^  $plugin +[0-9]+ device" "$out/plugins.log" | head -n 1 | sed 's/^ *//')
   if [ "$rc" = 0 ] && [ -n "$cuda_row" ]; then
     ndev=$(echo "$cuda_row" | awk '{ print $2 }')
     row "torc plugins" PASS "$cuda_row"
   else
-    row "torc plugins" FAIL "${why:-no cuda row in the device list}"
+    row "torc plugins" FAIL "${why:-no $plugin row in the device list}"
   fi
   if [ "$ndev" = 0 ]; then
-    # The CUDA runtime's own words, from a run asking for cuda:0.
+    # The CUDA runtime's own words, from a run asking for the device.
     cat >"$out/ini/probe.ini" <<EOF
 [plugin.ref]
 module = ref
-[plugin.cuda]
-module = cuda
+[plugin.$plugin]
+module = $plugin
 [device]
-type = cuda:0
+type = $dev
 [data.train]
 source = synthetic
 shape = 4
@@ -259,40 +268,39 @@ out_features = 2
 dir = $out/runs/probe
 EOF
     step probe 30 "$torc" train "$out/ini/probe.ini" --overwrite
-    words=$(sed -n 's/.*cuda has 0 devices: \(.*\); install or update.*/\1/p;
-      s/.*cuda has 0 devices: \(.*\), or run on the CPU.*/\1/p' "$out/probe.log" | head -n 1)
+    words=$(sed -n "s/.*$plugin has 0 devices: \\(.*\\); install or update.*/\\1/p;
+      s/.*$plugin has 0 devices: \\(.*\\), or run on the CPU.*/\\1/p" "$out/probe.log" | head -n 1)
     nodev="no CUDA device: ${words:-$(tail -n 1 "$out/probe.log")}"
-    row "cuda:0" SKIP "$nodev"
+    row "$dev" SKIP "$nodev"
   fi
 fi
 if [ "$cuda_built" = 1 ]; then
-  step test-backend 150 "$torc" test-backend cuda --verbose
-  summary=$(grep -E '^conformance on cuda' "$out/test-backend.log" | tail -n 1)
+  step test-backend 150 "$torc" test-backend "$plugin" --verbose
+  summary=$(grep -E "^conformance on $plugin" "$out/test-backend.log" | tail -n 1)
   lacking=$(grep '^SKIP' "$out/test-backend.log" | grep -v 'refuses too' |
     awk '{ print $2 }' | sort -u | tr '\n' ' ')
   if [ "$ndev" = 0 ]; then
-    row "torc test-backend cuda" SKIP "$nodev; it says: $(grep -v '^ *$' "$out/test-backend.log" | tail -n 1)"
+    row "torc test-backend $plugin" SKIP "$nodev; it says: $(grep -v '^ *$' "$out/test-backend.log" | tail -n 1)"
   elif [ "$rc" = 0 ]; then
-    row "torc test-backend cuda" PASS "$summary"
+    row "torc test-backend $plugin" PASS "$summary"
   else
-    row "torc test-backend cuda" FAIL "${summary:-$why}; first failures: $(grep '^FAIL' "$out/test-backend.log" | head -n 3 | tr '\n' ' ')"
+    row "torc test-backend $plugin" FAIL "${summary:-$why}; first failures: $(grep '^FAIL' "$out/test-backend.log" | head -n 3 | tr '\n' ' ')"
   fi
-  [ -z "$lacking" ] || row "ops without a cuda kernel" INFO "$lacking"
+  [ -z "$lacking" ] || row "ops without a $plugin kernel" INFO "$lacking"
 else
-  row "torc test-backend cuda" SKIP "$nodev"
+  row "torc test-backend $plugin" SKIP "$nodev"
 fi
 gpu_ok=0
 [ "$cuda_built" = 1 ] && [ "$ndev" != 0 ] && gpu_ok=1
-[ "$gpu_ok" = 1 ] || [ -n "$nodev" ] || nodev="cuda lists no device"
+[ "$gpu_ok" = 1 ] || [ -n "$nodev" ] || nodev="$plugin lists no device"
 
-# ---- 4. training: cuda:0 beside the cpu ----
-section "4. Training: one epoch on cuda:0 and on the cpu"
+# ---- 4. training: the device beside the cpu ----
 # The INI files: the examples, or with synthetic data in place of
 # Fashion-MNIST where the data set is not installed.
 for m in mlp cnn; do
   src=$top/examples/fashion-mnist/$m.ini
   if [ "$dataset" = 1 ]; then
-    cp "$src" "$out/ini/$m.ini"
+    sed "s|/usr/share/datasets/fashion-mnist|$data|" "$src" >"$out/ini/$m.ini"
   else
     awk '/^\[/ { skip = ($0 ~ /^\[data\./) } !skip' "$src" >"$out/ini/$m.ini"
     cat >>"$out/ini/$m.ini" <<EOF
@@ -312,6 +320,7 @@ batch_size = 1000
 EOF
   fi
 done
+printf '\n## 4. Training: one epoch on %s and on the cpu\n' "$dev" >>"$report"
 if [ "$dataset" = 1 ]; then
   para "Data: Fashion-MNIST ($data)."
 else
@@ -319,17 +328,18 @@ else
     "not installed), so the accuracies are chance and only their agreement" \
     "and the step times mean anything."
 fi
+table
 batches=$(((samples + 63) / 64))
 # train_run NAME INI DEVICE [--set ...]: one epoch; sets acc (test
 # accuracy, 0-1), ms (ms per training step), sps (samples/s).
 train_run() {
-  n=$1 ini=$2 dev=$3
+  n=$1 ini=$2 on=$3
   shift 3
   set -- "$torc" train "$ini" --overwrite --progress lines \
-    --set device.type="$dev" --set torc.threads="$jobs" \
+    --set device.type="$on" --set torc.threads="$jobs" \
     --set train.epochs=1 --set data.train.limit="$samples" \
     --set data.test.limit="$test" --set train.dir="$out/runs/$n" "$@"
-  case $dev in cuda*) set -- "$@" --set plugin.cuda.module=cuda ;; esac
+  [ "$on" = cpu ] || set -- "$@" --set plugin."$plugin".module="$plugin"
   step "train-$n" 150 "$@"
   acc='' ms='' sps=''
   [ "$rc" = 0 ] || return 0
@@ -351,34 +361,34 @@ for m in mlp cnn; do
     row "$m on cpu" FAIL "$why"
   fi
   if [ "$gpu_ok" = 0 ]; then
-    row "$m on cuda:0" SKIP "$nodev"
+    row "$m on $dev" SKIP "$nodev"
     continue
   fi
-  train_run "$m-cuda" "$ini" cuda:0
+  train_run "$m-gpu" "$ini" "$dev"
   how=
-  if [ "$rc" != 0 ] && grep -qi 'kernel' "$out/train-$m-cuda.log"; then
-    row "$m on cuda:0" FAIL "$why"
+  if [ "$rc" != 0 ] && grep -qi 'kernel' "$out/train-$m-gpu.log"; then
+    row "$m on $dev" FAIL "$why"
     fallback="--set torc.fallback=cpu"
     # shellcheck disable=SC2086
-    train_run "$m-cuda-fallback" "$ini" cuda:0 $fallback
+    train_run "$m-gpu-fallback" "$ini" "$dev" $fallback
     how=" (torc.fallback=cpu)"
   fi
   if [ "$rc" != 0 ]; then
-    row "$m on cuda:0$how" FAIL "$why"
+    row "$m on $dev$how" FAIL "$why"
     continue
   fi
   if [ -z "$how" ]; then
-    row "$m on cuda:0" PASS "test accuracy $acc; $ms ms/step, $sps samples/s"
+    row "$m on $dev" PASS "test accuracy $acc; $ms ms/step, $sps samples/s"
   else
-    row "$m on cuda:0$how" INFO "test accuracy $acc; $ms ms/step, $sps samples/s"
+    row "$m on $dev$how" INFO "test accuracy $acc; $ms ms/step, $sps samples/s"
   fi
   if [ -n "$acc_cpu" ]; then
     d=$(awk -v a="$acc" -v b="$acc_cpu" 'BEGIN { d = 100 * (a - b); if (d < 0) d = -d; printf "%.2f", d }')
     sp=$(awk -v a="$ms_cpu" -v b="$ms" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
     if awk -v d="$d" 'BEGIN { exit !(d <= 0.3) }'; then
-      row "$m: cuda:0 accuracy vs cpu$how" PASS "$d points apart (target <= 0.3); step time cpu/cuda $sp"
+      row "$m: $dev accuracy vs cpu$how" PASS "$d points apart (target <= 0.3); step time cpu/$dev $sp"
     else
-      row "$m: cuda:0 accuracy vs cpu$how" FAIL "$d points apart (target <= 0.3); step time cpu/cuda $sp"
+      row "$m: $dev accuracy vs cpu$how" FAIL "$d points apart (target <= 0.3); step time cpu/$dev $sp"
     fi
   fi
 done
@@ -394,67 +404,72 @@ if [ "$build_ok" = 1 ]; then
   else row "op overhead, cpu" FAIL "$why"; fi
 fi
 if [ "$gpu_ok" = 1 ]; then
-  step op-cuda 60 "$build/bench/gpu/op_overhead" cuda:0
-  cat "$out/op-cuda.log" >>"$fig"
-  if [ "$rc" = 0 ] && ! grep -q ' -$' "$out/op-cuda.log"; then
-    row "op overhead, cuda:0" PASS "$(grep '^torc' "$out/op-cuda.log" | awk '{ printf "%s %s ns; ", $2, $4 }')"
+  step op-gpu 60 "$build/bench/gpu/op_overhead" "$dev"
+  cat "$out/op-gpu.log" >>"$fig"
+  if [ "$rc" = 0 ] && ! grep -q ' -$' "$out/op-gpu.log"; then
+    row "op overhead, $dev" PASS "$(grep '^torc' "$out/op-gpu.log" | awk '{ printf "%s %s ns; ", $2, $4 }')"
   else
-    row "op overhead, cuda:0" FAIL "${why:-$(grep -v '^torc' "$out/op-cuda.log" | head -n 1)}"
+    row "op overhead, $dev" FAIL "${why:-$(grep -v '^torc' "$out/op-gpu.log" | head -n 1)}"
   fi
 else
-  row "op overhead, cuda:0" SKIP "$nodev"
+  row "op overhead, $dev" SKIP "$nodev"
 fi
 # torc bench: the step time and the profile of each model on each device.
 for m in mlp cnn; do
-  for dev in cpu cuda:0; do
-    n=$m-${dev%%:*}
+  for on in cpu "$dev"; do
+    n=$m-${on%%:*}
     if [ "$build_ok" = 0 ]; then
-      row "torc bench $m on $dev" SKIP "the build failed"
+      row "torc bench $m on $on" SKIP "the build failed"
       continue
     fi
     set -- "$torc" bench "$out/ini/$m.ini" --steps "$steps" \
-      --set device.type="$dev" --set torc.threads="$jobs"
-    case $dev in
-    cuda*)
+      --set device.type="$on" --set torc.threads="$jobs"
+    how=
+    if [ "$on" != cpu ]; then
       if [ "$gpu_ok" = 0 ]; then
-        row "torc bench $m on $dev" SKIP "$nodev"
+        row "torc bench $m on $on" SKIP "$nodev"
         continue
       fi
-      # shellcheck disable=SC2086
-      set -- "$@" --set plugin.cuda.module=cuda $fallback ;;
-    esac
+      # shellcheck disable=SC2086 # the option's words, split on purpose
+      set -- "$@" --set plugin."$plugin".module="$plugin" $fallback
+      how=${fallback:+ (torc.fallback=cpu)}
+    fi
     step "bench-$n" 120 "$@"
     line=$(grep -E 'ms/step' "$out/bench-$n.log" | head -n 1)
     if [ "$rc" = 0 ] && [ -n "$line" ]; then
-      echo "$line" | awk -v m="$m" -v d="$dev" '{
+      echo "$line" | awk -v m="$m" -v d="$on" '{
         for (i = 1; i <= NF; i++) {
           if ($(i) == "ms/step,") print "torc step_ms_" m " " d " " $(i - 1)
           if ($(i) == "samples/s") print "torc train_" m " " d " " $(i - 1) } }' >>"$fig"
-      row "torc bench $m on $dev${fallback:+ ($fallback)}" PASS "$line; top kernels: $(awk '/^kernels by op/ { on = 1; getline; next } on && NF == 0 { exit } on && n++ < 3 { printf "%s %s %s; ", $1, $3, $NF }' "$out/bench-$n.log")"
+      row "torc bench $m on $on$how" PASS "$line; top kernels: $(awk '/^kernels by op/ { on = 1; getline; next } on && NF == 0 { exit } on && n++ < 3 { printf "%s %s %s; ", $1, $3, $NF }' "$out/bench-$n.log")"
     else
-      row "torc bench $m on $dev" FAIL "$why"
+      row "torc bench $m on $on$how" FAIL "$why"
     fi
   done
 done
-if [ "$torch_cuda" = 1 ]; then
-  step torch-cuda 180 python3 "$top/bench/gpu/torch_cuda.py" --device cuda:0 --steps "$steps"
+if [ "$plugin" != cuda ]; then
+  row "PyTorch on $dev" SKIP "PyTorch's side runs on cuda devices only"
+elif [ "$torch_cuda" = 1 ] && [ "$gpu_ok" = 1 ]; then
+  step torch-cuda 180 python3 "$top/bench/gpu/torch_cuda.py" --device "$dev" --steps "$steps"
   grep '^torch' "$out/torch-cuda.log" >>"$fig"
   if [ "$rc" = 0 ]; then
-    row "PyTorch on cuda:0" PASS "$(grep '^torch version' "$out/torch-cuda.log" | cut -d' ' -f3-); data $(awk '$2 == "data" { print $4 }' "$out/torch-cuda.log")"
+    row "PyTorch on $dev" PASS "$(grep '^torch version' "$out/torch-cuda.log" | cut -d' ' -f3-); data $(awk '$2 == "data" { print $4 }' "$out/torch-cuda.log")"
   else
-    row "PyTorch on cuda:0" FAIL "$why"
+    row "PyTorch on $dev" FAIL "$why"
   fi
-elif grep -q ' python3-torch' <<<"$missing"; then
-  row "PyTorch on cuda:0" SKIP "PyTorch is not installed for python3"
+elif [ "$gpu_ok" = 0 ]; then
+  row "PyTorch on $dev" SKIP "$nodev"
+elif grep -q 'python3-torch' <<<"$missing"; then
+  row "PyTorch on $dev" SKIP "PyTorch is not installed for python3"
 else
-  row "PyTorch on cuda:0" SKIP "torch.cuda.is_available() is false"
+  row "PyTorch on $dev" SKIP "torch.cuda.is_available() is false"
 fi
 # The figures side by side.
 {
   echo
-  echo "| measure | unit | torc cpu | torc cuda:0 | PyTorch cuda:0 | PyTorch/torc on cuda:0 |"
+  echo "| measure | unit | torc cpu | torc $dev | PyTorch $dev | PyTorch/torc on $dev |"
   echo "|---|---|---|---|---|---|"
-  awk '
+  awk -v dev="$dev" '
     { v[$1, $2, $3] = $4; if (!($2 in seen)) { seen[$2] = 1; order[n++] = $2 } }
     function f(x) { return x == "" ? "-" : x }
     END {
@@ -462,7 +477,7 @@ fi
         m = order[i]
         if (m == "version" || m == "data") continue
         unit = m ~ /_ns$/ ? "ns" : m ~ /^step_ms/ ? "ms" : "samples/s"
-        t = v["torc", m, "cuda:0"]; p = v["torch", m, "cuda:0"]; r = "-"
+        t = v["torc", m, dev]; p = v["torch", m, dev]; r = "-"
         if (t + 0 > 0 && p + 0 > 0)
           r = sprintf("%.2f", unit == "samples/s" ? p / t : t / p)
         printf "| %s | %s | %s | %s | %s | %s |\n", m, unit,
