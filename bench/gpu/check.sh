@@ -182,8 +182,11 @@ torc=$build/tools/torc
 export TORC_PLUGIN_PATH=$build/plugins/.libs
 build_ok=0 cuda_built=0
 gen_ok=1
-if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
-  if command -v autoreconf >/dev/null 2>&1; then
+have_autoreconf=0
+command -v autoreconf >/dev/null 2>&1 && have_autoreconf=1
+if [ ! -x "$top/configure" ] || { [ "$have_autoreconf" = 1 ] &&
+  [ "$top/configure.ac" -nt "$top/configure" ]; }; then
+  if [ "$have_autoreconf" = 1 ]; then
     step autogen 120 sh -c "cd '$top' && ./autogen.sh"
     if [ "$rc" = 0 ]; then row "autoreconf" PASS "configure generated"
     else row "autoreconf" FAIL "$why"; gen_ok=0; fi
@@ -193,7 +196,7 @@ if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; th
       "config.h.in, aclocal.m4, build-aux and m4 from a machine that has them"
     gen_ok=0
   fi
-elif ! command -v autoreconf >/dev/null 2>&1; then
+elif [ "$have_autoreconf" = 0 ]; then
   # The generated files as they came, newer than their inputs in their
   # generation order, so that make does not ask for automake.
   (cd "$top" && touch aclocal.m4 && sleep 1 && touch configure config.h.in &&
