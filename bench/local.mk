@@ -25,3 +25,10 @@ CLEANFILES += bench/compare/peak
 # Linked with no libtool wrapper script (rpath into the build tree), so that
 # compare.sh times the program itself from exec to exit.
 bench_compare_bench_compare_LDFLAGS = -no-install
+# The one prepared GPU check (bench/gpu/check.sh, docs/gpu-check.md): its
+# per-op overhead on a device, and PyTorch's side on CUDA.
+EXTRA_PROGRAMS += bench/gpu/op_overhead
+bench_gpu_op_overhead_SOURCES = bench/gpu/op_overhead.c
+bench_gpu_op_overhead_LDFLAGS = -no-install
+EXTRA_DIST += bench/gpu/check.sh bench/gpu/torch_cuda.py
+CLEANFILES += bench/gpu/op_overhead

@@ -1,0 +1,499 @@
+#!/usr/bin/env bash
+# bench/gpu/check.sh — one prepared check of torc on a CUDA machine, in one
+# run within a time budget: the environment, a fresh build, the cuda
+# plugin's devices and conformance against ref, the MLP and CNN examples
+# trained on cuda:0 and on the cpu on the same short schedule (test
+# accuracy within 0.3 points, step time), and per-op overhead and step
+# time beside PyTorch on CUDA where it is installed. Every step has its own
+# timeout; a part that cannot run is a SKIP with the reason, one that
+# fails a FAIL with the error, and the run goes on. The report is
+# $OUT/report.md (written as the run goes, so it is there even if the run
+# is cut short), the raw logs $OUT/*.log. Exit status 0 once the report
+# is complete, whatever it holds; 2 on a usage error.
+#   bash bench/gpu/check.sh [--budget SECONDS] [--samples N] [--test N]
+#                           [--steps N] [--keep-build]
+#     --budget S    the whole run's time (default 420); each step's timeout
+#                   is its own limit or what is left, the smaller
+#     --samples N   training samples of the one-epoch runs (default 20000)
+#     --test N      test samples they are scored on (default 10000, all)
+#     --steps N     timed steps of `torc bench` and PyTorch (default 50)
+#     --keep-build  reuse the build folder of an earlier run (default: a
+#                   fresh one)
+# Environment: OUT (the report's folder, default ./gpu-check-out), BUILD
+# (the build folder, default _gpu in the tree), CONFIGURE_FLAGS (added to
+# configure's), CUDA_DIR (default /usr/local/cuda), FASHION_MNIST (the data
+# set's folder, default /usr/share/datasets/fashion-mnist; without its
+# files the training runs on synthetic data of the same shape), and, to
+# rehearse the device parts where there is no GPU, CHECK_PLUGIN and
+# CHECK_DEVICE (default cuda and cuda:0; e.g. sim and sim:0).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$PWD/gpu-check-out}
+build=${BUILD:-$top/_gpu}
+cuda_dir=${CUDA_DIR:-/usr/local/cuda}
+data=${FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+plugin=${CHECK_PLUGIN:-cuda} dev=${CHECK_DEVICE:-cuda:0}
+budget=420 samples=20000 test=10000 steps=50 keep=0
+usage() {
+  sed -n '/^#   bash/,/^#                   fresh one)/p' "$0" |
+    sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+while [ $# -gt 0 ]; do
+  case $1 in
+  --budget) [ $# -gt 1 ] || usage; budget=$2; shift ;;
+  --samples) [ $# -gt 1 ] || usage; samples=$2; shift ;;
+  --test) [ $# -gt 1 ] || usage; test=$2; shift ;;
+  --steps) [ $# -gt 1 ] || usage; steps=$2; shift ;;
+  --keep-build) keep=1 ;;
+  *) usage ;;
+  esac
+  shift
+done
+case $budget$samples$test$steps in *[!0-9]* | '') usage ;; esac
+case $out in /*) ;; *) out=$PWD/$out ;; esac
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+mkdir -p "$out/ini" "$out/runs" || exit 2
+report=$out/report.md
+t_start=$(date +%s)
+deadline=$((t_start + budget))
+jobs=$(nproc 2>/dev/null || echo 1)
+[ "$jobs" -le 16 ] || jobs=16
+npass=0 nfail=0 nskip=0
+
+# ---- the report ----
+esc() { printf '%s' "$*" | tr '|\n' '/ ' | cut -c1-400; }
+table() { printf '\n| check | result | details |\n|---|---|---|\n' >>"$report"; }
+section() { printf '\n## %s\n' "$1" >>"$report"; table; }
+row() { # CHECK PASS|FAIL|SKIP|INFO DETAILS
+  case $2 in PASS) npass=$((npass + 1)) ;; FAIL) nfail=$((nfail + 1)) ;;
+  SKIP) nskip=$((nskip + 1)) ;; esac
+  printf '| %s | %s | %s |\n' "$(esc "$1")" "$2" "$(esc "$3")" >>"$report"
+  printf '%-44s %-4s %s\n' "$1" "$2" "$3" | cut -c1-200 >&2
+}
+para() { printf '\n%s\n' "$*" >>"$report"; }
+finish() {
+  # The weights of the runs are of no use in the report.
+  find "$out/runs" -name '*.safetensors' -delete 2>/dev/null
+  printf '\n## Summary\n\n%d PASS, %d FAIL, %d SKIP in %d s (budget %d s).\n' \
+    "$npass" "$nfail" "$nskip" "$(($(date +%s) - t_start))" "$budget" \
+    >>"$report"
+  echo "check.sh: $npass PASS, $nfail FAIL, $nskip SKIP; report: $report" >&2
+}
+
+# step NAME LIMIT CMD...: runs CMD under timeout (LIMIT seconds or what is
+# left of the budget, the smaller), output in $out/NAME.log; status in rc,
+# the reason of a failure in why. No time left: rc 125.
+step() {
+  name=$1 limit=$2
+  shift 2
+  left=$((deadline - $(date +%s) - 5))
+  [ "$left" -lt "$limit" ] && limit=$left
+  log=$out/$name.log
+  if [ "$limit" -lt 3 ]; then
+    rc=125 why="the budget is spent"
+    echo "not run: $why" >"$log"
+    return 0
+  fi
+  timeout -k 5 "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  case $rc in
+  0) why= ;;
+  124 | 137) why="timed out after $limit s" ;;
+  *) why="exit $rc: $(grep -v '^ *$' "$log" | tail -n 1)" ;;
+  esac
+  return 0
+}
+
+{
+  echo "# torc GPU check"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M:%S UTC'); budget $budget s; one-epoch runs" \
+    "on $samples training samples, scored on ${test} test samples; $steps" \
+    "timed steps. Raw logs: *.log beside this file."
+} >"$report"
+
+# ---- 1. the environment ----
+section "1. Environment"
+row "machine" INFO "$(uname -srm); $(nproc) CPUs; $(free -g 2>/dev/null | awk '/^Mem:/ { print $2 " GiB memory" }')"
+git -C "$top" log -1 --format='%h %s' >"$out/git.log" 2>&1 &&
+  row "source" INFO "$(cat "$out/git.log")$(git -C "$top" status --porcelain 2>/dev/null | grep -q . && echo ' (with local changes)')"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  step nvidia-smi 30 nvidia-smi
+  gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
+    --format=csv,noheader 2>&1 | head -n 4 | tr '\n' ';')
+  row "nvidia-smi" INFO "${gpu:-$why}"
+else
+  echo none >"$out/nvidia-smi.log"
+  row "nvidia-smi" INFO "none"
+fi
+nvcc=${NVCC:-$cuda_dir/bin/nvcc}
+[ -x "$nvcc" ] || nvcc=$(command -v nvcc 2>/dev/null || echo "$nvcc")
+if [ -x "$nvcc" ]; then
+  "$nvcc" --version >"$out/nvcc.log" 2>&1
+  row "nvcc" INFO "$nvcc: $(grep -i release "$out/nvcc.log" | head -n 1)"
+else
+  row "nvcc" INFO "none at $cuda_dir/bin/nvcc (nor on PATH)"
+fi
+cudnn_h=$(ls -d "$cuda_dir"/include/cudnn_version.h /usr/include/cudnn_version.h \
+  /usr/include/*/cudnn_version.h 2>/dev/null | head -n 1)
+if [ -n "$cudnn_h" ]; then
+  row "cuDNN" INFO "$(awk '/define CUDNN_(MAJOR|MINOR|PATCHLEVEL) / { v = v (v ? "." : "") $3 } END { print v }' "$cudnn_h") ($cudnn_h)"
+else
+  row "cuDNN" INFO "no cudnn_version.h in $cuda_dir/include or /usr/include"
+fi
+ls "$cuda_dir"/lib64/libcudart.so* "$cuda_dir"/lib64/libcublas.so* \
+  "$cuda_dir"/lib64/libcudnn.so* >"$out/cuda-libs.log" 2>&1
+row "CUDA libraries" INFO "$(sed 's|.*/||' "$out/cuda-libs.log" | grep -v ' ' | tr '\n' ' ')"
+have=
+missing=
+for m in inih jansson zlib libpng libjpeg cmocka openblas; do
+  if pkg-config --exists "$m" 2>/dev/null; then have="$have $m"
+  else missing="$missing $m"; fi
+done
+if [ -f /usr/include/dnnl.h ]; then have="$have onednn"; else missing="$missing onednn"; fi
+for t in autoreconf make gcc pkg-config apt-get; do
+  if command -v "$t" >/dev/null 2>&1; then have="$have $t"
+  else missing="$missing $t"; fi
+done
+if [ -f "$data/train-images-idx3-ubyte.gz" ] && [ -f "$data/t10k-labels-idx1-ubyte.gz" ]; then
+  have="$have fashion-mnist" dataset=1
+else
+  missing="$missing fashion-mnist" dataset=0
+fi
+step torch-probe 90 python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())'
+torch_cuda=0
+if [ "$rc" = 0 ]; then
+  read -r torch_v torch_cv torch_ok <"$out/torch-probe.log"
+  have="$have torch-$torch_v"
+  [ "$torch_ok" = True ] && torch_cuda=1
+  row "PyTorch" INFO "$torch_v (CUDA $torch_cv), torch.cuda.is_available(): $torch_ok"
+else
+  missing="$missing python3-torch"
+  row "PyTorch" INFO "not importable: $why"
+fi
+row "found" INFO "${have# }"
+missing=${missing# }
+row "missing" INFO "${missing:-none}"
+
+# ---- 2. the build ----
+section "2. Build"
+torc=$build/tools/torc
+export TORC_PLUGIN_PATH=$build/plugins/.libs
+build_ok=0 cuda_built=0
+gen_ok=1
+have_autoreconf=0
+command -v autoreconf >/dev/null 2>&1 && have_autoreconf=1
+if [ ! -x "$top/configure" ] || { [ "$have_autoreconf" = 1 ] &&
+  [ "$top/configure.ac" -nt "$top/configure" ]; }; then
+  if [ "$have_autoreconf" = 1 ]; then
+    step autogen 120 sh -c "cd '$top' && ./autogen.sh"
+    if [ "$rc" = 0 ]; then row "autoreconf" PASS "configure generated"
+    else row "autoreconf" FAIL "$why"; gen_ok=0; fi
+  else
+    row "autoreconf" FAIL "no configure in the tree and no autoreconf" \
+      "(autoconf, automake, libtool): bring configure, Makefile.in," \
+      "config.h.in, aclocal.m4, build-aux and m4 from a machine that has them"
+    gen_ok=0
+  fi
+elif [ "$have_autoreconf" = 0 ]; then
+  # The generated files as they came, newer than their inputs in their
+  # generation order, so that make does not ask for automake.
+  (cd "$top" && touch aclocal.m4 && sleep 1 && touch configure config.h.in &&
+    find . -name Makefile.in -exec touch {} +) 2>/dev/null
+  row "autoreconf" INFO "none; the configure that came with the tree is used"
+fi
+if [ "$gen_ok" = 1 ]; then
+  [ "$keep" = 1 ] || rm -rf "$build"
+  mkdir -p "$build"
+  if [ "$keep" = 1 ] && [ -f "$build/config.status" ]; then
+    rc=0
+  else
+    # shellcheck disable=SC2086 # the flags' words, split on purpose
+    step configure 180 sh -c "cd '$build' && '$top/configure' --with-cuda='$cuda_dir' ${CONFIGURE_FLAGS:-}"
+  fi
+  if [ "$rc" = 0 ]; then
+    row "configure" PASS "$(sed -n 's/^ *plugins\/cuda *(CUDA device) *//p' "$out/configure.log" 2>/dev/null | head -n 1 | sed 's/^/plugins\/cuda: /')"
+    step make 300 make -C "$build" -j"$jobs" all bench/gpu/op_overhead
+    if [ "$rc" = 0 ]; then
+      build_ok=1
+      row "make -j$jobs" PASS "built in $build"
+    else
+      row "make -j$jobs" FAIL "$(grep -E 'error|Error' "$out/make.log" | head -n 1) ($why)"
+    fi
+  else
+    row "configure" FAIL "$(grep -E 'error:' "$out/configure.log" | head -n 1 | sed 's/^configure: //') ($why)"
+  fi
+  [ -f "$build/plugins/.libs/$plugin.so" ] && cuda_built=1
+  if [ "$build_ok" = 1 ] && [ "$cuda_built" = 0 ]; then
+    row "$plugin plugin" FAIL "not built: $(sed -n 's/^ *plugins\/cuda *(CUDA device) *//p' "$out/configure.log" | head -n 1)"
+  elif [ "$cuda_built" = 1 ]; then
+    row "$plugin plugin" PASS "$build/plugins/.libs/$plugin.so"
+  fi
+fi
+
+# ---- 3. the plugin: devices and conformance ----
+section "3. The $plugin plugin"
+ndev=0 nodev=
+if [ "$build_ok" = 0 ]; then
+  nodev="the build failed"
+elif [ "$cuda_built" = 0 ]; then
+  nodev="the $plugin plugin was not built"
+else
+  step plugins 30 "$torc" plugins
+  cuda_row=$(grep -E "^  $plugin +[0-9]+ device" "$out/plugins.log" | head -n 1 | sed 's/^ *//')
+  if [ "$rc" = 0 ] && [ -n "$cuda_row" ]; then
+    ndev=$(echo "$cuda_row" | awk '{ print $2 }')
+    row "torc plugins" PASS "$cuda_row"
+  else
+    row "torc plugins" FAIL "${why:-no $plugin row in the device list}"
+  fi
+  if [ "$ndev" = 0 ]; then
+    # The CUDA runtime's own words, from a run asking for the device.
+    cat >"$out/ini/probe.ini" <<EOF
+[plugin.ref]
+module = ref
+[plugin.$plugin]
+module = $plugin
+[device]
+type = $dev
+[data.train]
+source = synthetic
+shape = 4
+samples = 8
+batch_size = 8
+[model]
+input = 4
+[layer]
+type = linear
+out_features = 2
+[train]
+dir = $out/runs/probe
+EOF
+    step probe 30 "$torc" train "$out/ini/probe.ini" --overwrite
+    words=$(sed -n "s/.*$plugin has 0 devices: \\(.*\\); install or update.*/\\1/p;
+      s/.*$plugin has 0 devices: \\(.*\\), or run on the CPU.*/\\1/p" "$out/probe.log" | head -n 1)
+    nodev="no CUDA device: ${words:-$(tail -n 1 "$out/probe.log")}"
+    row "$dev" SKIP "$nodev"
+  fi
+fi
+if [ "$cuda_built" = 1 ]; then
+  step test-backend 150 "$torc" test-backend "$plugin" --verbose
+  summary=$(grep -E "^conformance on $plugin" "$out/test-backend.log" | tail -n 1)
+  lacking=$(grep '^SKIP' "$out/test-backend.log" | grep -v 'refuses too' |
+    awk '{ print $2 }' | sort -u | tr '\n' ' ')
+  if [ "$ndev" = 0 ]; then
+    row "torc test-backend $plugin" SKIP "$nodev; it says: $(grep -v '^ *$' "$out/test-backend.log" | tail -n 1)"
+  elif [ "$rc" = 0 ]; then
+    row "torc test-backend $plugin" PASS "$summary"
+  else
+    row "torc test-backend $plugin" FAIL "${summary:-$why}; first failures: $(grep '^FAIL' "$out/test-backend.log" | head -n 3 | tr '\n' ' ')"
+  fi
+  [ -z "$lacking" ] || row "ops without a $plugin kernel" INFO "$lacking"
+else
+  row "torc test-backend $plugin" SKIP "$nodev"
+fi
+gpu_ok=0
+[ "$cuda_built" = 1 ] && [ "$ndev" != 0 ] && gpu_ok=1
+[ "$gpu_ok" = 1 ] || [ -n "$nodev" ] || nodev="$plugin lists no device"
+
+# ---- 4. training: the device beside the cpu ----
+# The INI files: the examples, or with synthetic data in place of
+# Fashion-MNIST where the data set is not installed.
+for m in mlp cnn; do
+  src=$top/examples/fashion-mnist/$m.ini
+  if [ "$dataset" = 1 ]; then
+    sed "s|/usr/share/datasets/fashion-mnist|$data|" "$src" >"$out/ini/$m.ini"
+  else
+    awk '/^\[/ { skip = ($0 ~ /^\[data\./) } !skip' "$src" >"$out/ini/$m.ini"
+    cat >>"$out/ini/$m.ini" <<EOF
+[data.train]
+source = synthetic
+shape = 1,28,28
+samples = $samples
+batch_size = 64
+shuffle = yes
+workers = 1
+[data.test]
+source = synthetic
+shape = 1,28,28
+samples = $test
+seed = 1
+batch_size = 1000
+EOF
+  fi
+done
+printf '\n## 4. Training: one epoch on %s and on the cpu\n' "$dev" >>"$report"
+if [ "$dataset" = 1 ]; then
+  para "Data: Fashion-MNIST ($data)."
+else
+  para "Data: synthetic (N(0, 1) images, uniform labels: Fashion-MNIST is" \
+    "not installed), so the accuracies are chance and only their agreement" \
+    "and the step times mean anything."
+fi
+table
+batches=$(((samples + 63) / 64))
+# train_run NAME INI DEVICE [--set ...]: one epoch; sets acc (test
+# accuracy, 0-1), ms (ms per training step), sps (samples/s).
+train_run() {
+  n=$1 ini=$2 on=$3
+  shift 3
+  set -- "$torc" train "$ini" --overwrite --progress lines \
+    --set device.type="$on" --set torc.threads="$jobs" \
+    --set train.epochs=1 --set data.train.limit="$samples" \
+    --set data.test.limit="$test" --set train.dir="$out/runs/$n" "$@"
+  [ "$on" = cpu ] || set -- "$@" --set plugin."$plugin".module="$plugin"
+  step "train-$n" 150 "$@"
+  acc='' ms='' sps=''
+  [ "$rc" = 0 ] || return 0
+  acc=$(sed -n 's/^done:.*test_accuracy=\([0-9.]*\).*/\1/p' "$out/train-$n.log")
+  read -r sps ms <<EOF
+$(awk -F, -v b="$batches" '$3 == "train" { s = $7; t = $8 } END {
+    if (t > 0) printf "%.0f %.3f\n", s, 1000 * t / b }' "$out/runs/$n/metrics.csv")
+EOF
+}
+fallback=
+for m in mlp cnn; do
+  ini=$out/ini/$m.ini
+  train_run "$m-cpu" "$ini" cpu
+  if [ "$rc" = 0 ]; then
+    acc_cpu=$acc ms_cpu=$ms
+    row "$m on cpu" PASS "test accuracy $acc; $ms ms/step, $sps samples/s ($jobs threads)"
+  else
+    acc_cpu='' ms_cpu=''
+    row "$m on cpu" FAIL "$why"
+  fi
+  if [ "$gpu_ok" = 0 ]; then
+    row "$m on $dev" SKIP "$nodev"
+    continue
+  fi
+  train_run "$m-gpu" "$ini" "$dev"
+  how=
+  if [ "$rc" != 0 ] && grep -qi 'kernel' "$out/train-$m-gpu.log"; then
+    row "$m on $dev" FAIL "$why"
+    fallback="--set torc.fallback=cpu"
+    # shellcheck disable=SC2086
+    train_run "$m-gpu-fallback" "$ini" "$dev" $fallback
+    how=" (torc.fallback=cpu)"
+  fi
+  if [ "$rc" != 0 ]; then
+    row "$m on $dev$how" FAIL "$why"
+    continue
+  fi
+  if [ -z "$how" ]; then
+    row "$m on $dev" PASS "test accuracy $acc; $ms ms/step, $sps samples/s"
+  else
+    row "$m on $dev$how" INFO "test accuracy $acc; $ms ms/step, $sps samples/s"
+  fi
+  if [ -n "$acc_cpu" ]; then
+    d=$(awk -v a="$acc" -v b="$acc_cpu" 'BEGIN { d = 100 * (a - b); if (d < 0) d = -d; printf "%.2f", d }')
+    sp=$(awk -v a="$ms_cpu" -v b="$ms" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
+    if awk -v d="$d" 'BEGIN { exit !(d <= 0.3) }'; then
+      row "$m: $dev accuracy vs cpu$how" PASS "$d points apart (target <= 0.3); step time cpu/$dev $sp"
+    else
+      row "$m: $dev accuracy vs cpu$how" FAIL "$d points apart (target <= 0.3); step time cpu/$dev $sp"
+    fi
+  fi
+done
+
+# ---- 5. benchmarks: per-op overhead, step time, PyTorch on CUDA ----
+section "5. Benchmarks"
+fig=$out/figures.txt
+: >"$fig"
+if [ "$build_ok" = 1 ]; then
+  step op-cpu 60 "$build/bench/gpu/op_overhead" cpu
+  cat "$out/op-cpu.log" >>"$fig"
+  if [ "$rc" = 0 ]; then row "op overhead, cpu" PASS "$(grep '^torc' "$out/op-cpu.log" | awk '{ printf "%s %s ns; ", $2, $4 }')"
+  else row "op overhead, cpu" FAIL "$why"; fi
+fi
+if [ "$gpu_ok" = 1 ]; then
+  step op-gpu 60 "$build/bench/gpu/op_overhead" "$dev"
+  cat "$out/op-gpu.log" >>"$fig"
+  if [ "$rc" = 0 ] && ! grep -q ' -$' "$out/op-gpu.log"; then
+    row "op overhead, $dev" PASS "$(grep '^torc' "$out/op-gpu.log" | awk '{ printf "%s %s ns; ", $2, $4 }')"
+  else
+    row "op overhead, $dev" FAIL "${why:-$(grep -v '^torc' "$out/op-gpu.log" | head -n 1)}"
+  fi
+else
+  row "op overhead, $dev" SKIP "$nodev"
+fi
+# torc bench: the step time and the profile of each model on each device.
+for m in mlp cnn; do
+  for on in cpu "$dev"; do
+    n=$m-${on%%:*}
+    if [ "$build_ok" = 0 ]; then
+      row "torc bench $m on $on" SKIP "the build failed"
+      continue
+    fi
+    set -- "$torc" bench "$out/ini/$m.ini" --steps "$steps" \
+      --set device.type="$on" --set torc.threads="$jobs"
+    how=
+    if [ "$on" != cpu ]; then
+      if [ "$gpu_ok" = 0 ]; then
+        row "torc bench $m on $on" SKIP "$nodev"
+        continue
+      fi
+      # shellcheck disable=SC2086 # the option's words, split on purpose
+      set -- "$@" --set plugin."$plugin".module="$plugin" $fallback
+      how=${fallback:+ (torc.fallback=cpu)}
+    fi
+    step "bench-$n" 120 "$@"
+    line=$(grep -E 'ms/step' "$out/bench-$n.log" | head -n 1)
+    if [ "$rc" = 0 ] && [ -n "$line" ]; then
+      echo "$line" | awk -v m="$m" -v d="$on" '{
+        for (i = 1; i <= NF; i++) {
+          if ($(i) == "ms/step,") print "torc step_ms_" m " " d " " $(i - 1)
+          if ($(i) == "samples/s") print "torc train_" m " " d " " $(i - 1) } }' >>"$fig"
+      row "torc bench $m on $on$how" PASS "$line; top kernels: $(awk '/^kernels by op/ { on = 1; getline; next } on && NF == 0 { exit } on && n++ < 3 { printf "%s %s %s; ", $1, $3, $NF }' "$out/bench-$n.log")"
+    else
+      row "torc bench $m on $on$how" FAIL "$why"
+    fi
+  done
+done
+if [ "$plugin" != cuda ]; then
+  row "PyTorch on $dev" SKIP "PyTorch's side runs on cuda devices only"
+elif [ "$torch_cuda" = 1 ] && [ "$gpu_ok" = 1 ]; then
+  step torch-cuda 180 python3 "$top/bench/gpu/torch_cuda.py" --device "$dev" --steps "$steps"
+  grep '^torch' "$out/torch-cuda.log" >>"$fig"
+  if [ "$rc" = 0 ]; then
+    row "PyTorch on $dev" PASS "$(grep '^torch version' "$out/torch-cuda.log" | cut -d' ' -f3-); data $(awk '$2 == "data" { print $4 }' "$out/torch-cuda.log")"
+  else
+    row "PyTorch on $dev" FAIL "$why"
+  fi
+elif [ "$gpu_ok" = 0 ]; then
+  row "PyTorch on $dev" SKIP "$nodev"
+elif grep -q 'python3-torch' <<<"$missing"; then
+  row "PyTorch on $dev" SKIP "PyTorch is not installed for python3"
+else
+  row "PyTorch on $dev" SKIP "torch.cuda.is_available() is false"
+fi
+# The figures side by side.
+{
+  echo
+  echo "| measure | unit | torc cpu | torc $dev | PyTorch $dev | PyTorch/torc on $dev |"
+  echo "|---|---|---|---|---|---|"
+  awk -v dev="$dev" '
+    { v[$1, $2, $3] = $4; if (!($2 in seen)) { seen[$2] = 1; order[n++] = $2 } }
+    function f(x) { return x == "" ? "-" : x }
+    END {
+      for (i = 0; i < n; i++) {
+        m = order[i]
+        if (m == "version" || m == "data") continue
+        unit = m ~ /_ns$/ ? "ns" : m ~ /^step_ms/ ? "ms" : "samples/s"
+        t = v["torc", m, dev]; p = v["torch", m, dev]; r = "-"
+        if (t + 0 > 0 && p + 0 > 0)
+          r = sprintf("%.2f", unit == "samples/s" ? p / t : t / p)
+        printf "| %s | %s | %s | %s | %s | %s |\n", m, unit,
+          f(v["torc", m, "cpu"]), f(t), f(p), r
+      }
+    }' "$fig"
+  echo
+  echo "PyTorch/torc > 1: PyTorch is ahead (time ratio torc/PyTorch for ns" \
+    "and ms, rate ratio PyTorch/torc for samples/s). op_ns: one add of two" \
+    "16-float tensors, queued; op_sync_ns: with a synchronize after each;" \
+    "step_ms and train: \`torc bench\` over $steps steps of batch 64, and" \
+    "the same models in bench/gpu/torch_cuda.py."
+} >>"$report"
+
+finish
+exit 0
