@@ -93,10 +93,69 @@ done:
   return st;
 }
 
+/* The double inside a 0-d f64 host tensor (the sums and the guard's
+ * figures on the host). */
+static double *host_f64(torc_tensor *t) { return (double *)torc_data(t); }
+
+/* accum_step on the host, where reading is free: the same sums and guard
+ * computed in the host's doubles, written into the same 0-d tensors (so
+ * the reads and the guard's message are shared), without the ~20 small
+ * ops the device needs. l and c are f64 exactly as the device path's, and
+ * the doubles are added in its order, so the figures agree bit for bit. */
+static torc_status host_step(accum *a, torc_tensor *l, torc_tensor *c,
+                             torc_tensor *gnorm, int64_t samples) {
+  double lv = *host_f64(l), gv = 0;
+  torc_status st = gnorm ? torc_item(gnorm, &gv) : TORC_OK;
+  if (st)
+    return st;
+  double ls = lv * (double)samples;
+  *host_f64(a->wl) += ls;
+  *host_f64(a->el) += ls;
+  if (c) {
+    double cv = *host_f64(c);
+    *host_f64(a->wc) += cv;
+    *host_f64(a->ec) += cv;
+  }
+  int fin = fabs(lv) < INFINITY && (gnorm == NULL || fabs(gv) < INFINITY);
+  unsigned char *alive = (unsigned char *)torc_data(a->alive);
+  *host_f64(a->steps) += 1;
+  if (*alive && !fin) {
+    *host_f64(a->bad) = *host_f64(a->steps);
+    *host_f64(a->badv) = lv;
+  }
+  *alive = *alive && fin;
+  if (*alive)
+    *host_f64(a->last) = lv;
+  return TORC_OK;
+}
+
 torc_status torc_train__accum_step(accum *a, torc_tensor *out,
                                    const torc_tensor *target, torc_tensor *loss,
                                    torc_tensor *gnorm, int64_t samples,
                                    int *classify) {
+  if (a->host) {
+    torc_release(a->cur_l), torc_release(a->cur_c);
+    a->cur_l = a->cur_c = NULL;
+    int scope = torc_scope_begin();
+    torc_tensor *l = torc_contiguous(torc_to_dtype(loss, TORC_F64));
+    torc_tensor *c = NULL;
+    int dim = 1;
+    if (l && torc_train__classifies(out, target))
+      c = torc_contiguous(torc_to_dtype(
+          torc_sum(torc_eq(torc_argmax(out, &dim, 0), target), NULL, 0, 0),
+          TORC_F64));
+    else
+      *classify = 0;
+    torc_status st = l == NULL || (*classify && c == NULL)
+                         ? torc_last_status()
+                         : host_step(a, l, c, gnorm, samples);
+    if (st == TORC_OK) {
+      a->cur_l = torc_retain(l);
+      a->cur_c = c ? torc_retain(c) : NULL;
+    }
+    torc_scope_end(scope);
+    return st;
+  }
   /* This step's loss and count (kept for a read), then both sums gain
    * them: the product loss * samples made once. */
   torc_release(a->cur_l), torc_release(a->cur_c);

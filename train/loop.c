@@ -259,8 +259,6 @@ torc_status torc_train__null_input(const char *fn) { return null_input(fn); }
 
 /* ---- the loop ---- */
 
-/* ---- the loop ---- */
-
 /* The optimizer step, skipped once the guard saw a non-finite loss: on
  * the device without a read (the list kernels take the flag, as AMP's
  * GradScaler skips a step), on the host by reading it (free there). */
