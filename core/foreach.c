@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "optim_internal.h"
 #include "torc/foreach.h"
 #include "torc/indexing.h"
 
@@ -157,16 +158,7 @@ torc_status torc_foreach_adam_step_(torc_tensor *const *params,
   if (exp_avg && exp_avg_sq && (!p->amsgrad || max_exp_avg_sq) &&
       p->beta1 >= 0 && p->beta1 < 1 && p->beta2 >= 0 && p->beta2 < 1 &&
       p->step >= 1 && listable(params, grads, states, ns, n, ok)) {
-    /* As torc_adam_step_ computes them (torch.optim.Adam's single-tensor
-     * code). */
-    torc_adam_step_kparams k;
-    memset(&k, 0, sizeof k);
-    k.p = *p;
-    k.p.reserved = 0;
-    double bc1 = 1 - pow(p->beta1, (double)p->step);
-    double bc2 = 1 - pow(p->beta2, (double)p->step);
-    k.step_size = p->lr / bc1;
-    k.bias_correction2_sqrt = sqrt(bc2);
+    torc_adam_step_kparams k = torc__adam_kparams(p);
     return run_lists(TORC__OP_foreach_adam_step_, params, grads, states, ns, n,
                      ok, &k, sizeof k);
   }

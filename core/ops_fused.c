@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "optim_internal.h"
 #include "torc/nn.h"
 #include "torc/optim.h"
 
@@ -326,6 +327,18 @@ torc_status torc_sgd_step_(torc_tensor *param, const torc_tensor *grad,
   return run_step(TORC__OP_sgd_step_, fn, outs, n, grad, &k, sizeof k);
 }
 
+torc_adam_step_kparams torc__adam_kparams(const torc_adam_step_params *p) {
+  torc_adam_step_kparams k;
+  memset(&k, 0, sizeof k);
+  k.p = *p;
+  k.p.reserved = 0;
+  double bc1 = 1 - pow(p->beta1, (double)p->step);
+  double bc2 = 1 - pow(p->beta2, (double)p->step);
+  k.step_size = p->lr / bc1;
+  k.bias_correction2_sqrt = sqrt(bc2);
+  return k;
+}
+
 torc_status torc_adam_step_(torc_tensor *param, const torc_tensor *grad,
                             torc_tensor *exp_avg, torc_tensor *exp_avg_sq,
                             torc_tensor *max_exp_avg_sq,
@@ -362,15 +375,7 @@ torc_status torc_adam_step_(torc_tensor *param, const torc_tensor *grad,
   }
   if (st)
     return st;
-  torc_adam_step_kparams k;
-  memset(&k, 0, sizeof k);
-  k.p = *p;
-  k.p.reserved = 0;
-  /* As torch.optim.Adam's single-tensor code computes them. */
-  double bc1 = 1 - pow(p->beta1, (double)p->step);
-  double bc2 = 1 - pow(p->beta2, (double)p->step);
-  k.step_size = p->lr / bc1;
-  k.bias_correction2_sqrt = sqrt(bc2);
+  torc_adam_step_kparams k = torc__adam_kparams(p);
   torc_tensor *outs[4] = {param, exp_avg, exp_avg_sq, max_exp_avg_sq};
   return run_step(TORC__OP_adam_step_, fn, outs, p->amsgrad ? 4 : 3, grad,
                   &k, sizeof k);

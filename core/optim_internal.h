@@ -25,6 +25,12 @@ torc__scheduler_type_register_owned(struct torc__plugin *owner,
                                     const torc_scheduler_type *type);
 void torc__optim_types_unregister_owner(struct torc__plugin *owner);
 
+/* The "adam_step_" kernels' params for p (ops_fused.c, foreach.c): p
+ * itself and, computed once in double as torch.optim.Adam's single-tensor
+ * code does, step_size = lr / (1 - beta1^step) and bias_correction2_sqrt
+ * = sqrt(1 - beta2^step), so every backend uses the same two numbers. */
+torc_adam_step_kparams torc__adam_kparams(const torc_adam_step_params *p);
+
 /* ---- an optimizer's insides (optimizer.c, optimizer_foreach.c) ---- */
 
 typedef struct torc__oparam {

@@ -66,6 +66,16 @@ int torc_train__classifies(const torc_tensor *out, const torc_tensor *target) {
          torc_ndim(target) == 1;
 }
 
+/* The number of rows of `out` whose argmax is `target`, as a 0-d f64
+ * tensor of the current scope (NULL after an error). */
+static torc_tensor *correct_count(const torc_tensor *out,
+                                  const torc_tensor *target) {
+  int dim = 1;
+  return torc_to_dtype(
+      torc_sum(torc_eq(torc_argmax(out, &dim, 0), target), NULL, 0, 0),
+      TORC_F64);
+}
+
 torc_status torc_train__batch_sums(torc_tensor *out, const torc_tensor *target,
                                    torc_tensor *loss, int64_t samples,
                                    torc_tensor *loss_sum,
@@ -81,10 +91,7 @@ torc_status torc_train__batch_sums(torc_tensor *out, const torc_tensor *target,
     *classify = 0;
     goto done;
   }
-  int dim = 1;
-  torc_tensor *c = torc_to_dtype(
-      torc_sum(torc_eq(torc_argmax(out, &dim, 0), target), NULL, 0, 0),
-      TORC_F64);
+  torc_tensor *c = correct_count(out, target);
   st = c ? torc_add_(correct_sum, c) : torc_last_status();
 done:
   if (st == TORC_OK && l == NULL)
@@ -133,20 +140,17 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
                                    const torc_tensor *target, torc_tensor *loss,
                                    torc_tensor *gnorm, int64_t samples,
                                    int *classify) {
+  torc_release(a->cur_l), torc_release(a->cur_c);
+  a->cur_l = a->cur_c = NULL;
+  int classifies = torc_train__classifies(out, target);
+  if (!classifies)
+    *classify = 0;
   if (a->host) {
-    torc_release(a->cur_l), torc_release(a->cur_c);
-    a->cur_l = a->cur_c = NULL;
     int scope = torc_scope_begin();
     torc_tensor *l = torc_contiguous(torc_to_dtype(loss, TORC_F64));
-    torc_tensor *c = NULL;
-    int dim = 1;
-    if (l && torc_train__classifies(out, target))
-      c = torc_contiguous(torc_to_dtype(
-          torc_sum(torc_eq(torc_argmax(out, &dim, 0), target), NULL, 0, 0),
-          TORC_F64));
-    else
-      *classify = 0;
-    torc_status st = l == NULL || (*classify && c == NULL)
+    torc_tensor *c =
+        l && classifies ? torc_contiguous(correct_count(out, target)) : NULL;
+    torc_status st = l == NULL || (classifies && c == NULL)
                          ? torc_last_status()
                          : host_step(a, l, c, gnorm, samples);
     if (st == TORC_OK) {
@@ -158,8 +162,6 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
   }
   /* This step's loss and count (kept for a read), then both sums gain
    * them: the product loss * samples made once. */
-  torc_release(a->cur_l), torc_release(a->cur_c);
-  a->cur_l = a->cur_c = NULL;
   int scope = torc_scope_begin();
   torc_status st = TORC_OK;
   torc_tensor *last = NULL, *l = torc_to_dtype(loss, TORC_F64);
@@ -167,16 +169,11 @@ torc_status torc_train__accum_step(accum *a, torc_tensor *out,
   if (ls == NULL || (st = torc_add_(a->wl, ls)) || (st = torc_add_(a->el, ls)))
     goto done;
   a->cur_l = torc_retain(l);
-  if (torc_train__classifies(out, target)) {
-    int dim = 1;
-    torc_tensor *c = torc_to_dtype(
-        torc_sum(torc_eq(torc_argmax(out, &dim, 0), target), NULL, 0, 0),
-        TORC_F64);
+  if (classifies) {
+    torc_tensor *c = correct_count(out, target);
     if (c == NULL || (st = torc_add_(a->wc, c)) || (st = torc_add_(a->ec, c)))
       goto done;
     a->cur_c = torc_retain(c);
-  } else {
-    *classify = 0;
   }
   /* The guard: the first step whose loss is not finite (NaN fails the
    * comparison too) clears `alive` for good and records its number. */

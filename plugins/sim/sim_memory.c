@@ -352,6 +352,26 @@ void sim__free_pins(void) {
   }
 }
 
+/* A copy task of nbytes from src to dst (both host buffers standing for
+ * the device's memory, or pinned memory), for device `index`'s messages;
+ * NULL after set_error when the host is out of memory. */
+static sim_task *copy_task(int index, void *dst, const void *src,
+                           size_t nbytes) {
+  sim_task *t = calloc(1, sizeof *t);
+  if (t == NULL) {
+    sim__g.host->set_error(TORC_ERR_OOM,
+                           "sim:%d: out of host memory queueing a %zu-byte "
+                           "copy",
+                           index, nbytes);
+    return NULL;
+  }
+  t->kind = SIM_TASK_COPY;
+  t->dst = dst;
+  t->src = src;
+  t->nbytes = nbytes;
+  return t;
+}
+
 int sim__copy_from_host(void *user, int index, void *dst, size_t dst_offset,
                         const void *src, size_t nbytes, uint32_t flags) {
   return sim__copy_from_host_async(user, index, dst, dst_offset, src, nbytes,
@@ -373,15 +393,9 @@ int sim__copy_from_host_async(void *user, int index, void *dst,
       resolve_range(dev, dst, dst_offset, nbytes, "copy from the host", &to);
   if (st != TORC_OK || nbytes == 0)
     return st;
-  sim_task *t = calloc(1, sizeof *t);
+  sim_task *t = copy_task(index, to, NULL, nbytes);
   if (t == NULL)
-    return sim__g.host->set_error(TORC_ERR_OOM,
-                                  "sim:%d: out of host memory queueing a "
-                                  "%zu-byte copy",
-                                  index, nbytes);
-  t->kind = SIM_TASK_COPY;
-  t->dst = to;
-  t->nbytes = nbytes;
+    return TORC_ERR_OOM;
   sim_pin *pin =
       (flags & TORC_COPY_ASYNC_PINNED) ? pin_acquire(src, nbytes) : NULL;
   int pinned = pin != NULL;
@@ -475,18 +489,11 @@ int sim__copy_to_host_async(void *user, int index, void *dst, const void *src,
         "memory from host_alloc (allocate the destination with "
         "torc_empty_pinned)",
         index, dst, nbytes);
-  sim_task *t = calloc(1, sizeof *t);
+  sim_task *t = copy_task(index, dst, from, nbytes);
   if (t == NULL) {
     sim__pin_done(pin);
-    return sim__g.host->set_error(TORC_ERR_OOM,
-                                  "sim:%d: out of host memory queueing a "
-                                  "%zu-byte copy",
-                                  index, nbytes);
+    return TORC_ERR_OOM;
   }
-  t->kind = SIM_TASK_COPY;
-  t->dst = dst;
-  t->src = from;
-  t->nbytes = nbytes;
   t->pin = pin;
   pthread_mutex_lock(&dev->mu);
   dev->n_async_reads++;
@@ -515,16 +522,9 @@ int sim__copy_device_to_device(void *user, int dst_index, void *dst,
                        "device-to-device copy (destination)", &to);
   if (st != TORC_OK || nbytes == 0)
     return st;
-  sim_task *t = calloc(1, sizeof *t);
+  sim_task *t = copy_task(src_index, to, from, nbytes);
   if (t == NULL)
-    return sim__g.host->set_error(TORC_ERR_OOM,
-                                  "sim:%d: out of host memory queueing a "
-                                  "%zu-byte copy",
-                                  src_index, nbytes);
-  t->kind = SIM_TASK_COPY;
-  t->dst = to;
-  t->src = from;
-  t->nbytes = nbytes;
+    return TORC_ERR_OOM;
   pthread_mutex_lock(&sd->mu);
   sd->n_d2d++;
   pthread_mutex_unlock(&sd->mu);
