@@ -158,7 +158,7 @@ static int k_matmul(const torc_kernel_args *a) {
     numel *= y->shape[d];
   if (numel == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   size_t es = elem_size(y->dtype);

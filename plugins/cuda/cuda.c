@@ -78,6 +78,14 @@ cudaStream_t torc_cuda__stream(int index) {
   return s;
 }
 
+cudaStream_t torc_cuda__kstream(const torc_kernel_args *args) {
+  cudaStream_t s = torc_cuda__stream(args->device_index);
+  if (s != NULL && TORC_HAS_SLOT(args, torc_kernel_args, stream) &&
+      args->stream != NULL)
+    s = (cudaStream_t)args->stream;
+  return s;
+}
+
 static void last_op(int index, char *buf, size_t size) {
   pthread_mutex_lock(&g.lock);
   snprintf(buf, size, "%s",

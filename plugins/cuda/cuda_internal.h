@@ -38,6 +38,12 @@ extern int (*torc_cuda__set_error)(int status, const char *fmt, ...)
  * when the core hands kernels their stream, this is where it is chosen. */
 cudaStream_t torc_cuda__stream(int index);
 
+/* The stream a kernel call queues its work on: the one the core chose
+ * (args->stream, a handle from stream_new) or, when it names none, the
+ * device's default stream. Makes the device current on this thread first;
+ * NULL after set_error when the device cannot be set up. */
+cudaStream_t torc_cuda__kstream(const torc_kernel_args *args);
+
 /* After a kernel of op `op` was launched on device `index`: records the op
  * (synchronize names it when an asynchronous error surfaces), checks the
  * launch and, under TORC_CUDA_SYNC=1, waits for the kernel and reports its

@@ -189,7 +189,7 @@ int run_unary(const torc_kernel_args *a, F f, bool params) {
   int64_t n = numel(&a->out[0]);
   if (n == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   const torc_ktensor *x = &a->in[0], *y = &a->out[0];
@@ -209,7 +209,7 @@ int run_binary(const torc_kernel_args *a, F f, bool params) {
   int64_t n = numel(&a->out[0]);
   if (n == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   const torc_ktensor *x = &a->in[0], *z = &a->in[1], *y = &a->out[0];

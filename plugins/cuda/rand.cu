@@ -122,7 +122,7 @@ template <class T, class F> int run_draw(const torc_kernel_args *a) {
   int64_t n = numel(y);
   if (n == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   out_walk w;
@@ -149,7 +149,7 @@ template <class T> int run_dropout(const torc_kernel_args *a) {
   int64_t n = numel(x);
   if (n == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   double scale = p->p >= 1 ? 0 : 1.0 / (1.0 - p->p); /* as ref */

@@ -294,7 +294,7 @@ template <int OP> int run_reduce(const torc_kernel_args *a) {
     return st;
   if (g.nout == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   const torc_ktensor *x = &a->in[0], *y = &a->out[0];
@@ -378,7 +378,7 @@ template <int KIND> int run_reduce2(const torc_kernel_args *a) {
     return st;
   if (g.nout == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   switch (kind) {
@@ -419,7 +419,7 @@ template <int LOG> int run_softmax(const torc_kernel_args *a) {
   int64_t len = x->shape[dim];
   if (nlines == 0 || len == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   int64_t sx = x->strides[dim], sy = y->strides[dim];
@@ -469,7 +469,7 @@ template <int IS_MIN> int run_extreme(const torc_kernel_args *a) {
   }
   if (nlines == 0)
     return TORC_OK;
-  cudaStream_t s = torc_cuda__stream(a->device_index);
+  cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
   int64_t len = x->shape[dim], sx = x->strides[dim];
