@@ -17,6 +17,8 @@ int (*torc_cuda__set_error)(int status, const char *fmt, ...) = NULL;
 typedef struct cuda_dev {
   cudaStream_t stream; /* NULL until first use */
   char last_op[LAST_OP_MAX];
+  void *ws;       /* the workspace (torc_cuda__workspace), grown on demand */
+  size_t ws_size;
 } cuda_dev;
 
 static struct {
@@ -84,6 +86,49 @@ cudaStream_t torc_cuda__kstream(const torc_kernel_args *args) {
       args->stream != NULL)
     s = (cudaStream_t)args->stream;
   return s;
+}
+
+/* One workspace per device, grown to the largest request and kept; a
+ * larger request waits for the device (cudaFree does) before replacing it.
+ * Calls on one device hold it in turn (ws_lock) so that two host threads
+ * never queue work on the same bytes at once. */
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes,
+                         void **out) {
+  *out = NULL;
+  if (nbytes == 0)
+    return TORC_OK;
+  if (torc_cuda__kstream(a) == NULL)
+    return TORC_ERR_DEVICE;
+  cuda_dev *d = &g.devs[a->device_index];
+  pthread_mutex_lock(&ws_lock);
+  if (d->ws_size < nbytes) {
+    if (d->ws != NULL)
+      (void)cudaFree(d->ws);
+    d->ws = NULL;
+    d->ws_size = 0;
+    cudaError_t e = cudaMalloc(&d->ws, nbytes);
+    if (e != cudaSuccess) {
+      d->ws = NULL;
+      pthread_mutex_unlock(&ws_lock);
+      (void)cudaGetLastError();
+      return torc_cuda__set_error(
+          TORC_ERR_OOM,
+          "cuda:%d: '%s' needs %zu bytes of workspace and the device has "
+          "no room (cudaMalloc: %s); use a smaller batch",
+          a->device_index, a->op, nbytes, cudaGetErrorString(e));
+    }
+    d->ws_size = nbytes;
+  }
+  *out = d->ws;
+  return TORC_OK; /* ws_lock stays held until torc_cuda__workspace_done */
+}
+
+void torc_cuda__workspace_done(const torc_kernel_args *a, void *ptr) {
+  (void)a;
+  if (ptr != NULL)
+    pthread_mutex_unlock(&ws_lock);
 }
 
 static void last_op(int index, char *buf, size_t size) {
@@ -324,6 +369,10 @@ static void dev_shutdown(void *user) {
   for (int i = 0; i < g.count; i++)
     if (g.devs[i].stream != NULL) {
       (void)cudaSetDevice(i);
+      if (g.devs[i].ws != NULL)
+        (void)cudaFree(g.devs[i].ws);
+      g.devs[i].ws = NULL;
+      g.devs[i].ws_size = 0;
       (void)cudaStreamDestroy(g.devs[i].stream);
       g.devs[i].stream = NULL;
     }

@@ -50,6 +50,17 @@ cudaStream_t torc_cuda__kstream(const torc_kernel_args *args);
  * error. TORC_OK or an error after set_error. */
 int torc_cuda__after_launch(int index, const char *op);
 
+/* Device scratch memory of at least `nbytes` for kernel call `a`: valid for
+ * the work this call queues on torc_cuda__kstream(a), and given back when
+ * the call returns with torc_cuda__workspace_done (stream order keeps the
+ * queued work's use of it safe). *out is NULL for nbytes == 0. TORC_OK, or
+ * TORC_ERR_OOM after set_error with the size asked for. */
+int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes, void **out);
+
+/* Gives back what torc_cuda__workspace handed out for call `a` (NULL: a
+ * no-op). Call it once the call's work is queued. */
+void torc_cuda__workspace_done(const torc_kernel_args *a, void *ptr);
+
 /* Registers the elementwise kernels of ew.cu for device type "cuda". */
 int torc_cuda__register_ew(const torc_host *host, torc_plugin *self);
 
