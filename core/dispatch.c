@@ -680,6 +680,73 @@ static void to_ktensor(const torc_tensor *t, torc_ktensor *k) {
     k->shape[i] = 1, k->strides[i] = 0;
 }
 
+/* ---- device scratch for the running kernel (torc_host.kernel_scratch) ----
+ * A kernel asks for scratch memory while it runs; the blocks come from the
+ * device's caching allocator on the call's stream and go back to it when
+ * the call returns, so work the kernel queued on that stream keeps them
+ * (stream order) and a later call on the stream reuses them. */
+
+#define SCRATCH_MAX 4
+
+typedef struct scratch_ctx {
+  torc_device dev;
+  const char *op;
+  int n;
+  void *ptr[SCRATCH_MAX];
+  size_t size[SCRATCH_MAX];
+} scratch_ctx;
+
+/* The call now running a kernel on this thread; a nested call (a
+ * contiguous copy, a fallback) saves and restores it. */
+static _Thread_local scratch_ctx *tl_scratch;
+
+int torc__kernel_scratch(size_t nbytes, void **out) {
+  *out = NULL;
+  scratch_ctx *sc = tl_scratch;
+  if (sc == NULL)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "kernel_scratch was called outside a kernel call; "
+                          "ask for scratch only while a kernel runs");
+  if (nbytes == 0)
+    return TORC_OK;
+  if (sc->n == SCRATCH_MAX)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "kernel '%s' on %s asked for scratch %d times in "
+                          "one call (at most %d): ask once for the sum",
+                          sc->op, torc__devname(sc->dev), sc->n + 1,
+                          SCRATCH_MAX);
+  torc__devtype *d = torc__devtype_get(sc->dev.type);
+  if (d == NULL)
+    return torc_set_error(TORC_ERR_DEVICE, "kernel '%s': its device is gone",
+                          sc->op);
+  torc_status st = torc__mem_alloc(d, sc->dev.index, nbytes, out);
+  if (st != TORC_OK) {
+    *out = NULL;
+    return st;
+  }
+  sc->ptr[sc->n] = *out;
+  sc->size[sc->n++] = nbytes;
+  return TORC_OK;
+}
+
+/* Runs kernel fn with the call's scratch context current. */
+static torc_status run_kernel(torc_kernel_fn fn, const torc_kernel_args *args,
+                              scratch_ctx *sc) {
+  scratch_ctx *prev = tl_scratch;
+  tl_scratch = sc;
+  torc_status st = (torc_status)fn(args);
+  tl_scratch = prev;
+  return st;
+}
+
+/* Gives the call's scratch back to the allocator, on the call's stream. */
+static void scratch_release(scratch_ctx *sc) {
+  torc__devtype *d = sc->n ? torc__devtype_get(sc->dev.type) : NULL;
+  for (int i = 0; d && i < sc->n; i++)
+    torc__mem_free(d, sc->dev.index, sc->ptr[i], sc->size[i]);
+  sc->n = 0;
+}
+
 torc_status torc__kernel_call(int op, torc_dtype kdtype,
                               const torc_tensor *const *in, int n_in,
                               torc_tensor *const *out, int n_out,
@@ -743,6 +810,7 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
   /* The candidates: k (the pinned or the best kernel), then the ranked
    * rest of the key's list. A decline moves to the next one; the first
    * kernel that accepts is the only one most calls ever reach. */
+  scratch_ctx sc = {.dev = dev, .op = torc__ops[op].name, .n = 0};
   const kbest *list = NULL; /* looked up at the first decline */
   int next = -1;            /* -1: the list's head is still to try */
   const char *declined[16];
@@ -765,13 +833,13 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
     args.kernel_data = k->data;
     if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
       uint64_t t0 = torc__prof_now();
-      st = (torc_status)k->fn(&args);
+      st = run_kernel(k->fn, &args, &sc);
       if ((int)st != TORC_KERNEL_DECLINED)
         torc__prof_kernel(op, dev.type,
                           k->owner ? torc__plugin_name(k->owner) : "core",
                           torc__prof_now() - t0);
     } else {
-      st = (torc_status)k->fn(&args);
+      st = run_kernel(k->fn, &args, &sc);
     }
     if ((int)st != TORC_KERNEL_DECLINED)
       break;
@@ -803,6 +871,7 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
                    torc__ops[op].name, torc_dtype_name(kdtype),
                    torc__devname(dev));
 done:
+  scratch_release(&sc);
   for (int i = 0; i < n_in; i++)
     torc_release(tmp[i]);
   return st;

@@ -327,6 +327,10 @@ int torc__op_find(const char *name);
 #define TORC__KCALL_MAX_IN 32
 #define TORC__KCALL_MAX_OUT 64
 
+/* torc_host.kernel_scratch: device scratch for the kernel running on this
+ * thread, taken back when its call returns (core/dispatch.c). */
+int torc__kernel_scratch(size_t nbytes, void **out);
+
 /* Runs op `op` on the device of out[0] with kernel dtype `kdtype`: looks up
  * the kernel (error listing where it exists), checks every tensor is on
  * that device, makes inputs contiguous when the kernel asks, calls it. */

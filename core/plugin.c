@@ -294,6 +294,7 @@ const torc_host torc__host = {
     .register_loss = host_register_loss,
     .register_optimizer = host_register_optimizer,
     .register_scheduler = host_register_scheduler,
+    .kernel_scratch = torc__kernel_scratch,
 };
 
 /* ---- helpers ---- */

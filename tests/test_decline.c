@@ -2,7 +2,8 @@
  * with tests/plugins/decline.c: the next kernel in priority order serves
  * it, then the cpu with [torc] fallback = cpu, else one error naming the
  * op, the shapes and the providers; a plugin's unload rebuilds the ranked
- * lists. And api->ktensor_of, used by the plugin's ktdouble layer. */
+ * lists. And api->ktensor_of, used by the plugin's ktdouble layer, and
+ * host->kernel_scratch, used by its decldev mul. */
 #include <dlfcn.h>
 
 #include "testutil.h"
@@ -13,6 +14,8 @@
 
 typedef struct decline_counts_t {
   long served_cpu, served_dev, declined, ktdouble;
+  void *scratch;
+  int scratch_status;
 } decline_counts_t;
 
 /* The loaded decline plugin's counters (its exported decline_counts). */
@@ -247,6 +250,68 @@ static void test_ktensor_of_from_a_plugin(void **state) {
   torc_module_free(m);
 }
 
+/* a * b on decldev through the kernel's scratch: the result is right, the
+ * scratch is the allocator's and back in its cache once the call
+ * returns (the next call's output gets that block), a fifth request in one
+ * call is refused with the op named, and a request outside any kernel
+ * call is refused. */
+static void test_kernel_scratch(void **state) {
+  (void)state;
+  load_ref_and_decline();
+  decline_counts_t *c = counts();
+  torc_device dev;
+  assert_ok(torc_device_parse("decldev", &dev));
+  float a[8], b[8], y[8];
+  for (int i = 0; i < 8; i++)
+    a[i] = (float)i + 1, b[i] = 0.5f * (float)i;
+  int64_t n = 8;
+  torc_tensor *ta = torc_from_host(a, &n, 1, TORC_F32, dev);
+  torc_tensor *tb = torc_from_host(b, &n, 1, TORC_F32, dev);
+  assert_torc(ta);
+  assert_torc(tb);
+  torc_memory_stats before, after;
+  assert_ok(torc_device_memory_stats(dev, &before));
+  torc_tensor *p = torc_mul(ta, tb);
+  assert_torc(p);
+  assert_ok(torc_to_host(p, y, sizeof y));
+  for (int i = 0; i < 8; i++)
+    assert_true(y[i] == a[i] * b[i]);
+  void *first = c->scratch;
+  assert_non_null(first);
+  assert_ok(torc_device_memory_stats(dev, &after));
+  /* the product's storage is live; the scratch is not */
+  assert_int_equal(after.allocated, before.allocated + sizeof y);
+  /* the next call's output takes the block the scratch gave back */
+  torc_tensor *q = torc_mul(ta, tb);
+  assert_torc(q);
+  torc_ktensor kq;
+  assert_ok(torc_ktensor_of(q, &kq));
+  assert_ptr_equal(kq.data, first);
+  assert_ok(torc_device_memory_stats(dev, &after));
+  assert_int_equal(after.allocated, before.allocated + 2 * sizeof y);
+
+  int64_t seven = 7;
+  torc_tensor *s7 = torc_from_host(a, &seven, 1, TORC_F32, dev);
+  assert_torc(s7);
+  assert_null(torc_mul(s7, s7));
+  assert_int_equal(c->scratch_status, TORC_ERR_INVALID);
+  assert_int_equal(torc_last_status(), TORC_ERR_INVALID);
+  assert_non_null(strstr(torc_last_error(), "kernel 'mul' on decldev:0"));
+  assert_non_null(strstr(torc_last_error(), "at most 4"));
+  torc_clear_error();
+
+  void *h = dlopen(tp_path("decline"), RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(h);
+  int (*outside)(void) = (int (*)(void))dlsym(h, "decline_scratch_outside");
+  dlclose(h);
+  assert_non_null(outside);
+  assert_int_equal(outside(), TORC_ERR_INVALID);
+  assert_non_null(strstr(torc_last_error(), "outside a kernel call"));
+  torc_clear_error();
+  torc_release(ta), torc_release(tb), torc_release(p), torc_release(q);
+  torc_release(s7);
+}
+
 int main(void) {
   plugin_dir = getenv("TORC_TEST_PLUGIN_DIR");
   if (plugin_dir == NULL || *plugin_dir == '\0') {
@@ -261,6 +326,7 @@ int main(void) {
       T(test_declined_everywhere_falls_back_to_the_cpu),
       T(test_unregistering_rebuilds_the_lists),
       T(test_ktensor_of_from_a_plugin),
+      T(test_kernel_scratch),
   };
   return cmocka_run_group_tests_name("decline", tests, NULL, NULL);
 }

@@ -43,8 +43,9 @@ TORC_BEGIN_DECLS
  *      torc_device_ops.stream_new .. copy_from_host_async (appended after
  *      mem_info), torc_kernel_args.stream, TORC_EVENT_NOT_READY;
  *      torc_optimizer_type.fused (multi-tensor steps);
- *      torc_device_ops.no_device_reason. */
-#define TORC_ABI_MINOR 7
+ *      torc_device_ops.no_device_reason.
+ * 1.8: torc_host.kernel_scratch (device scratch for a running kernel). */
+#define TORC_ABI_MINOR 8
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -502,6 +503,19 @@ typedef struct torc_host {
                             const struct torc_optimizer_type *type);
   int (*register_scheduler)(torc_plugin *self,
                             const struct torc_scheduler_type *type);
+
+  /* ---- ABI 1.8 (check TORC_HAS_SLOT(host, torc_host, kernel_scratch)
+   * first) ---- */
+
+  /* Scratch memory for the kernel now running on this thread (cuDNN's
+   * workspace, a sort's buffers): at least nbytes of the call's device, a
+   * memory handle in *out (NULL for nbytes 0), from the core's caching
+   * allocator on the call's stream. It is the kernel's until the call
+   * returns; then the core takes it back, and work the kernel queued on
+   * its stream may still use it (a later allocation on that stream runs
+   * after it). At most 4 requests per call. TORC_OK, TORC_ERR_OOM (with
+   * the allocator's message), or TORC_ERR_INVALID outside a kernel call. */
+  int (*kernel_scratch)(size_t nbytes, void **out);
 } torc_host;
 
 /* ------------------------------------------------------------------------

@@ -88,10 +88,13 @@ cudaStream_t torc_cuda__kstream(const torc_kernel_args *args) {
   return s;
 }
 
-/* One workspace per device, grown to the largest request and kept; a
- * larger request waits for the device (cudaFree does) before replacing it.
- * Calls on one device hold it in turn (ws_lock) so that two host threads
- * never queue work on the same bytes at once. */
+/* Kernel workspace. From a core of ABI 1.8 on it is the core's
+ * kernel_scratch: blocks of the caching allocator on the call's stream,
+ * taken back when the call returns. An older core has no such slot; then
+ * one buffer per device, grown to the largest request and kept, serves
+ * (ws_lock held from the request to torc_cuda__workspace_done so that two
+ * host threads never queue work on the same bytes at once). */
+static int (*core_scratch)(size_t nbytes, void **out);
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes,
@@ -101,6 +104,8 @@ int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes,
     return TORC_OK;
   if (torc_cuda__kstream(a) == NULL)
     return TORC_ERR_DEVICE;
+  if (core_scratch != NULL)
+    return core_scratch(nbytes, out);
   cuda_dev *d = &g.devs[a->device_index];
   pthread_mutex_lock(&ws_lock);
   if (d->ws_size < nbytes) {
@@ -127,7 +132,7 @@ int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes,
 
 void torc_cuda__workspace_done(const torc_kernel_args *a, void *ptr) {
   (void)a;
-  if (ptr != NULL)
+  if (ptr != NULL && core_scratch == NULL)
     pthread_mutex_unlock(&ws_lock);
 }
 
@@ -413,6 +418,9 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
       !host->register_device || !host->register_kernel)
     return TORC_ERR_ABI; /* no way to report more: the core names us */
   torc_cuda__set_error = host->set_error;
+  core_scratch = TORC_HAS_SLOT(host, torc_host, kernel_scratch)
+                     ? host->kernel_scratch
+                     : NULL;
   int st = torc_cuda__read_keys(host, self);
   if (st != TORC_OK)
     return st;

@@ -4,7 +4,10 @@
  * f32 "add" does the same and whose any-dtype "add" declines everything;
  * and the module type "ktdouble", whose forward runs the plugin's own
  * kernel on tensors through api->ktensor_of. Counts what its kernels did
- * in the exported `decline_counts`. Built with DECLINE_FAIL it is
+ * in the exported `decline_counts`. decldev's f32 "mul" computes through
+ * device scratch from host->kernel_scratch (ABI 1.8) and records the
+ * handle; decline_scratch_outside asks for scratch outside any kernel.
+ * Built with DECLINE_FAIL it is
  * "decline_fail": one cpu "add" above all others that must never run,
  * and an init that fails, so the core unregisters that kernel again. */
 #include <stdint.h>
@@ -20,6 +23,8 @@ TORC_PLUGIN_EXPORT const torc_plugin_info *torc_plugin_entry(void);
 /* What the kernels did, read by the test through dlsym. */
 typedef struct decline_counts_t {
   long served_cpu, served_dev, declined, ktdouble;
+  void *scratch;       /* the last scratch handle decldev's mul got */
+  int scratch_status;  /* what the last over-the-limit request returned */
 } decline_counts_t;
 TORC_PLUGIN_EXPORT decline_counts_t decline_counts;
 
@@ -124,6 +129,42 @@ static int dev_synchronize(void *user, int index) {
   return TORC_OK;
 }
 
+/* decldev's f32 mul: copies a into scratch, then y = scratch * b. A call
+ * of 7 elements asks for scratch 5 times, one more than the core allows,
+ * and fails with what the fifth request returned. */
+static int mul_scratch(const torc_kernel_args *args) {
+  const torc_ktensor *o = &args->out[0];
+  int64_t n = numel_of(o);
+  float *tmp = NULL;
+  int st = host->kernel_scratch((size_t)n * sizeof(float), (void **)&tmp);
+  if (st != TORC_OK)
+    return st;
+  decline_counts.scratch = tmp;
+  if (n == 7) {
+    void *more;
+    for (int i = 0; i < 4 && st == TORC_OK; i++)
+      st = host->kernel_scratch(16, &more);
+    decline_counts.scratch_status = st;
+    return st;
+  }
+  const float *a = args->in[0].data, *b = args->in[1].data;
+  for (int64_t i = 0; i < n; i++)
+    tmp[i] = a[at(&args->in[0], o->shape, o->ndim, i)];
+  float *y = o->data;
+  for (int64_t i = 0; i < n; i++)
+    y[at(o, o->shape, o->ndim, i)] =
+        tmp[i] * b[at(&args->in[1], o->shape, o->ndim, i)];
+  return TORC_OK;
+}
+
+/* host->kernel_scratch called where no kernel runs: its status. */
+TORC_PLUGIN_EXPORT int decline_scratch_outside(void);
+int decline_scratch_outside(void) {
+  void *p = (void *)1;
+  int st = host->kernel_scratch(64, &p);
+  return p == NULL ? st : TORC_ERR_INTERNAL;
+}
+
 /* ---- ktdouble: y = 2 x by the plugin's own kernel ---- */
 
 /* The plugin's kernel: y (contiguous f32) = 2 x (any strides). */
@@ -179,9 +220,11 @@ static const torc_module_type kt_type = {
 
 static int decline_init(const torc_host *h, torc_plugin *self) {
   host = h;
-  if (h->abi_minor < 7 || !TORC_API_HAS(h->api, ktensor_of))
-    return h->set_error(TORC_ERR_ABI, "decline: needs torc ABI 1.7 (kernel "
-                                      "declines, api->ktensor_of)");
+  if (!TORC_HAS_SLOT(h, torc_host, kernel_scratch) ||
+      !TORC_API_HAS(h->api, ktensor_of))
+    return h->set_error(TORC_ERR_ABI, "decline: needs torc ABI 1.8 (kernel "
+                                      "declines, api->ktensor_of, "
+                                      "kernel_scratch)");
   api = h->api;
   memset(&decline_counts, 0, sizeof decline_counts);
   static const torc_device_ops ops = {
@@ -201,6 +244,8 @@ static int decline_init(const torc_host *h, torc_plugin *self) {
       {sizeof(torc_kernel_reg), "decldev", "add", TORC_F32, 10, add_even,
        &on_dev, 0},
       {sizeof(torc_kernel_reg), "decldev", "add", TORC_DTYPE_ANY, 0, add_never,
+       &on_dev, 0},
+      {sizeof(torc_kernel_reg), "decldev", "mul", TORC_F32, 10, mul_scratch,
        &on_dev, 0},
   };
   int st = h->register_device(self, &ops);

@@ -105,7 +105,7 @@ tests_plugins_modreset_old_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
 check_LTLIBRARIES += tests/plugins/decline.la tests/plugins/decline_fail.la
 tests_plugins_decline_la_SOURCES = tests/plugins/decline.c
 tests_plugins_decline_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
-	-export-symbols-regex '^(torc_plugin_entry|decline_counts)$$'
+	-export-symbols-regex '^(torc_plugin_entry|decline_counts|decline_scratch_outside)$$'
 tests_plugins_decline_fail_la_SOURCES = tests/plugins/decline.c
 tests_plugins_decline_fail_la_CPPFLAGS = $(AM_CPPFLAGS) -DDECLINE_FAIL
 tests_plugins_decline_fail_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS) \
