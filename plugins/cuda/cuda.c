@@ -1,5 +1,6 @@
 /* plugins/cuda/cuda.c — the cuda plugin: device type "cuda" on the CUDA
- * runtime (one stream per device, memory cached by the core's block
+ * runtime (a default stream per device plus CUDA streams and events
+ * through the core's stream API, memory cached by the core's block
  * allocator, pinned host memory, asynchronous errors named by the op that
  * launched them), its entry point and init. Kernels: ew.cu.
  */
@@ -179,7 +180,7 @@ int torc_cuda__after_launch(int index, const char *op) {
                                 index, op, t);
   }
   if (g.sync_each) {
-    e = cudaStreamSynchronize(g.devs[index].stream);
+    e = cudaDeviceSynchronize(); /* the kernel's stream, whichever it was */
     if (e != cudaSuccess)
       return async_error(index, e, "the kernel (TORC_CUDA_SYNC=1)");
   }
@@ -282,7 +283,8 @@ static int dev_copy_to_host(void *user, int index, void *dst, const void *src,
     e = cudaMemcpyAsync(dst, (const char *)src + src_offset, nbytes,
                         cudaMemcpyDeviceToHost, s);
   if (e == cudaSuccess)
-    e = cudaStreamSynchronize(s); /* the ABI's copy_to_host waits */
+    e = cudaDeviceSynchronize(); /* the ABI's copy_to_host waits, for every
+                                  * stream of the device */
   if (e != cudaSuccess)
     return async_error(index, e, "a copy of device memory to the host");
   return TORC_OK;
@@ -293,7 +295,7 @@ static int dev_synchronize(void *user, int index) {
   cudaStream_t s = torc_cuda__stream(index);
   if (s == NULL)
     return TORC_ERR_DEVICE;
-  cudaError_t e = cudaStreamSynchronize(s);
+  cudaError_t e = cudaDeviceSynchronize(); /* every stream of the device */
   if (e != cudaSuccess)
     return async_error(index, e, "synchronize");
   return TORC_OK;
@@ -322,16 +324,178 @@ static void dev_host_free(void *user, void *ptr) {
   (void)user;
   if (ptr == NULL)
     return;
-  /* The queued copies that read ptr run first: wait for every stream in
-   * use (cudaFreeHost alone does not promise to). */
+  /* The queued copies that read ptr run first: wait for every stream of
+   * every device in use (cudaFreeHost alone does not promise to). */
   for (int i = 0; i < g.count; i++) {
     pthread_mutex_lock(&g.lock);
     cudaStream_t s = g.devs[i].stream;
     pthread_mutex_unlock(&g.lock);
-    if (s != NULL)
-      (void)cudaStreamSynchronize(s);
+    if (s != NULL && set_device(i) == TORC_OK)
+      (void)cudaDeviceSynchronize();
   }
   (void)cudaFreeHost(ptr);
+}
+
+/* ---- streams and events: CUDA's own, one to one ---- */
+
+/* `stream` of device `index`, or its default stream for NULL; NULL after
+ * set_error when the device cannot be set up. Makes the device current. */
+static cudaStream_t stream_of(int index, void *stream) {
+  cudaStream_t s = torc_cuda__stream(index);
+  return s != NULL && stream != NULL ? (cudaStream_t)stream : s;
+}
+
+static int cuda_call_error(int index, cudaError_t e, const char *what) {
+  (void)cudaGetLastError();
+  char t[256];
+  err_text(e, t, sizeof t);
+  return torc_cuda__set_error(e == cudaErrorMemoryAllocation ? TORC_ERR_OOM
+                                                             : TORC_ERR_DEVICE,
+                              "cuda:%d: %s failed: %s", index, what, t);
+}
+
+static int dev_stream_new(void *user, int index, void **out) {
+  (void)user;
+  if (torc_cuda__stream(index) == NULL)
+    return TORC_ERR_DEVICE;
+  cudaStream_t s = NULL;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess)
+    return cuda_call_error(index, e, "cudaStreamCreateWithFlags");
+  *out = s;
+  return TORC_OK;
+}
+
+static void dev_stream_free(void *user, int index, void *stream) {
+  (void)user;
+  /* CUDA destroys a stream once its queued work has run. */
+  if (stream != NULL && set_device(index) == TORC_OK)
+    (void)cudaStreamDestroy((cudaStream_t)stream);
+}
+
+static int dev_event_new(void *user, int index, void **out) {
+  (void)user;
+  if (torc_cuda__stream(index) == NULL)
+    return TORC_ERR_DEVICE;
+  cudaEvent_t ev = NULL;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e != cudaSuccess)
+    return cuda_call_error(index, e, "cudaEventCreateWithFlags");
+  *out = ev;
+  return TORC_OK;
+}
+
+static int dev_event_record(void *user, int index, void *event,
+                            void *stream) {
+  (void)user;
+  cudaStream_t s = stream_of(index, stream);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaEventRecord((cudaEvent_t)event, s);
+  return e == cudaSuccess ? TORC_OK
+                          : async_error(index, e, "cudaEventRecord");
+}
+
+static int dev_stream_wait_event(void *user, int index, void *stream,
+                                 void *event) {
+  (void)user;
+  cudaStream_t s = stream_of(index, stream);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaStreamWaitEvent(s, (cudaEvent_t)event, 0);
+  return e == cudaSuccess ? TORC_OK
+                          : async_error(index, e, "cudaStreamWaitEvent");
+}
+
+static int dev_event_query(void *user, int index, void *event) {
+  (void)user;
+  if (set_device(index) != TORC_OK)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+  if (e == cudaSuccess)
+    return TORC_OK;
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return TORC_EVENT_NOT_READY;
+  }
+  return async_error(index, e, "cudaEventQuery");
+}
+
+static int dev_event_synchronize(void *user, int index, void *event) {
+  (void)user;
+  if (set_device(index) != TORC_OK)
+    return TORC_ERR_DEVICE;
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+  return e == cudaSuccess ? TORC_OK
+                          : async_error(index, e, "waiting for an event");
+}
+
+static void dev_event_free(void *user, int index, void *event) {
+  (void)user;
+  if (event != NULL && set_device(index) == TORC_OK)
+    (void)cudaEventDestroy((cudaEvent_t)event);
+}
+
+static int dev_copy_to_host_async(void *user, int index, void *dst,
+                                  const void *src, size_t src_offset,
+                                  size_t nbytes, void *stream) {
+  (void)user;
+  cudaStream_t s = stream_of(index, stream);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  if (nbytes == 0)
+    return TORC_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, (const char *)src + src_offset, nbytes,
+                                  cudaMemcpyDeviceToHost, s);
+  return e == cudaSuccess
+             ? TORC_OK
+             : async_error(index, e, "a queued copy of device memory to the "
+                                     "host");
+}
+
+static int dev_copy_device_to_device(void *user, int dst_index, void *dst,
+                                     size_t dst_offset, int src_index,
+                                     const void *src, size_t src_offset,
+                                     size_t nbytes, void *stream) {
+  (void)user;
+  if (dst_index < 0 || dst_index >= g.count)
+    return torc_cuda__set_error(TORC_ERR_DEVICE,
+                                "cuda:%d does not exist (%d CUDA device%s)",
+                                dst_index, g.count, g.count == 1 ? "" : "s");
+  cudaStream_t s = stream_of(src_index, stream);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  if (nbytes == 0)
+    return TORC_OK;
+  char *d = (char *)dst + dst_offset;
+  const char *from = (const char *)src + src_offset;
+  /* Between two GPUs the runtime goes peer to peer where it can, through
+   * the host where it cannot. */
+  cudaError_t e =
+      dst_index == src_index
+          ? cudaMemcpyAsync(d, from, nbytes, cudaMemcpyDeviceToDevice, s)
+          : cudaMemcpyPeerAsync(d, dst_index, from, src_index, nbytes, s);
+  return e == cudaSuccess ? TORC_OK
+                          : async_error(src_index, e,
+                                        "a copy between devices");
+}
+
+static int dev_copy_from_host_async(void *user, int index, void *dst,
+                                    size_t dst_offset, const void *src,
+                                    size_t nbytes, uint32_t flags,
+                                    void *stream) {
+  (void)user, (void)flags;
+  cudaStream_t s = stream_of(index, stream);
+  if (s == NULL)
+    return TORC_ERR_DEVICE;
+  if (nbytes == 0)
+    return TORC_OK;
+  cudaError_t e = cudaMemcpyAsync((char *)dst + dst_offset, src, nbytes,
+                                  cudaMemcpyHostToDevice, s);
+  return e == cudaSuccess
+             ? TORC_OK
+             : async_error(index, e, "a queued copy of host memory to the "
+                                     "device");
 }
 
 static int dev_describe(void *user, int index, char *buf, size_t size) {
@@ -399,6 +563,17 @@ static const torc_device_ops cuda_ops = {
     .shutdown = dev_shutdown,
     .flags = TORC_DEVICE_CACHING,
     .mem_info = dev_mem_info,
+    .stream_new = dev_stream_new,
+    .stream_free = dev_stream_free,
+    .event_new = dev_event_new,
+    .event_record = dev_event_record,
+    .stream_wait_event = dev_stream_wait_event,
+    .event_query = dev_event_query,
+    .event_synchronize = dev_event_synchronize,
+    .event_free = dev_event_free,
+    .copy_to_host_async = dev_copy_to_host_async,
+    .copy_device_to_device = dev_copy_device_to_device,
+    .copy_from_host_async = dev_copy_from_host_async,
     .no_device_reason = dev_no_device_reason,
 };
 
