@@ -205,6 +205,12 @@ torc_status torc_config_apply(const torc_config *cfg) {
         return st;
       torc_manual_seed(seed);
     }
+    if (entry_at(cfg, t, "deterministic")) {
+      int det;
+      if ((st = torc__config_bool(cfg, t, "deterministic", &det)) != TORC_OK)
+        return st;
+      torc_use_deterministic_algorithms(det);
+    }
     const char *fb = entry_value(entry_at(cfg, t, "fallback"));
     if (fb)
       torc__set_fallback(strcmp(fb, "cpu") == 0);

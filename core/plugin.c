@@ -295,6 +295,7 @@ const torc_host torc__host = {
     .register_optimizer = host_register_optimizer,
     .register_scheduler = host_register_scheduler,
     .kernel_scratch = torc__kernel_scratch,
+    .deterministic_algorithms = torc_deterministic_algorithms_enabled,
 };
 
 /* ---- helpers ---- */

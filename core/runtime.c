@@ -2,6 +2,7 @@
  * device, TORC_LOG), the thread count, the log sink, shutdown.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -53,6 +54,16 @@ torc_status torc_set_num_threads(int n) {
 }
 
 int torc_get_num_threads(void) { return n_threads; }
+
+static atomic_int deterministic_algorithms;
+
+void torc_use_deterministic_algorithms(int on) {
+  atomic_store(&deterministic_algorithms, on != 0);
+}
+
+int torc_deterministic_algorithms_enabled(void) {
+  return atomic_load(&deterministic_algorithms);
+}
 
 void torc_set_log_level(int level) {
   pthread_once(&init_once, init_once_fn);

@@ -420,6 +420,7 @@ FROZEN(torc_host, register_scheduler, 120);
 static_assert(sizeof(torc_host) >= 128, "torc_host shrank");
 /* ABI 1.8 */
 FROZEN(torc_host, kernel_scratch, 128);
+FROZEN(torc_host, deterministic_algorithms, 136);
 
 /* What a plugin hands the core to define each type (torc/optim.h). */
 FROZEN(torc_loss_type, struct_size, 0);

@@ -577,12 +577,20 @@ static void test_apply_loads_plugins(void **state) {
   torc_config_free(cfg);
   /* Keys left out keep the library's current settings. */
   torc_manual_seed(77);
+  assert_int_equal(torc_deterministic_algorithms_enabled(), 0);
   cfg = torc_config_parse("[torc]\ndeterministic = yes\n", "d.ini");
   assert_torc(cfg);
   assert_ok(torc_config_apply(cfg));
   torc_generator_get_state(NULL, &seed, NULL);
   assert_int_equal(seed, 77);
   assert_int_equal(torc_get_num_threads(), 3);
+  /* deterministic = yes asks the backends for deterministic algorithms */
+  assert_int_equal(torc_deterministic_algorithms_enabled(), 1);
+  torc_config_free(cfg);
+  cfg = torc_config_parse("[torc]\ndeterministic = no\n", "d.ini");
+  assert_torc(cfg);
+  assert_ok(torc_config_apply(cfg));
+  assert_int_equal(torc_deterministic_algorithms_enabled(), 0);
   torc_config_free(cfg);
 }
 

@@ -44,7 +44,8 @@ TORC_BEGIN_DECLS
  *      mem_info), torc_kernel_args.stream, TORC_EVENT_NOT_READY;
  *      torc_optimizer_type.fused (multi-tensor steps);
  *      torc_device_ops.no_device_reason.
- * 1.8: torc_host.kernel_scratch (device scratch for a running kernel). */
+ * 1.8: torc_host.kernel_scratch (device scratch for a running kernel),
+ *      torc_host.deterministic_algorithms. */
 #define TORC_ABI_MINOR 8
 
 /* Name of the one symbol a plugin exports. */
@@ -516,6 +517,11 @@ typedef struct torc_host {
    * after it). At most 4 requests per call. TORC_OK, TORC_ERR_OOM (with
    * the allocator's message), or TORC_ERR_INVALID outside a kernel call. */
   int (*kernel_scratch)(size_t nbytes, void **out);
+  /* 1 when deterministic algorithms are asked for ([torc] deterministic =
+   * yes, torc_use_deterministic_algorithms): a kernel then avoids
+   * atomics-ordered sums and algorithms chosen by timing. Read it per
+   * call: a program may switch it at any time. */
+  int (*deterministic_algorithms)(void);
 } torc_host;
 
 /* ------------------------------------------------------------------------

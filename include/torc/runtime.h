@@ -104,6 +104,16 @@ TORC_API torc_status torc_set_num_threads(int n);
 /* The thread count (default: 1 until set). */
 TORC_API int torc_get_num_threads(void);
 
+/* Asks every backend for deterministic algorithms only (the same result
+ * run to run: no atomics-ordered sums, no timing-chosen convolution
+ * algorithms that differ in rounding), as PyTorch's
+ * torch.use_deterministic_algorithms. [torc] deterministic = yes sets it.
+ * Off by default; it may cost speed on GPUs. */
+TORC_API void torc_use_deterministic_algorithms(int on);
+
+/* 1 when torc_use_deterministic_algorithms(1) is in force, else 0. */
+TORC_API int torc_deterministic_algorithms_enabled(void);
+
 /* Turns the profiler on (resetting its counts) or off. While on, every
  * kernel is timed per op and device type, every module's forward, and
  * each backward formula is charged to the module that recorded it. */

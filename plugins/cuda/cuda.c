@@ -96,6 +96,12 @@ cudaStream_t torc_cuda__kstream(const torc_kernel_args *args) {
  * (ws_lock held from the request to torc_cuda__workspace_done so that two
  * host threads never queue work on the same bytes at once). */
 static int (*core_scratch)(size_t nbytes, void **out);
+static int (*core_deterministic)(void);
+
+int torc_cuda__deterministic(void) {
+  return torc_cuda__settings.deterministic ||
+         (core_deterministic != NULL && core_deterministic());
+}
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes,
@@ -596,6 +602,10 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   core_scratch = TORC_HAS_SLOT(host, torc_host, kernel_scratch)
                      ? host->kernel_scratch
                      : NULL;
+  core_deterministic =
+      TORC_HAS_SLOT(host, torc_host, deterministic_algorithms)
+          ? host->deterministic_algorithms
+          : NULL;
   int st = torc_cuda__read_keys(host, self);
   if (st != TORC_OK)
     return st;

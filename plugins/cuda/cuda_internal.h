@@ -21,6 +21,11 @@ typedef struct torc_cuda_settings {
 } torc_cuda_settings;
 
 extern torc_cuda_settings torc_cuda__settings;
+
+/* 1 when kernels must choose deterministic algorithms: [plugin.cuda]
+ * deterministic = yes, or the core asks for it ([torc] deterministic =
+ * yes, torc_use_deterministic_algorithms). Read per call. */
+int torc_cuda__deterministic(void);
 extern const torc_plugin_key torc_cuda__keys[];
 
 /* Reads and checks every key of [plugin.cuda] into torc_cuda__settings;

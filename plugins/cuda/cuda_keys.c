@@ -20,7 +20,8 @@ const torc_plugin_key torc_cuda__keys[] = {
      "no"},
     {"deterministic",
      "yes or no: use only algorithms whose results are the same from run "
-     "to run (no atomics-ordered sums; may be slower)",
+     "to run (no atomics-ordered sums; may be slower); [torc] "
+     "deterministic = yes implies it",
      "no"},
     {NULL, NULL, NULL}};
 
