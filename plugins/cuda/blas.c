@@ -21,7 +21,11 @@
 static struct {
   cublasHandle_t h[BLAS_MAX_DEVICES];
   pthread_mutex_t lock;
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  /* Held from binding a handle to the call's stream until its work is
+   * queued: a handle has one stream at a time, and two host threads may
+   * run products on different streams. */
+  pthread_mutex_t call;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .call = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *dtype_name(int dt) {
   switch (dt) {
@@ -128,6 +132,10 @@ static cublasOperation_t op_of(const torc_cuda_gemm_operand *o) {
   return o->trans ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
+static int gemm(const torc_kernel_args *a, cudaStream_t s,
+                const torc_cuda_gemm_plan *pl, int64_t M, int64_t N,
+                int64_t K, size_t es);
+
 static int k_matmul(const torc_kernel_args *a) {
   if (a->n_in != 2 || a->n_out != 1)
     return torc_cuda__set_error(TORC_ERR_INTERNAL,
@@ -179,6 +187,18 @@ static int k_matmul(const torc_kernel_args *a) {
   if (M > INT_MAX || N > INT_MAX || K > INT_MAX || pl.w.ld > INT_MAX ||
       pl.x.ld > INT_MAX || pl.y.ld > INT_MAX || pl.count > INT_MAX)
     return TORC_KERNEL_DECLINED; /* past cuBLAS's int sizes */
+  pthread_mutex_lock(&g.call);
+  int st = gemm(a, s, &pl, M, N, K, es);
+  pthread_mutex_unlock(&g.call);
+  return st != TORC_OK ? st : torc_cuda__after_launch(a->device_index, a->op);
+}
+
+/* Queues the product's cuBLAS calls (g.call held). */
+static int gemm(const torc_kernel_args *a, cudaStream_t s,
+                const torc_cuda_gemm_plan *pl_, int64_t M, int64_t N,
+                int64_t K, size_t es) {
+  const torc_cuda_gemm_plan pl = *pl_;
+  const torc_ktensor *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
   cublasHandle_t h = handle(a, s);
   if (h == NULL)
     return TORC_ERR_DEVICE;
@@ -218,7 +238,7 @@ static int k_matmul(const torc_kernel_args *a) {
     if (st != CUBLAS_STATUS_SUCCESS)
       return blas_error(a, "cublasGemmStridedBatchedEx", st);
   }
-  return torc_cuda__after_launch(a->device_index, a->op);
+  return TORC_OK;
 }
 
 int torc_cuda__register_blas(const torc_host *host, torc_plugin *self) {
