@@ -1,7 +1,8 @@
 /* tests/test_cuda_rand_bodies.c — the per-element bodies of the cuda
  * plugin's random ops (plugins/cuda/rand_body.h), compiled for the host,
  * against the ref kernels for the same seed and offset: every element
- * bit-identical (uniform_, normal_, randint_, dropout). Needs no GPU.
+ * bit-identical (uniform_, normal_, randint_, dropout), for every dtype
+ * rand.cu registers. Needs no GPU.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -213,12 +214,128 @@ static void test_dropout(void **state) {
     }
 }
 
+/* f16 and bf16 outputs of uniform_ and normal_, randint_ into floating
+ * and u8 outputs, dropout over 16-bit floats: the bodies as rand.cu
+ * stores them, bit for bit against ref. */
+static void test_other_dtypes(void **state) {
+  (void)state;
+  static uint16_t h[N], hr[N];
+  static float f[N], fr[N];
+  static double d[N], dr[N];
+  static uint8_t u[N], ur[N];
+  int stepped = 0;
+  for (size_t k = 0; k < N_DRAWS; k++) {
+    for (int bf = 0; bf < 2; bf++) {
+      int dt = bf ? TORC_BF16 : TORC_F16;
+      const char *name = bf ? "bf16" : "f16";
+      for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        torc_random_params p = {.seed = draws[k].seed,
+                                .offset = draws[k].offset,
+                                .a = ranges[r][0],
+                                .b = ranges[r][1]};
+        if (r == 2) /* narrower than the 16-bit spacing at 1 */
+          p.b = 1.0 + (bf ? 0x1p-9 : 0x1p-12);
+        torc_ktensor o = kt(hr, dt, N);
+        run_ref("uniform_", dt, NULL, 0, &o, 1, &p, sizeof p);
+        for (int64_t i = 0; i < N; i++) {
+          uint64_t n = p.offset + (uint64_t)i;
+          h[i] = torc_cuda_rand_uniform_16(p.seed, n, p.a, p.b, bf);
+          same_bits(bf ? "uniform_ bf16" : "uniform_ f16", p.seed, p.offset,
+                    i, &h[i], &hr[i], sizeof h[i]);
+          stepped += torc_cuda_rand_from16(
+                         torc_cuda_rand_to16(
+                             p.a + (p.b - p.a) * (double)torc_philox_uniform_f32(
+                                                     p.seed, n),
+                             bf),
+                         bf) >= p.b;
+        }
+        o = kt(hr, dt, N);
+        run_ref("normal_", dt, NULL, 0, &o, 1, &p, sizeof p);
+        for (int64_t i = 0; i < N; i++) {
+          h[i] = torc_cuda_rand_to16(
+              torc_cuda_rand_normal(p.seed, p.offset + (uint64_t)i, p.a, p.b),
+              bf);
+          same_bits(bf ? "normal_ bf16" : "normal_ f16", p.seed, p.offset, i,
+                    &h[i], &hr[i], sizeof h[i]);
+        }
+      }
+      (void)name;
+    }
+    /* randint_ into f32, f64, f16, bf16 and u8: a range past 2^24 checks
+     * the one rounding to f32 */
+    static const int64_t lims[][2] = {
+        {0, 10}, {-300, 300}, {-(INT64_C(1) << 40), INT64_C(1) << 41}};
+    for (size_t l = 0; l < sizeof lims / sizeof lims[0]; l++) {
+      torc_random_params p = {.seed = draws[k].seed,
+                              .offset = draws[k].offset,
+                              .low = lims[l][0],
+                              .high = lims[l][1]};
+      torc_ktensor o = kt(fr, TORC_F32, N);
+      run_ref("randint_", TORC_F32, NULL, 0, &o, 1, &p, sizeof p);
+      o = kt(dr, TORC_F64, N);
+      run_ref("randint_", TORC_F64, NULL, 0, &o, 1, &p, sizeof p);
+      o = kt(ur, TORC_U8, N);
+      run_ref("randint_", TORC_U8, NULL, 0, &o, 1, &p, sizeof p);
+      for (int64_t i = 0; i < N; i++) {
+        int64_t v =
+            torc_philox_randint(p.seed, p.offset + (uint64_t)i, p.low, p.high);
+        f[i] = torc_cuda_i64_to_f32(v);
+        d[i] = (double)v;
+        u[i] = (uint8_t)(uint64_t)v;
+        same_bits("randint_ f32", p.seed, p.offset, i, &f[i], &fr[i],
+                  sizeof f[i]);
+        same_bits("randint_ f64", p.seed, p.offset, i, &d[i], &dr[i],
+                  sizeof d[i]);
+        same_bits("randint_ u8", p.seed, p.offset, i, &u[i], &ur[i],
+                  sizeof u[i]);
+      }
+      for (int bf = 0; bf < 2; bf++) {
+        int dt = bf ? TORC_BF16 : TORC_F16;
+        o = kt(hr, dt, N);
+        run_ref("randint_", dt, NULL, 0, &o, 1, &p, sizeof p);
+        for (int64_t i = 0; i < N; i++) {
+          float fv = torc_cuda_i64_to_f32(torc_philox_randint(
+              p.seed, p.offset + (uint64_t)i, p.low, p.high));
+          h[i] = bf ? torc_f32_to_bf16(fv) : torc_f32_to_f16(fv);
+          same_bits(bf ? "randint_ bf16" : "randint_ f16", p.seed, p.offset,
+                    i, &h[i], &hr[i], sizeof h[i]);
+        }
+      }
+    }
+    /* dropout over f16/bf16 */
+    static uint16_t x[N], y[N], m[N], yr[N], mr[N];
+    for (int bf = 0; bf < 2; bf++) {
+      int dt = bf ? TORC_BF16 : TORC_F16;
+      for (int64_t i = 0; i < N; i++)
+        x[i] = torc_cuda_rand_to16(sin((double)i) * 3.0, bf);
+      torc_dropout_kparams p = {
+          .seed = draws[k].seed, .offset = draws[k].offset, .p = 0.3};
+      double scale = 1.0 / (1.0 - p.p);
+      torc_ktensor in = kt(x, dt, N);
+      torc_ktensor out[2] = {kt(yr, dt, N), kt(mr, dt, N)};
+      run_ref("dropout", dt, &in, 1, out, 2, &p, sizeof p);
+      for (int64_t i = 0; i < N; i++) {
+        double kf =
+            torc_cuda_rand_keep(p.seed, p.offset + (uint64_t)i, p.p, scale);
+        m[i] = torc_cuda_rand_to16(kf, bf);
+        y[i] = torc_cuda_rand_to16(torc_cuda_rand_from16(x[i], bf) * kf, bf);
+        same_bits("dropout 16-bit y", p.seed, p.offset, i, &y[i], &yr[i],
+                  sizeof y[i]);
+        same_bits("dropout 16-bit mask", p.seed, p.offset, i, &m[i], &mr[i],
+                  sizeof m[i]);
+      }
+    }
+  }
+  assert_true(stepped > 0); /* the step below b ran */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uniform),
       cmocka_unit_test(test_normal),
       cmocka_unit_test(test_randint),
       cmocka_unit_test(test_dropout),
+      cmocka_unit_test(test_other_dtypes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

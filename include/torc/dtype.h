@@ -64,10 +64,17 @@ TORC_API torc_status torc_dtype_parse(const char *name, torc_dtype *out);
  * f16 with bf16 gives f32. Returns TORC_DTYPE_ANY for an invalid input. */
 TORC_API torc_dtype torc_promote_types(torc_dtype a, torc_dtype b);
 
-/* ---- f16 / bf16 conversions (exact; round to nearest even) ---- */
+/* ---- f16 / bf16 conversions (exact; round to nearest even) ----
+ * TORC_DTYPE_FN: under nvcc these compile for the host and the device, so
+ * a CUDA kernel converts with the very bits the host does. */
+#ifdef __CUDACC__
+#define TORC_DTYPE_FN __host__ __device__ static inline
+#else
+#define TORC_DTYPE_FN static inline
+#endif
 
 /* IEEE binary16 bits to float. */
-static inline float torc_f16_to_f32(uint16_t h) {
+TORC_DTYPE_FN float torc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -93,7 +100,7 @@ static inline float torc_f16_to_f32(uint16_t h) {
 
 /* float to IEEE binary16 bits, rounding to nearest even; overflow gives inf,
  * NaN stays NaN. */
-static inline uint16_t torc_f32_to_f16(float f) {
+TORC_DTYPE_FN uint16_t torc_f32_to_f16(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
   uint32_t sign = (x >> 16) & 0x8000u;
@@ -120,7 +127,7 @@ static inline uint16_t torc_f32_to_f16(float f) {
 }
 
 /* bfloat16 bits to float (exact). */
-static inline float torc_bf16_to_f32(uint16_t b) {
+TORC_DTYPE_FN float torc_bf16_to_f32(uint16_t b) {
   uint32_t bits = (uint32_t)b << 16;
   float f;
   memcpy(&f, &bits, sizeof f);
@@ -128,7 +135,7 @@ static inline float torc_bf16_to_f32(uint16_t b) {
 }
 
 /* float to bfloat16 bits, rounding to nearest even; NaN stays NaN. */
-static inline uint16_t torc_f32_to_bf16(float f) {
+TORC_DTYPE_FN uint16_t torc_f32_to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
   if ((x & 0x7fffffffu) > 0x7f800000u)

@@ -1,5 +1,6 @@
 /* plugins/cuda/rand.cu — the random ops of the cuda plugin: uniform_ and
- * normal_ (f32, f64), randint_ (i32, i64) and dropout (f32, f64), one
+ * normal_ (f32, f64, f16, bf16), randint_ (every non-bool dtype) and
+ * dropout (f32, f64, f16, bf16), one
  * grid-stride kernel each over rand_body.h's bodies, so that element i
  * gets ref's value for the same seed and offset. Device type "cuda".
  */
@@ -58,8 +59,37 @@ template <class T> struct normal_fn {
 };
 template <class T> struct randint_fn {
   __device__ static T at(const torc_random_params &p, uint64_t n) {
-    /* i32 keeps the low 32 bits, as ref's store (low, high fit it). */
-    return (T)torc_philox_randint(p.seed, n, p.low, p.high);
+    /* i32 and u8 keep the low bits, as ref's store. */
+    return (T)(uint64_t)torc_philox_randint(p.seed, n, p.low, p.high);
+  }
+};
+template <> struct randint_fn<float> {
+  __device__ static float at(const torc_random_params &p, uint64_t n) {
+    return torc_cuda_i64_to_f32(torc_philox_randint(p.seed, n, p.low, p.high));
+  }
+};
+template <> struct randint_fn<double> {
+  __device__ static double at(const torc_random_params &p, uint64_t n) {
+    return (double)torc_philox_randint(p.seed, n, p.low, p.high);
+  }
+};
+
+/* 16-bit outputs, stored as their bits: BF is 1 for bf16, 0 for f16. */
+template <int BF> struct uniform16_fn {
+  __device__ static uint16_t at(const torc_random_params &p, uint64_t n) {
+    return torc_cuda_rand_uniform_16(p.seed, n, p.a, p.b, BF);
+  }
+};
+template <int BF> struct normal16_fn {
+  __device__ static uint16_t at(const torc_random_params &p, uint64_t n) {
+    return torc_cuda_rand_to16(torc_cuda_rand_normal(p.seed, n, p.a, p.b), BF);
+  }
+};
+template <int BF> struct randint16_fn {
+  __device__ static uint16_t at(const torc_random_params &p, uint64_t n) {
+    float f =
+        torc_cuda_i64_to_f32(torc_philox_randint(p.seed, n, p.low, p.high));
+    return BF ? torc_f32_to_bf16(f) : torc_f32_to_f16(f);
   }
 };
 
@@ -136,7 +166,36 @@ template <class T, class F> int run_draw(const torc_kernel_args *a) {
   return torc_cuda__after_launch(a->device_index, a->op);
 }
 
-template <class T> int run_dropout(const torc_kernel_args *a) {
+/* dropout over 16-bit floats: x widened exactly, x * factor in double,
+ * rounded once to f32 and then to 16 bits, as ref's store. */
+template <int BF>
+__global__ void k_dropout16(const uint16_t *x, uint16_t *y, uint16_t *mask,
+                            int64_t n, uint64_t seed, uint64_t off, double p,
+                            double scale) {
+  for (int64_t i = first(); i < n; i += step()) {
+    double k = torc_cuda_rand_keep(seed, off + (uint64_t)i, p, scale);
+    mask[i] = torc_cuda_rand_to16(k, BF);
+    y[i] = torc_cuda_rand_to16(torc_cuda_rand_from16(x[i], BF) * k, BF);
+  }
+}
+
+/* The dropout kernel of storage type T (16-bit types: BF chooses). */
+template <class T, int BF> struct dropout_launch {
+  static void go(unsigned nb, cudaStream_t s, const T *x, T *y, T *m,
+                 int64_t n, uint64_t seed, uint64_t off, double p,
+                 double scale) {
+    k_dropout<T><<<nb, kBlock, 0, s>>>(x, y, m, n, seed, off, p, scale);
+  }
+};
+template <int BF> struct dropout_launch<uint16_t, BF> {
+  static void go(unsigned nb, cudaStream_t s, const uint16_t *x, uint16_t *y,
+                 uint16_t *m, int64_t n, uint64_t seed, uint64_t off,
+                 double p, double scale) {
+    k_dropout16<BF><<<nb, kBlock, 0, s>>>(x, y, m, n, seed, off, p, scale);
+  }
+};
+
+template <class T, int BF = 0> int run_dropout(const torc_kernel_args *a) {
   if (a->n_in != 1 || a->n_out != 2 || a->params == NULL ||
       a->params_size < sizeof(torc_dropout_kparams))
     return torc_cuda__set_error(TORC_ERR_INTERNAL,
@@ -153,9 +212,8 @@ template <class T> int run_dropout(const torc_kernel_args *a) {
   if (s == NULL)
     return TORC_ERR_DEVICE;
   double scale = p->p >= 1 ? 0 : 1.0 / (1.0 - p->p); /* as ref */
-  k_dropout<T><<<blocks(n), kBlock, 0, s>>>(base<T>(x), base<T>(y),
-                                            base<T>(m), n, p->seed,
-                                            p->offset, p->p, scale);
+  dropout_launch<T, BF>::go(blocks(n), s, base<T>(x), base<T>(y), base<T>(m),
+                            n, p->seed, p->offset, p->p, scale);
   return torc_cuda__after_launch(a->device_index, a->op);
 }
 
@@ -171,10 +229,21 @@ const rand_kernel rand_kernels[] = {
     {"uniform_", TORC_F64, run_draw<double, uniform_fn<double>>, 0},
     {"normal_", TORC_F32, run_draw<float, normal_fn<float>>, 0},
     {"normal_", TORC_F64, run_draw<double, normal_fn<double>>, 0},
+    {"uniform_", TORC_F16, run_draw<uint16_t, uniform16_fn<0>>, 0},
+    {"uniform_", TORC_BF16, run_draw<uint16_t, uniform16_fn<1>>, 0},
+    {"normal_", TORC_F16, run_draw<uint16_t, normal16_fn<0>>, 0},
+    {"normal_", TORC_BF16, run_draw<uint16_t, normal16_fn<1>>, 0},
     {"randint_", TORC_I32, run_draw<int32_t, randint_fn<int32_t>>, 0},
     {"randint_", TORC_I64, run_draw<int64_t, randint_fn<int64_t>>, 0},
+    {"randint_", TORC_U8, run_draw<uint8_t, randint_fn<uint8_t>>, 0},
+    {"randint_", TORC_F32, run_draw<float, randint_fn<float>>, 0},
+    {"randint_", TORC_F64, run_draw<double, randint_fn<double>>, 0},
+    {"randint_", TORC_F16, run_draw<uint16_t, randint16_fn<0>>, 0},
+    {"randint_", TORC_BF16, run_draw<uint16_t, randint16_fn<1>>, 0},
     {"dropout", TORC_F32, run_dropout<float>, TORC_KERNEL_CONTIGUOUS},
     {"dropout", TORC_F64, run_dropout<double>, TORC_KERNEL_CONTIGUOUS},
+    {"dropout", TORC_F16, run_dropout<uint16_t, 0>, TORC_KERNEL_CONTIGUOUS},
+    {"dropout", TORC_BF16, run_dropout<uint16_t, 1>, TORC_KERNEL_CONTIGUOUS},
 };
 
 } // namespace

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "torc/dtype.h"
 #include "torc/philox.h"
 
 /* Device code rounds every double product and sum on its own
@@ -59,6 +60,65 @@ TORC_PHILOX_FN double torc_cuda_rand_normal(uint64_t seed, uint64_t n,
 TORC_PHILOX_FN double torc_cuda_rand_keep(uint64_t seed, uint64_t n, double p,
                                           double scale) {
   return torc_philox_uniform(seed, n) >= p ? scale : 0.0;
+}
+
+/* ---- f16 and bf16 outputs: bits, rounded as ref rounds (double to f32
+ * once, then to 16 bits, both to nearest even) ---- */
+
+/* v as the 16-bit encoding of bf16 (bf16 != 0) or f16. */
+TORC_PHILOX_FN uint16_t torc_cuda_rand_to16(double v, int bf16) {
+  return bf16 ? torc_f32_to_bf16((float)v) : torc_f32_to_f16((float)v);
+}
+
+TORC_PHILOX_FN double torc_cuda_rand_from16(uint16_t b, int bf16) {
+  return bf16 ? (double)torc_bf16_to_f32(b) : (double)torc_f16_to_f32(b);
+}
+
+/* The encoding of the next 16-bit value below v (encoded as b): positive
+ * values step down, negative ones grow in magnitude, zero goes to the
+ * smallest negative subnormal. */
+TORC_PHILOX_FN uint16_t torc_cuda_rand_below16(uint16_t b, double v) {
+  if (v > 0)
+    return (uint16_t)(b - 1u);
+  if (v == 0)
+    return 0x8001u;
+  return (uint16_t)(b + 1u);
+}
+
+/* uniform_ into f16/bf16: a + (b - a) * u from the f32 uniform, rounded
+ * to the dtype; a value that rounded onto b steps down below it. */
+TORC_PHILOX_FN uint16_t torc_cuda_rand_uniform_16(uint64_t seed, uint64_t n,
+                                                  double a, double b,
+                                                  int bf16) {
+  double u = (double)torc_philox_uniform_f32(seed, n);
+  uint16_t h = torc_cuda_rand_to16(TORC_CUDA_DADD(a, TORC_CUDA_DMUL(b - a, u)),
+                                   bf16);
+  double v = torc_cuda_rand_from16(h, bf16);
+  for (int k = 0; k < 4 && v >= b && b > a; k++) {
+    h = torc_cuda_rand_below16(h, v);
+    v = torc_cuda_rand_from16(h, bf16);
+  }
+  return h;
+}
+
+/* An int64 to the nearest float (ties to even) in one rounding, as ref
+ * stores integers into floating outputs: the magnitude is rounded to 24
+ * significant bits in integer arithmetic, then converts exactly. */
+TORC_PHILOX_FN float torc_cuda_i64_to_f32(int64_t v) {
+  uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  int bits = 0;
+  while (bits < 64 && (m >> bits) != 0)
+    bits++;
+  if (bits > 24) {
+    int drop = bits - 24;
+    uint64_t keep = m >> drop, rem = m & ((UINT64_C(1) << drop) - 1);
+    uint64_t half = UINT64_C(1) << (drop - 1);
+    if (rem > half || (rem == half && (keep & 1)))
+      keep++;
+    m = keep << drop;
+  }
+  float f = (float)(double)m;
+  return v < 0 ? -f : f;
 }
 
 #endif /* TORC_CUDA_RAND_BODY_H */
