@@ -649,8 +649,8 @@ static const torc_plugin_info cuda_info = {
     .name = "cuda",
     .version = "0.1.0",
     .description = "NVIDIA GPUs through the CUDA runtime: device type cuda "
-                   "(cached memory, pinned host memory, one stream per "
-                   "device) and f32 elementwise kernels",
+                   "(cached memory, pinned host memory, streams and "
+                   "events), its kernels on cuBLAS, cuDNN and its own",
     .provides = TORC_PROVIDES_DEVICE | TORC_PROVIDES_KERNELS,
     /* The CUDA runtime does not survive dlclose. */
     .flags = TORC_PLUGIN_NO_UNLOAD,
