@@ -3,10 +3,17 @@
 # plugin's zero-device behaviour (skipped when configure left it out).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
+	tests/test_cuda_imatmul_bodies
 TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
+	tests/test_cuda_imatmul_bodies
 endif
+tests_test_cuda_imatmul_bodies_SOURCES = tests/test_cuda_imatmul_bodies.c \
+	plugins/cuda/imatmul_body.h
+tests_test_cuda_imatmul_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_imatmul_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
 tests_test_cuda_bodies_LDADD = plugins/ref/librefkernels.la $(CMOCKA_LIBS) -lm

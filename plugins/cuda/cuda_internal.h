@@ -80,6 +80,10 @@ int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
  * dropout). */
 int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
 
+/* Registers "matmul" for i32, i64 and u8 (imatmul.cu: cuBLAS has no
+ * integer GEMM). */
+int torc_cuda__register_imatmul(const torc_host *host, torc_plugin *self);
+
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
 
