@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "kerr.h"
 
 int (*torc_cuda__set_error)(int status, const char *fmt, ...) = NULL;
 
@@ -20,6 +21,9 @@ typedef struct cuda_dev {
   char last_op[LAST_OP_MAX];
   void *ws;       /* the workspace (torc_cuda__workspace), grown on demand */
   size_t ws_size;
+  torc_cuda_kerr *kerr; /* kernels' data errors (kerr.h), mapped pinned
+                         * memory; NULL until first asked for */
+  torc_cuda_kerr *kerr_dev; /* the same record as the device sees it */
 } cuda_dev;
 
 static struct {
@@ -143,6 +147,64 @@ void torc_cuda__workspace_done(const torc_kernel_args *a, void *ptr) {
     pthread_mutex_unlock(&ws_lock);
 }
 
+int torc_cuda__kerr(const torc_kernel_args *a, struct torc_cuda_kerr **out) {
+  *out = NULL;
+  if (torc_cuda__stream(a->device_index) == NULL)
+    return TORC_ERR_DEVICE;
+  cuda_dev *d = &g.devs[a->device_index];
+  pthread_mutex_lock(&g.lock);
+  if (d->kerr == NULL) {
+    void *p = NULL, *dp = NULL;
+    cudaError_t e = cudaHostAlloc(&p, sizeof(torc_cuda_kerr),
+                                  cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e == cudaSuccess) {
+      memset(p, 0, sizeof(torc_cuda_kerr));
+      e = cudaHostGetDevicePointer(&dp, p, 0);
+      if (e != cudaSuccess)
+        (void)cudaFreeHost(p);
+    }
+    if (e != cudaSuccess) {
+      pthread_mutex_unlock(&g.lock);
+      (void)cudaGetLastError();
+      return torc_cuda__set_error(TORC_ERR_DEVICE,
+                                  "cuda:%d: '%s' cannot check its indices: "
+                                  "no mapped host memory for the error "
+                                  "record (%s)",
+                                  a->device_index, a->op,
+                                  cudaGetErrorString(e));
+    }
+    d->kerr = p;
+    d->kerr_dev = dp;
+  }
+  *out = d->kerr_dev;
+  pthread_mutex_unlock(&g.lock);
+  return TORC_OK;
+}
+
+/* After a wait on device `index` returned: a data error a kernel recorded
+ * (kerr.h) as one message, the record cleared for the next; TORC_OK when
+ * there is none. */
+static int kerr_check(int index) {
+  if (index < 0 || index >= g.count)
+    return TORC_OK;
+  volatile torc_cuda_kerr *k = g.devs[index].kerr;
+  if (k == NULL || k->code == TORC_CUDA_KERR_NONE)
+    return TORC_OK;
+  if (k->code != TORC_CUDA_KERR_INDEX) /* claimed, still being written */
+    return TORC_OK;
+  const char *op = (const char *)(uintptr_t)k->op;
+  long long v = (long long)k->value, lo = (long long)k->lo,
+            hi = (long long)k->hi, el = (long long)k->element;
+  k->code = TORC_CUDA_KERR_NONE;
+  return torc_cuda__set_error(
+      TORC_ERR_RANGE,
+      "cuda:%d: '%s': index %lld (element %lld) is out of range: expected "
+      "%lld to %lld; the kernel found it on the device and it is reported "
+      "at this wait (run with TORC_CUDA_SYNC=1 to stop at the op, or check "
+      "the indices on the cpu)",
+      index, op ? op : "(an op)", v, el, lo, hi - 1);
+}
+
 static void last_op(int index, char *buf, size_t size) {
   pthread_mutex_lock(&g.lock);
   snprintf(buf, size, "%s",
@@ -189,6 +251,7 @@ int torc_cuda__after_launch(int index, const char *op) {
     e = cudaDeviceSynchronize(); /* the kernel's stream, whichever it was */
     if (e != cudaSuccess)
       return async_error(index, e, "the kernel (TORC_CUDA_SYNC=1)");
+    return kerr_check(index);
   }
   return TORC_OK;
 }
@@ -293,7 +356,7 @@ static int dev_copy_to_host(void *user, int index, void *dst, const void *src,
                                   * stream of the device */
   if (e != cudaSuccess)
     return async_error(index, e, "a copy of device memory to the host");
-  return TORC_OK;
+  return kerr_check(index);
 }
 
 static int dev_synchronize(void *user, int index) {
@@ -304,7 +367,7 @@ static int dev_synchronize(void *user, int index) {
   cudaError_t e = cudaDeviceSynchronize(); /* every stream of the device */
   if (e != cudaSuccess)
     return async_error(index, e, "synchronize");
-  return TORC_OK;
+  return kerr_check(index);
 }
 
 static int dev_host_alloc(void *user, size_t nbytes, void **out) {
@@ -432,7 +495,7 @@ static int dev_event_synchronize(void *user, int index, void *event) {
   if (set_device(index) != TORC_OK)
     return TORC_ERR_DEVICE;
   cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
-  return e == cudaSuccess ? TORC_OK
+  return e == cudaSuccess ? kerr_check(index)
                           : async_error(index, e, "waiting for an event");
 }
 
@@ -548,6 +611,9 @@ static void dev_shutdown(void *user) {
         (void)cudaFree(g.devs[i].ws);
       g.devs[i].ws = NULL;
       g.devs[i].ws_size = 0;
+      if (g.devs[i].kerr != NULL)
+        (void)cudaFreeHost(g.devs[i].kerr);
+      g.devs[i].kerr = g.devs[i].kerr_dev = NULL;
       (void)cudaStreamDestroy(g.devs[i].stream);
       g.devs[i].stream = NULL;
     }

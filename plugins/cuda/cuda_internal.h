@@ -66,6 +66,15 @@ int torc_cuda__workspace(const torc_kernel_args *a, size_t nbytes, void **out);
  * no-op). Call it once the call's work is queued. */
 void torc_cuda__workspace_done(const torc_kernel_args *a, void *ptr);
 
+struct torc_cuda_kerr;
+
+/* The device's record of data errors (kerr.h) for kernel call `a` to pass
+ * its kernels: they claim it for the first bad index they meet (and never
+ * touch memory out of range), and the next wait on the device reports it
+ * as one message naming the op, the value and the range. TORC_OK, or an
+ * error after set_error when it cannot be set up. */
+int torc_cuda__kerr(const torc_kernel_args *a, struct torc_cuda_kerr **out);
+
 /* Registers the elementwise kernels of ew.cu for device type "cuda". */
 int torc_cuda__register_ew(const torc_host *host, torc_plugin *self);
 

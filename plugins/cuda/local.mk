@@ -4,7 +4,7 @@
 EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
 	plugins/cuda/cuda_internal.h plugins/cuda/reduce.cu \
 	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h \
-	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h
+	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h plugins/cuda/kerr.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
