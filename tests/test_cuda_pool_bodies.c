@@ -309,6 +309,13 @@ static void test_max_pool_empty_window(void **state) {
   int64_t xs[4] = {1, 2, 2, 1}, ys[4] = {1, 2, 2, 2};
   for (size_t t = 0; t < N_DT; t++)
     check_pool(MAXP, dtypes[t], xs, ys, &p, 0, -1);
+  /* The same along the height. */
+  p.kernel[0] = 2, p.kernel[1] = 1;
+  p.padding[0] = 1, p.padding[1] = 0;
+  p.dilation[0] = 2, p.dilation[1] = 1;
+  int64_t xh[4] = {1, 2, 1, 3}, yh[4] = {1, 2, 2, 3};
+  for (size_t t = 0; t < N_DT; t++)
+    check_pool(MAXP, dtypes[t], xh, yh, &p, 0, -1);
 }
 
 static void test_avg_pool(void **state) {

@@ -134,12 +134,25 @@ TORC_CUDA_PHD static inline void torc_cuda_pool_range(int64_t i, int64_t k,
     *hi = O;
 }
 
+/* Whether output o's window along one dim (taps o * s - p + j * d, j <
+ * k) has no tap inside [0, I). */
+TORC_CUDA_PHD static inline int torc_cuda_pool_no_tap(int64_t o, int64_t k,
+                                                     int64_t s, int64_t p,
+                                                     int64_t d, int64_t I) {
+  for (int64_t j = 0; j < k; j++) {
+    int64_t i = o * s - p + j * d;
+    if (i >= 0 && i < I)
+      return 0;
+  }
+  return 1;
+}
+
 /* max_pool2d_backward at input (ih, iw) of one plane: the sum, in output
- * order, of gy over the outputs whose index names it. Only the outputs
- * whose window holds it are looked at, except at position 0, which scans
- * every output: max_pool2d gives index 0 to a window with no in-range
- * element. (Any other index naming a position outside its output's
- * window, which max_pool2d never writes, adds nothing.) */
+ * order, of gy over the outputs whose index names it. Those are outputs
+ * whose window holds it and, for position 0 only, the outputs whose window
+ * has no in-range element (max_pool2d gives them index 0). (An index
+ * naming a position outside its output's window otherwise, which
+ * max_pool2d never writes, adds nothing.) */
 TORC_CUDA_PHD static inline double
 torc_cuda_maxpool_grad_at(const torc_cuda_pool_geo *g, const void *gy, int dt,
                           const int64_t *ind, int64_t ih, int64_t iw) {
@@ -148,9 +161,30 @@ torc_cuda_maxpool_grad_at(const torc_cuda_pool_geo *g, const void *gy, int dt,
                        &h1);
   torc_cuda_pool_range(iw, g->k[1], g->s[1], g->p[1], g->d[1], g->OW, &w0,
                        &w1);
-  if (me == 0)
-    h0 = w0 = 0, h1 = g->OH, w1 = g->OW;
   double acc = 0;
+  if (me == 0) {
+    int col_empty = 0; /* some column's windows are all empty */
+    for (int64_t ow = 0; ow < g->OW && !col_empty; ow++)
+      col_empty =
+          torc_cuda_pool_no_tap(ow, g->k[1], g->s[1], g->p[1], g->d[1], g->W);
+    for (int64_t oh = 0; oh < g->OH; oh++) {
+      int row_in = oh >= h0 && oh < h1;
+      int row_empty =
+          torc_cuda_pool_no_tap(oh, g->k[0], g->s[0], g->p[0], g->d[0], g->H);
+      if (!row_in && !row_empty && !col_empty)
+        continue;
+      for (int64_t ow = 0; ow < g->OW; ow++) {
+        int64_t o = oh * g->OW + ow;
+        int holds = row_in && ow >= w0 && ow < w1;
+        if ((holds || row_empty ||
+             torc_cuda_pool_no_tap(ow, g->k[1], g->s[1], g->p[1], g->d[1],
+                                   g->W)) &&
+            ind[o] == 0)
+          acc += torc_cuda_p_ld(gy, dt, o);
+      }
+    }
+    return acc;
+  }
   for (int64_t oh = h0; oh < h1; oh++)
     for (int64_t ow = w0; ow < w1; ow++) {
       int64_t o = oh * g->OW + ow;
