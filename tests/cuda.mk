@@ -34,7 +34,7 @@ tests_test_cuda_pool_bodies_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_pool_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_dnn_plan_SOURCES = tests/test_cuda_dnn_plan.c \
-	plugins/cuda/dnn_plan.h
+	plugins/cuda/dnn_plan.h plugins/cuda/pool_body.h
 tests_test_cuda_dnn_plan_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_dnn_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

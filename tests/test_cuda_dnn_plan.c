@@ -1,9 +1,10 @@
 /* tests/test_cuda_dnn_plan.c — the cuda plugin's cuDNN plan
  * (plugins/cuda/dnn_plan.h) on the CPU: the geometry of each convolution
  * op, checked by running the cross-correlation cuDNN computes for that
- * geometry (forward, backward data, backward filter, in double) against
- * the ref kernels; the output-size rule; the math and compute types per
- * dtype and tf32; the choice policy; the algorithm cache. Needs no GPU.
+ * geometry (forward, backward data, backward filter, in double; the bias
+ * by pool_body.h's channel index) against the ref kernels; the
+ * output-size rule; the math and compute types per dtype and tf32; the
+ * choice policy; the algorithm cache. Needs no GPU.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include "torc/plugin.h"
 
 #include "../plugins/cuda/dnn_plan.h"
+#include "../plugins/cuda/pool_body.h"
 #include "../plugins/ref/ref_kernels.h"
 
 static torc_kernel_fn ref_kernel(const char *op) {
@@ -146,13 +148,14 @@ static void assert_near(const torc_ktensor *a, const torc_ktensor *b,
                x[i], y[i]);
 }
 
-/* Adds bias [ch] to t [N, ch, H, W], as cudnnAddTensor does. */
+/* Adds bias [ch] to t [N, ch, H, W] as pool.cu's bias kernel does, by
+ * pool_body.h's channel of each element. */
 static void add_bias(torc_ktensor *t, const torc_ktensor *b) {
   double *v = t->data;
   const double *bv = b->data;
   int64_t plane = t->shape[2] * t->shape[3];
   for (int64_t i = 0; i < n_of(t); i++)
-    v[i] += bv[(i / plane) % t->shape[1]];
+    v[i] += bv[torc_cuda_bias_channel(i, t->shape[1], plane)];
 }
 
 /* Each op of case c: geo_of accepts its tensors, and the model run with

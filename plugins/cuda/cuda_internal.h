@@ -84,6 +84,12 @@ int torc_cuda__register_dnn(const torc_host *host, torc_plugin *self);
  * backwards, batch_norm and batch_norm_backward. */
 int torc_cuda__register_pool(const torc_host *host, torc_plugin *self);
 
+/* Queues y += b (b [C] per channel of the NCHW tensor y, one dtype each)
+ * on stream s for call a (pool.cu; dnn.c's convolution bias). TORC_OK or
+ * an error after set_error. */
+int torc_cuda__bias_add(const torc_kernel_args *a, cudaStream_t s,
+                        const torc_ktensor *y, const torc_ktensor *b);
+
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
 

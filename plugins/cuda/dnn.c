@@ -181,9 +181,9 @@ static cudnnDataType_t data_type(int dt) {
 }
 
 /* One call's descriptors: x and y (NCHW tensors), w (an NCHW filter), the
- * bias as [1, channels, 1, 1], the convolution. */
+ * convolution. */
 typedef struct descs {
-  cudnnTensorDescriptor_t x, y, b;
+  cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t c;
 } descs;
@@ -193,26 +193,22 @@ static void descs_destroy(descs *d) {
     (void)cudnnDestroyTensorDescriptor(d->x);
   if (d->y)
     (void)cudnnDestroyTensorDescriptor(d->y);
-  if (d->b)
-    (void)cudnnDestroyTensorDescriptor(d->b);
   if (d->w)
     (void)cudnnDestroyFilterDescriptor(d->w);
   if (d->c)
     (void)cudnnDestroyConvolutionDescriptor(d->c);
 }
 
-/* Creates and sets the descriptors of geometry gm (bias_ch > 0: a bias
- * of that many channels); the failing call's name in *what. */
+/* Creates and sets the descriptors of geometry gm; the failing call's
+ * name in *what. */
 static cudnnStatus_t descs_make(descs *d, const torc_cuda_conv_geo *gm,
-                                int dt, int math, int64_t bias_ch,
-                                const char **what) {
+                                int dt, int math, const char **what) {
   cudnnDataType_t t = data_type(dt);
   cudnnStatus_t st;
   memset(d, 0, sizeof *d);
   *what = "cudnnCreateTensorDescriptor";
   if ((st = cudnnCreateTensorDescriptor(&d->x)) ||
-      (st = cudnnCreateTensorDescriptor(&d->y)) ||
-      (bias_ch > 0 && (st = cudnnCreateTensorDescriptor(&d->b))))
+      (st = cudnnCreateTensorDescriptor(&d->y)))
     return st;
   *what = "cudnnCreateFilterDescriptor";
   if ((st = cudnnCreateFilterDescriptor(&d->w)))
@@ -225,10 +221,7 @@ static cudnnStatus_t descs_make(descs *d, const torc_cuda_conv_geo *gm,
                                        (int)gm->C, (int)gm->H, (int)gm->W)) ||
       (st = cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, t, (int)gm->N,
                                        (int)gm->O, (int)gm->OH,
-                                       (int)gm->OW)) ||
-      (bias_ch > 0 &&
-       (st = cudnnSetTensor4dDescriptor(d->b, CUDNN_TENSOR_NCHW, t, 1,
-                                        (int)bias_ch, 1, 1))))
+                                       (int)gm->OW)))
     return st;
   *what = "cudnnSetFilter4dDescriptor";
   if ((st = cudnnSetFilter4dDescriptor(d->w, t, CUDNN_TENSOR_NCHW, (int)gm->O,
@@ -452,7 +445,6 @@ static int k_conv(const torc_kernel_args *a) {
     return TORC_ERR_DEVICE;
 
   int has_bias = torc_cuda_conv_has_bias(kind, a->n_in);
-  int64_t bias_ch = has_bias ? a->in[2].shape[0] : 0;
   int math = torc_cuda_conv_math(dt, torc_cuda__settings.tf32);
   int xi, wi, yi;
   torc_cuda_conv_roles(kind, &xi, &wi, &yi);
@@ -479,33 +471,12 @@ static int k_conv(const torc_kernel_args *a) {
                                   "cudaMemsetAsync failed: %s",
                                   a->device_index, a->op,
                                   cudaGetErrorString(e));
-    if (!has_bias)
-      return torc_cuda__after_launch(a->device_index, a->op);
-    memset(&d, 0, sizeof d);
-    cudnnTensorDescriptor_t od = NULL;
-    what = "cudnnCreateTensorDescriptor";
-    if (!(st = cudnnCreateTensorDescriptor(&od)) &&
-        !(st = cudnnCreateTensorDescriptor(&d.b))) {
-      what = "cudnnSetTensor4dDescriptor";
-      if (!(st = cudnnSetTensor4dDescriptor(
-                od, CUDNN_TENSOR_NCHW, data_type(dt), (int)o->shape[0],
-                (int)o->shape[1], (int)o->shape[2], (int)o->shape[3])) &&
-          !(st = cudnnSetTensor4dDescriptor(d.b, CUDNN_TENSOR_NCHW,
-                                            data_type(dt), 1, (int)bias_ch,
-                                            1, 1))) {
-        what = "cudnnAddTensor";
-        st = cudnnAddTensor(h, one, d.b, base(&a->in[2]), one, od, base(o));
-      }
-    }
-    if (od)
-      (void)cudnnDestroyTensorDescriptor(od);
-    descs_destroy(&d);
-    if (st)
-      return dnn_error(a, what, st);
-    return torc_cuda__after_launch(a->device_index, a->op);
+    /* The bias is an add kernel of pool.cu (it covers every dtype). */
+    return has_bias ? torc_cuda__bias_add(a, s, o, &a->in[2])
+                    : torc_cuda__after_launch(a->device_index, a->op);
   }
 
-  if ((st = descs_make(&d, &gm, dt, math, bias_ch, &what))) {
+  if ((st = descs_make(&d, &gm, dt, math, &what))) {
     descs_destroy(&d);
     return dnn_error(a, what, st);
   }
@@ -538,15 +509,13 @@ static int k_conv(const torc_kernel_args *a) {
         pt.w);
   }
   torc_cuda__workspace_done(a, ws);
-  if (st == CUDNN_STATUS_SUCCESS && has_bias) {
-    what = "cudnnAddTensor";
-    st = cudnnAddTensor(h, one, d.b, base(&a->in[2]), one,
-                        call == TORC_CUDA_CONV_FWD ? d.y : d.x, base(o));
-  }
   descs_destroy(&d);
   if (st != CUDNN_STATUS_SUCCESS)
     return dnn_error(a, what, st);
-  return torc_cuda__after_launch(a->device_index, a->op);
+  /* The bias (conv2d's on y, the backward-data kinds' on x, the output
+   * either way), by pool.cu's add kernel. */
+  return has_bias ? torc_cuda__bias_add(a, s, o, &a->in[2])
+                  : torc_cuda__after_launch(a->device_index, a->op);
 }
 
 int torc_cuda__register_dnn(const torc_host *host, torc_plugin *self) {

@@ -4,11 +4,13 @@
  * windows, divisor override), adaptive_avg_pool2d (cuDNN has none), their
  * backwards as gathers, and batch_norm / batch_norm_backward (ref's
  * contract: the running stats updated in place with the unbiased variance,
- * the mean and invstd as outputs). f32, f64, f16 and bf16, accumulating in
- * double; the per-element steps are pool_body.h's.
+ * the mean and invstd as outputs), and the convolutions' bias add. f32,
+ * f64, f16 and bf16, accumulating in double; the per-element steps are
+ * pool_body.h's.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -45,9 +47,51 @@ bool is_float(int dt) {
          dt == TORC_BF16;
 }
 
+const char *dtype_name(int dt) {
+  switch (dt) {
+  case TORC_F32: return "f32";
+  case TORC_F64: return "f64";
+  case TORC_F16: return "f16";
+  case TORC_BF16: return "bf16";
+  case TORC_I64: return "i64";
+  default: return "another dtype";
+  }
+}
+
+/* Appends "f32 [2, 3, 4]" for t to buf (n bytes used of size). */
+size_t tensor_str(const torc_ktensor *t, char *buf, size_t n, size_t size) {
+  if (n < size)
+    n += (size_t)snprintf(buf + n, size - n, "%s [", dtype_name(t->dtype));
+  for (int32_t d = 0; d < t->ndim && n < size; d++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "",
+                          (long long)t->shape[d]);
+  if (n < size)
+    n += (size_t)snprintf(buf + n, size - n, "]");
+  return n;
+}
+
+/* An internal error (the core checks the op's shapes and params before
+ * the call): what was expected, and the call's tensors. */
 int bad(const torc_kernel_args *a, const char *what) {
-  return torc_cuda__set_error(TORC_ERR_INTERNAL, "cuda kernel '%s': %s",
-                              a->op, what);
+  char c[1024];
+  size_t n = 0;
+  c[0] = '\0';
+  for (int i = 0; i < a->n_in && i < 5 && n < sizeof c; i++) {
+    if (i)
+      n += (size_t)snprintf(c + n, sizeof c - n, ", ");
+    n = tensor_str(&a->in[i], c, n, sizeof c);
+  }
+  if (n < sizeof c)
+    n += (size_t)snprintf(c + n, sizeof c - n, " -> ");
+  for (int i = 0; i < a->n_out && i < 3 && n < sizeof c; i++) {
+    if (i)
+      n += (size_t)snprintf(c + n, sizeof c - n, ", ");
+    n = tensor_str(&a->out[i], c, n, sizeof c);
+  }
+  return torc_cuda__set_error(TORC_ERR_INTERNAL,
+                              "cuda kernel '%s': %s; it got %d inputs and %d "
+                              "outputs: %s",
+                              a->op, what, a->n_in, a->n_out, c);
 }
 
 enum { K_MAX = 0, K_AVG = 1, K_ADAPTIVE = 2 };
@@ -99,6 +143,17 @@ __global__ void k_pool_bwd(const char *gy, int dgy, const int64_t *ind,
       v = torc_cuda_adaptive_grad_at(&g, pg, dgy, ih, iw);
     torc_cuda_p_st(gx, dgx, i, v);
   }
+}
+
+/* y[i] += b[channel of i] over the n elements of an NCHW tensor. */
+__global__ void k_bias_add(char *y, int dy, const char *b, int db, int64_t C,
+                           int64_t plane, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    torc_cuda_p_st(y, dy, i,
+                   torc_cuda_p_ld(y, dy, i) +
+                       torc_cuda_p_ld(b, db,
+                                      torc_cuda_bias_channel(i, C, plane)));
 }
 
 /* The shared-memory sum of every thread's `mine` (v holds kBlock
@@ -222,6 +277,17 @@ __global__ void k_bn_gx(const char *gy, int dgy, const char *x, int dx,
 
 /* ---- the kernel calls ---- */
 
+/* An internal error for a stride or dilation below 1 (the core checks
+ * them), naming them. */
+int bad_window(const torc_kernel_args *a, const torc_pool_kparams *p) {
+  return torc_cuda__set_error(
+      TORC_ERR_INTERNAL,
+      "cuda kernel '%s': stride %lldx%lld and dilation %lldx%lld must be "
+      ">= 1",
+      a->op, (long long)p->stride[0], (long long)p->stride[1],
+      (long long)p->dilation[0], (long long)p->dilation[1]);
+}
+
 /* Checks x and y are [N, C, H, W] floats with equal N and C (x the
  * pooling's input, y its output, whichever is the call's in or out). */
 int pool_shapes(const torc_kernel_args *a, const torc_ktensor *x,
@@ -264,7 +330,7 @@ template <int KIND> int run_pool_fwd(const torc_kernel_args *a) {
     p = (const torc_pool_kparams *)a->params;
     if (p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 ||
         p->dilation[1] < 1)
-      return bad(a, "strides and dilations must be >= 1");
+      return bad_window(a, p);
   }
   const torc_ktensor *x = &a->in[0], *y = &a->out[0];
   int st = pool_shapes(a, x, y);
@@ -272,9 +338,6 @@ template <int KIND> int run_pool_fwd(const torc_kernel_args *a) {
     return st;
   if (KIND == K_MAX && a->out[1].dtype != TORC_I64)
     return bad(a, "expected i64 indices");
-  if (KIND == K_ADAPTIVE && (x->shape[2] == 0 || x->shape[3] == 0) &&
-      numel(y) > 0)
-    return bad(a, "an empty input plane has no adaptive windows");
   int64_t n = numel(y);
   if (n == 0)
     return TORC_OK;
@@ -303,7 +366,7 @@ template <int KIND> int run_pool_bwd(const torc_kernel_args *a) {
     p = (const torc_pool_kparams *)a->params;
     if (p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 ||
         p->dilation[1] < 1)
-      return bad(a, "strides and dilations must be >= 1");
+      return bad_window(a, p);
   }
   const torc_ktensor *gy = &a->in[0], *gx = &a->out[0];
   int st = pool_shapes(a, gx, gy);
@@ -317,9 +380,6 @@ template <int KIND> int run_pool_bwd(const torc_kernel_args *a) {
       return bad(a, "expected i64 indices of gy's shape");
     ind = (const int64_t *)it->data + it->offset;
   }
-  if (KIND == K_ADAPTIVE && (gy->shape[2] == 0 || gy->shape[3] == 0) &&
-      numel(gx) > 0)
-    return bad(a, "an empty output plane has no adaptive windows");
   int64_t n = numel(gx);
   if (n == 0)
     return TORC_OK;
@@ -474,6 +534,18 @@ const pool_kernel pool_kernels[] = {
 };
 
 } // namespace
+
+extern "C" int torc_cuda__bias_add(const torc_kernel_args *a,
+                                   cudaStream_t s, const torc_ktensor *y,
+                                   const torc_ktensor *b) {
+  int64_t n = numel(y);
+  if (n == 0)
+    return TORC_OK;
+  int64_t C = y->shape[1], plane = y->shape[2] * y->shape[3];
+  k_bias_add<<<blocks_for(n), kBlock, 0, s>>>(base(y), y->dtype, base(b),
+                                              b->dtype, C, plane, n);
+  return torc_cuda__after_launch(a->device_index, a->op);
+}
 
 extern "C" int torc_cuda__register_pool(const torc_host *host,
                                         torc_plugin *self) {

@@ -314,6 +314,16 @@ torc_cuda_adaptive_grad_at(const torc_cuda_pool_geo *g, const void *gy,
   return acc;
 }
 
+/* ---- the convolutions' bias ---- */
+
+/* The channel of flat element i of an NCHW tensor of C channels of plane
+ * elements each: the bias element dnn.c's bias add adds to it. */
+TORC_CUDA_PHD static inline int64_t torc_cuda_bias_channel(int64_t i,
+                                                          int64_t C,
+                                                          int64_t plane) {
+  return (i / plane) % C;
+}
+
 /* ---- batch norm ---- */
 
 /* Batch norm of x [N, C, S...] is per channel c over its M = N * S
