@@ -367,9 +367,17 @@ static void test_math_types(void **state) {
         m, TORC_CUDA_MATH_TENSOR_OP_ALLOW_CONVERSION));
 }
 
+/* The policy's pick of c[0..n) and the math type it sets. */
+static int pick(const torc_cuda_algo_cand *c, int n, int call, int math,
+                int det, size_t limit, int *got_math) {
+  *got_math = -1;
+  return torc_cuda_algo_pick(c, n, call, math, det, limit, got_math);
+}
+
 static void test_pick(void **state) {
   (void)state;
   const size_t L = 1000;
+  int m;
   /* algo, ok, deterministic, math, memory */
   torc_cuda_algo_cand c[] = {
       {5, 0, 1, TORC_CUDA_MATH_DEFAULT, 0},    /* failed */
@@ -380,40 +388,43 @@ static void test_pick(void **state) {
   };
   int n = (int)(sizeof c / sizeof c[0]);
   int call = TORC_CUDA_CONV_FWD;
-  assert_int_equal(torc_cuda_algo_pick(c, n, call, TORC_CUDA_MATH_DEFAULT, 0,
-                                       L),
-                   2);
-  assert_int_equal(torc_cuda_algo_pick(c, n, call, TORC_CUDA_MATH_DEFAULT, 1,
-                                       L),
-                   4);
-  assert_int_equal(torc_cuda_algo_pick(c, n, call, TORC_CUDA_MATH_TENSOR_OP,
-                                       1, L),
-                   3);
-  assert_int_equal(torc_cuda_algo_pick(c, n, call, TORC_CUDA_MATH_FMA, 0, L),
-                   4);
-  assert_int_equal(torc_cuda_algo_pick(c, n, call, TORC_CUDA_MATH_DEFAULT, 0,
-                                       10000),
-                   1);
-  assert_int_equal(torc_cuda_algo_pick(c, 2, call, TORC_CUDA_MATH_DEFAULT, 0,
-                                       L),
-                   -1);
+  assert_int_equal(pick(c, n, call, TORC_CUDA_MATH_DEFAULT, 0, L, &m), 2);
+  assert_int_equal(m, TORC_CUDA_MATH_DEFAULT);
+  /* Deterministic: past the non-deterministic one and the tensor-op one
+   * (not allowed under the default math), to the FMA one. */
+  assert_int_equal(pick(c, n, call, TORC_CUDA_MATH_DEFAULT, 1, L, &m), 4);
+  assert_int_equal(m, TORC_CUDA_MATH_FMA);
+  assert_int_equal(pick(c, n, call, TORC_CUDA_MATH_TENSOR_OP, 1, L, &m), 3);
+  assert_int_equal(m, TORC_CUDA_MATH_TENSOR_OP);
+  assert_int_equal(pick(c, n, call, TORC_CUDA_MATH_FMA, 0, L, &m), 4);
+  assert_int_equal(m, TORC_CUDA_MATH_FMA);
+  assert_int_equal(pick(c, n, call, TORC_CUDA_MATH_DEFAULT, 0, 10000, &m), 1);
+  assert_int_equal(pick(c, 2, call, TORC_CUDA_MATH_DEFAULT, 0, L, &m), -1);
+  /* Only math types the call does not allow: the first fitting one runs
+   * under the call's math type (never a conversion, never tensor cores
+   * under FMA). */
+  torc_cuda_algo_cand t[] = {
+      {7, 1, 1, TORC_CUDA_MATH_TENSOR_OP_ALLOW_CONVERSION, 0},
+      {2, 1, 1, TORC_CUDA_MATH_DEFAULT, 0},
+  };
+  assert_int_equal(pick(t, 2, call, TORC_CUDA_MATH_FMA, 0, L, &m), 0);
+  assert_int_equal(m, TORC_CUDA_MATH_FMA);
+  assert_int_equal(pick(t, 2, call, TORC_CUDA_MATH_DEFAULT, 0, L, &m), 1);
+  assert_int_equal(m, TORC_CUDA_MATH_DEFAULT);
   /* The algorithms documented as non-deterministic are skipped under
    * deterministic whatever their perf result says. */
   torc_cuda_algo_cand f[] = {{3, 1, 1, TORC_CUDA_MATH_FMA, 0},
                              {0, 1, 1, TORC_CUDA_MATH_FMA, 0},
                              {1, 1, 1, TORC_CUDA_MATH_FMA, 0}};
-  assert_int_equal(torc_cuda_algo_pick(f, 3, TORC_CUDA_CONV_BWD_FILTER,
-                                       TORC_CUDA_MATH_FMA, 1, L),
-                   2);
-  assert_int_equal(torc_cuda_algo_pick(f, 3, TORC_CUDA_CONV_BWD_FILTER,
-                                       TORC_CUDA_MATH_FMA, 0, L),
-                   0);
-  assert_int_equal(torc_cuda_algo_pick(f + 1, 2, TORC_CUDA_CONV_BWD_DATA,
-                                       TORC_CUDA_MATH_FMA, 1, L),
-                   1);
-  assert_int_equal(torc_cuda_algo_pick(f + 1, 1, TORC_CUDA_CONV_FWD,
-                                       TORC_CUDA_MATH_FMA, 1, L),
-                   0);
+  assert_int_equal(
+      pick(f, 3, TORC_CUDA_CONV_BWD_FILTER, TORC_CUDA_MATH_FMA, 1, L, &m), 2);
+  assert_int_equal(
+      pick(f, 3, TORC_CUDA_CONV_BWD_FILTER, TORC_CUDA_MATH_FMA, 0, L, &m), 0);
+  assert_int_equal(
+      pick(f + 1, 2, TORC_CUDA_CONV_BWD_DATA, TORC_CUDA_MATH_FMA, 1, L, &m),
+      1);
+  assert_int_equal(
+      pick(f + 1, 1, TORC_CUDA_CONV_FWD, TORC_CUDA_MATH_FMA, 1, L, &m), 0);
   assert_true(torc_cuda_algo_nondeterministic(TORC_CUDA_CONV_BWD_DATA, 0));
   assert_false(torc_cuda_algo_nondeterministic(TORC_CUDA_CONV_BWD_DATA, 1));
   assert_false(torc_cuda_algo_nondeterministic(TORC_CUDA_CONV_FWD, 0));

@@ -338,8 +338,9 @@ static int choose(const torc_kernel_args *a, cudnnHandle_t h, int call,
   int n = candidates(h, call, d, p, NULL, 0, 0, c, &st, &what);
   if (n < 0)
     return dnn_error(a, what, st);
+  int best_math = math;
   int i = torc_cuda_algo_pick(c, n, call, math, s->deterministic,
-                              TORC_CUDA_DNN_WS_LIMIT);
+                              TORC_CUDA_DNN_WS_LIMIT, &best_math);
   torc_cuda_algo_cand best = i >= 0 ? c[i] : (torc_cuda_algo_cand){0};
   if (i >= 0 && s->benchmark) {
     size_t ws_size = 0;
@@ -355,9 +356,11 @@ static int choose(const torc_kernel_args *a, cudnnHandle_t h, int call,
     torc_cuda__workspace_done(a, ws);
     if (m < 0)
       return dnn_error(a, what, st);
-    int j = torc_cuda_algo_pick(t, m, call, math, s->deterministic, ws_size);
+    int tm = math;
+    int j = torc_cuda_algo_pick(t, m, call, math, s->deterministic, ws_size,
+                                &tm);
     if (j >= 0)
-      best = t[j];
+      best = t[j], best_math = tm;
   }
   if (i < 0) {
     char cs[800];
@@ -365,20 +368,21 @@ static int choose(const torc_kernel_args *a, cudnnHandle_t h, int call,
     return torc_cuda__set_error(
         TORC_ERR_DEVICE,
         "cuda:%d: '%s' (%s): cuDNN offers no algorithm that %s within %zu "
-        "MiB of workspace; turn [plugin.cuda] deterministic off, or use "
-        "another dtype",
+        "MiB of workspace; %s",
         a->device_index, a->op, cs,
-        s->deterministic ? "is deterministic, allowed by the math settings"
-                         : "is allowed by the math settings",
-        TORC_CUDA_DNN_WS_LIMIT >> 20);
+        s->deterministic ? "succeeds and is deterministic" : "succeeds",
+        TORC_CUDA_DNN_WS_LIMIT >> 20,
+        s->deterministic ? "turn [plugin.cuda] deterministic off, or use "
+                           "another dtype"
+                         : "use another dtype, or smaller sizes");
   }
-  if ((st = cudnnSetConvolutionMathType(d->c, (cudnnMathType_t)best.math)))
+  if ((st = cudnnSetConvolutionMathType(d->c, (cudnnMathType_t)best_math)))
     return dnn_error(a, "cudnnSetConvolutionMathType", st);
   size_t need = 0;
   if ((st = ws_size_of(h, call, d, best.algo, &need)))
     return dnn_error(a, "cudnnGetConvolution*WorkspaceSize", st);
   out->algo = best.algo;
-  out->math = best.math;
+  out->math = best_math;
   out->workspace = need > best.memory ? need : best.memory;
   cache_insert(a->device_index, &key, out);
   return TORC_OK;

@@ -228,23 +228,34 @@ typedef struct torc_cuda_algo_cand {
 } torc_cuda_algo_cand;
 
 /* The choice policy: the first candidate (in cuDNN's order) that
- * succeeded, needs at most ws_limit bytes, has a math type the call
- * allows and, under deterministic, is reproducible (by its perf result
- * and not on the non-deterministic list); its index, or -1. */
+ * succeeded, needs at most ws_limit bytes and, under deterministic, is
+ * reproducible (by its perf result and not on the non-deterministic
+ * list), preferring one whose math type the call allows (*math: its math
+ * type, to set on the descriptor before running it). When cuDNN reports
+ * only math types the call does not allow, the first otherwise fitting
+ * candidate runs under the call's own math type (*math = call_math), so
+ * that FMA and no-conversion hold either way. Its index, or -1. */
 static inline int torc_cuda_algo_pick(const torc_cuda_algo_cand *c, int n,
                                       int call, int call_math,
-                                      int deterministic, size_t ws_limit) {
+                                      int deterministic, size_t ws_limit,
+                                      int *math) {
+  int fallback = -1;
   for (int i = 0; i < n; i++) {
-    if (!c[i].ok || c[i].memory > ws_limit ||
-        !torc_cuda_math_allowed(call_math, c[i].math))
+    if (!c[i].ok || c[i].memory > ws_limit)
       continue;
     if (deterministic &&
         (!c[i].deterministic ||
          torc_cuda_algo_nondeterministic(call, c[i].algo)))
       continue;
-    return i;
+    if (torc_cuda_math_allowed(call_math, c[i].math)) {
+      *math = c[i].math;
+      return i;
+    }
+    if (fallback < 0)
+      fallback = i;
   }
-  return -1;
+  *math = call_math;
+  return fallback;
 }
 
 /* The most workspace a chosen algorithm may use (1 GiB). */
