@@ -2,13 +2,18 @@
 # bodies against ref (always built: they are plain C on the host), and the
 # plugin's zero-device behaviour (skipped when configure left it out).
 if HAVE_CMOCKA
-check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
-	tests/test_cuda_imatmul_bodies
-TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
-	tests/test_cuda_imatmul_bodies
+CUDA_BODY_TESTS = tests/test_cuda_bodies
+CUDA_BODY_TESTS += tests/test_cuda_reduce_bodies
+CUDA_BODY_TESTS += tests/test_cuda_rand_bodies
+CUDA_BODY_TESTS += tests/test_cuda_blas_plan
+CUDA_BODY_TESTS += tests/test_cuda_imatmul_bodies
+CUDA_BODY_TESTS += tests/test_cuda_pool_bodies
+CUDA_BODY_TESTS += tests/test_cuda_dnn_plan
+check_PROGRAMS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
+TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 endif
+tests_test_cuda_coverage_SOURCES = tests/test_cuda_coverage.c tests/testutil.h
+tests_test_cuda_coverage_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_imatmul_bodies_SOURCES = tests/test_cuda_imatmul_bodies.c \
 	plugins/cuda/imatmul_body.h
 tests_test_cuda_imatmul_bodies_LDADD = plugins/ref/librefkernels.la \
@@ -33,5 +38,15 @@ tests_test_cuda_blas_plan_SOURCES = tests/test_cuda_blas_plan.c \
 tests_test_cuda_blas_plan_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_blas_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_pool_bodies_SOURCES = tests/test_cuda_pool_bodies.c \
+	plugins/cuda/pool_body.h
+tests_test_cuda_pool_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_pool_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_dnn_plan_SOURCES = tests/test_cuda_dnn_plan.c \
+	plugins/cuda/dnn_plan.h plugins/cuda/pool_body.h
+tests_test_cuda_dnn_plan_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_dnn_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

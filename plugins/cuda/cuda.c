@@ -654,6 +654,7 @@ static const torc_device_ops cuda_ops = {
 static void cuda_fini(torc_plugin *self) {
   (void)self;
   torc_cuda__blas_shutdown();
+  torc_cuda__dnn_shutdown();
   dev_shutdown(NULL);
   free(g.devs);
   g.devs = NULL;
@@ -701,6 +702,8 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
     st = torc_cuda__register_blas(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_reduce(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_dnn(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_rand(host, self);
   if (st == TORC_OK)

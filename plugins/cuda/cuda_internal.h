@@ -92,9 +92,27 @@ int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
 /* Registers "matmul" for i32, i64 and u8 (imatmul.cu: cuBLAS has no
  * integer GEMM). */
 int torc_cuda__register_imatmul(const torc_host *host, torc_plugin *self);
+/* Registers conv2d, conv2d_backward_input, conv2d_backward_weight and
+ * conv_transpose2d on cuDNN (dnn.c), and pool.cu's kernels through
+ * torc_cuda__register_pool, for f32, f64, f16 and bf16. */
+int torc_cuda__register_dnn(const torc_host *host, torc_plugin *self);
+
+/* Registers pool.cu's max_pool2d, avg_pool2d, adaptive_avg_pool2d, their
+ * backwards, batch_norm and batch_norm_backward. */
+int torc_cuda__register_pool(const torc_host *host, torc_plugin *self);
+
+/* Queues y += b (b [C] per channel of the NCHW tensor y, one dtype each)
+ * on stream s for call a (pool.cu; dnn.c's convolution bias). TORC_OK or
+ * an error after set_error. */
+int torc_cuda__bias_add(const torc_kernel_args *a, cudaStream_t s,
+                        const torc_ktensor *y, const torc_ktensor *b);
 
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
+
+/* Destroys the cuDNN handles and empties the algorithm cache (dnn.c), at
+ * the plugin's fini. */
+void torc_cuda__dnn_shutdown(void);
 
 TORC_END_DECLS
 

@@ -1,10 +1,12 @@
 # plugins/cuda/local.mk — the cuda plugin (device type "cuda"), built only
 # when configure found nvcc, the CUDA runtime, cuBLAS and cuDNN. Host code
 # is C; the kernels (.cu) go through nvcc by the .cu.lo rule below.
-EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
-	plugins/cuda/cuda_internal.h plugins/cuda/reduce.cu \
-	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h \
-	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h plugins/cuda/kerr.h
+EXTRA_DIST += plugins/cuda/cuda_internal.h plugins/cuda/kerr.h \
+	plugins/cuda/ew.cu plugins/cuda/ew_body.h \
+	plugins/cuda/reduce.cu plugins/cuda/reduce_body.h \
+	plugins/cuda/rand.cu plugins/cuda/rand_body.h \
+	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h \
+	plugins/cuda/pool.cu plugins/cuda/pool_body.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
@@ -29,26 +31,29 @@ am__v_NVCC_1 =
 if HAVE_CUDA
 plugin_LTLIBRARIES += plugins/cuda.la
 plugins_cuda_la_SOURCES = plugins/cuda/cuda.c plugins/cuda/cuda_internal.h \
-	plugins/cuda/cuda_keys.c plugins/cuda/blas.c plugins/cuda/blas_plan.h
+	plugins/cuda/kerr.h plugins/cuda/cuda_keys.c plugins/cuda/blas.c \
+	plugins/cuda/blas_plan.h plugins/cuda/dnn.c plugins/cuda/dnn_plan.h
 plugins_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-plugins_cuda_la_LIBADD = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
-	plugins/cuda/rand.lo plugins/cuda/imatmul.lo $(CUDA_LIBS)
-plugins_cuda_la_DEPENDENCIES = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
-	plugins/cuda/rand.lo plugins/cuda/imatmul.lo
 plugins_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(PTHREAD_CFLAGS)
-plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h \
-	$(srcdir)/plugins/cuda/cuda_internal.h \
-	$(top_srcdir)/include/torc/plugin.h
+# The kernels' objects, one line each (nvcc, by the rule above).
+CUDA_KERNEL_OBJS = plugins/cuda/ew.lo
+CUDA_KERNEL_OBJS += plugins/cuda/reduce.lo
+CUDA_KERNEL_OBJS += plugins/cuda/rand.lo
+CUDA_KERNEL_OBJS += plugins/cuda/imatmul.lo
+CUDA_KERNEL_OBJS += plugins/cuda/pool.lo
+plugins_cuda_la_LIBADD = $(CUDA_KERNEL_OBJS) $(CUDA_LIBS)
+plugins_cuda_la_DEPENDENCIES = $(CUDA_KERNEL_OBJS)
+CLEANFILES += $(CUDA_KERNEL_OBJS) $(CUDA_KERNEL_OBJS:.lo=.o)
+# What each kernel file includes besides itself.
+CUDA_KERNEL_DEPS = $(srcdir)/plugins/cuda/cuda_internal.h \
+	$(srcdir)/plugins/cuda/kerr.h $(top_srcdir)/include/torc/plugin.h \
+	$(top_srcdir)/include/torc/dtype.h
+plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h $(CUDA_KERNEL_DEPS)
 plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
-	$(srcdir)/plugins/cuda/cuda_internal.h \
-	$(top_srcdir)/include/torc/plugin.h
+	$(CUDA_KERNEL_DEPS)
 plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
-	$(srcdir)/plugins/cuda/cuda_internal.h \
-	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/philox.h
+	$(top_srcdir)/include/torc/philox.h $(CUDA_KERNEL_DEPS)
 plugins/cuda/imatmul.lo: $(srcdir)/plugins/cuda/imatmul_body.h \
-	$(srcdir)/plugins/cuda/cuda_internal.h \
-	$(top_srcdir)/include/torc/plugin.h
-CLEANFILES += plugins/cuda/ew.lo plugins/cuda/ew.o plugins/cuda/reduce.lo \
-	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o \
-	plugins/cuda/imatmul.lo plugins/cuda/imatmul.o
+	$(CUDA_KERNEL_DEPS)
+plugins/cuda/pool.lo: $(srcdir)/plugins/cuda/pool_body.h $(CUDA_KERNEL_DEPS)
 endif
