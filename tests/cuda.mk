@@ -26,5 +26,14 @@ tests_test_cuda_blas_plan_SOURCES = tests/test_cuda_blas_plan.c \
 tests_test_cuda_blas_plan_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_blas_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cuda_index_bodies
+TESTS += tests/test_cuda_index_bodies
+endif
+tests_test_cuda_index_bodies_SOURCES = tests/test_cuda_index_bodies.c \
+	plugins/cuda/index_body.h
+tests_test_cuda_index_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_index_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

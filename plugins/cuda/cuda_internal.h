@@ -75,6 +75,11 @@ int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
  * dropout). */
 int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
 
+/* Registers the indexing and shape ops of index.cu (gather, scatter,
+ * index_select, index_add, embedding and its backward, cumsum, topk, pad,
+ * interpolate and their backwards) for every dtype ref has for each. */
+int torc_cuda__register_index(const torc_host *host, torc_plugin *self);
+
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
 

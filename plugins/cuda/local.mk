@@ -4,6 +4,7 @@
 EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
 	plugins/cuda/cuda_internal.h plugins/cuda/reduce.cu \
 	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h
+EXTRA_DIST += plugins/cuda/index.cu plugins/cuda/index_body.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
@@ -34,6 +35,8 @@ plugins_cuda_la_LIBADD = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
 	plugins/cuda/rand.lo $(CUDA_LIBS)
 plugins_cuda_la_DEPENDENCIES = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
 	plugins/cuda/rand.lo
+plugins_cuda_la_LIBADD += plugins/cuda/index.lo
+plugins_cuda_la_DEPENDENCIES += plugins/cuda/index.lo
 plugins_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(PTHREAD_CFLAGS)
 plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
@@ -44,6 +47,10 @@ plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
 plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
 	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/philox.h
+plugins/cuda/index.lo: $(srcdir)/plugins/cuda/index_body.h \
+	$(srcdir)/plugins/cuda/cuda_internal.h \
+	$(top_srcdir)/include/torc/plugin.h
+CLEANFILES += plugins/cuda/index.lo plugins/cuda/index.o
 CLEANFILES += plugins/cuda/ew.lo plugins/cuda/ew.o plugins/cuda/reduce.lo \
 	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o
 endif
