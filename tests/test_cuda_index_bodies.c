@@ -455,6 +455,83 @@ static void test_cumsum(void **state) {
   }
 }
 
+/* The block path: segments, their carries folded left to right, each
+ * segment folded again from its carry. Integers equal ref's exactly;
+ * floats within the double rounding of the regrouping. */
+static void test_cumsum_block(void **state) {
+  (void)state;
+  const int64_t lens[] = {256, 257, 1000, 4099};
+  assert_true(torc_cuda_cumsum_blocked(1, 256));
+  assert_false(torc_cuda_cumsum_blocked(1, 255));
+  assert_false(torc_cuda_cumsum_blocked(65536, 1000));
+  for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+    int64_t len = lens[c];
+    float *x = malloc(sizeof(float) * (size_t)len * 3);
+    int64_t *xi = malloc(sizeof(int64_t) * (size_t)len * 3);
+    assert_non_null(x);
+    assert_non_null(xi);
+    float *y = x + len, *yr = x + 2 * len;
+    int64_t *yi = xi + len, *yir = xi + 2 * len;
+    for (int64_t i = 0; i < len; i++) {
+      x[i] = rnd_f() * (1.0f + (float)(i % 11));
+      xi[i] = (int64_t)lcg() * (int64_t)lcg() * (i % 2 ? 1 : -3);
+    }
+    torc_dim_params p = {0, 0};
+    torc_ktensor tx = kt(x, TORC_F32, 1, &len), ty = kt(yr, TORC_F32, 1, &len);
+    run_ref("cumsum", TORC_F32, &tx, 1, &ty, 1, &p, sizeof p);
+    torc_ktensor txi = kt(xi, TORC_I64, 1, &len),
+                 tyi = kt(yir, TORC_I64, 1, &len);
+    run_ref("cumsum", TORC_I64, &txi, 1, &tyi, 1, &p, sizeof p);
+    double fpart[TORC_CUDA_CS_BLOCK];
+    int64_t ipart[TORC_CUDA_CS_BLOCK];
+    for (int t = 0; t < TORC_CUDA_CS_BLOCK; t++) {
+      int64_t lo, hi;
+      torc_cuda_cumsum_seg(len, t, &lo, &hi);
+      fpart[t] = 0;
+      ipart[t] = 0;
+      for (int64_t k = lo; k < hi; k++) {
+        fpart[t] = torc_cuda_ix_addf(fpart[t], x[k]);
+        ipart[t] = torc_cuda_ix_addi(ipart[t], xi[k]);
+      }
+    }
+    double fc = 0;
+    int64_t ic = 0, covered = 0;
+    for (int t = 0; t < TORC_CUDA_CS_BLOCK; t++) {
+      double fn = torc_cuda_ix_addf(fc, fpart[t]);
+      int64_t in = torc_cuda_ix_addi(ic, ipart[t]);
+      fpart[t] = fc;
+      ipart[t] = ic;
+      fc = fn;
+      ic = in;
+    }
+    for (int t = 0; t < TORC_CUDA_CS_BLOCK; t++) {
+      int64_t lo, hi;
+      torc_cuda_cumsum_seg(len, t, &lo, &hi);
+      if (hi > lo) {
+        assert_int_equal(lo, covered);
+        covered = hi;
+      }
+      double f = fpart[t];
+      int64_t s = ipart[t];
+      for (int64_t k = lo; k < hi; k++) {
+        f = torc_cuda_ix_addf(f, x[k]);
+        y[k] = (float)f;
+        s = torc_cuda_ix_addi(s, xi[k]);
+        yi[k] = s;
+      }
+    }
+    assert_int_equal(covered, len);
+    assert_memory_equal(yi, yir, sizeof(int64_t) * (size_t)len);
+    for (int64_t k = 0; k < len; k++)
+      if (fabsf(y[k] - yr[k]) > 1e-6f * (1.0f + fabsf(yr[k])))
+        fail_msg("cumsum block path, len %lld: element %lld is %.9g, ref "
+                 "%.9g",
+                 (long long)len, (long long)k, y[k], yr[k]);
+    free(x);
+    free(xi);
+  }
+}
+
 /* ---- pad ---- */
 
 /* pad_sources is the exact inverse of pad_source, ascending. */
@@ -773,6 +850,7 @@ int main(void) {
       cmocka_unit_test(test_int_add),
       cmocka_unit_test(test_embedding_backward),
       cmocka_unit_test(test_cumsum),
+      cmocka_unit_test(test_cumsum_block),
       cmocka_unit_test(test_pad_sources),
       cmocka_unit_test(test_pad),
       cmocka_unit_test(test_interpolate),

@@ -263,7 +263,7 @@ __global__ void k_embedding_backward(const typename E::T *gy,
   }
 }
 
-/* ---- cumsum: one thread per line ---- */
+/* ---- cumsum: one thread per line, or one block per line ---- */
 
 /* w: the lines (operands x, y, the dim dropped); len elements at strides
  * sx, sy. Floats: EO is EI; integers and bool: EO is i64. */
@@ -286,6 +286,60 @@ __global__ void k_cumsum(const typename EI::T *x, typename EO::T *y, walk w,
         y[o[1] + k * sy] = EO::sti(s);
       }
     }
+  }
+}
+
+/* Few long lines: one block per line in index_body.h's segment order. */
+template <class EI, class EO>
+__global__ void k_cumsum_block(const typename EI::T *x, typename EO::T *y,
+                               walk w, int64_t nlines, int64_t len,
+                               int64_t sx, int64_t sy) {
+  __shared__ double fpart[TORC_CUDA_CS_BLOCK];
+  __shared__ int64_t ipart[TORC_CUDA_CS_BLOCK];
+  int t = threadIdx.x;
+  int64_t lo, hi;
+  torc_cuda_cumsum_seg(len, t, &lo, &hi);
+  for (int64_t l = blockIdx.x; l < nlines; l += gridDim.x) {
+    int64_t o[2];
+    torc_cuda_ix_at(&w, l, 2, o, NULL);
+    double f = 0;
+    int64_t s = 0;
+    for (int64_t k = lo; k < hi; k++) {
+      typename EI::T v = x[o[0] + k * sx];
+      if (EI::is_float)
+        f = torc_cuda_ix_addf(f, EI::ld(v));
+      else
+        s = torc_cuda_ix_addi(s, EI::ldi(v));
+    }
+    fpart[t] = f;
+    ipart[t] = s;
+    __syncthreads();
+    if (t == 0) {
+      double fc = 0;
+      int64_t ic = 0;
+      for (int u = 0; u < TORC_CUDA_CS_BLOCK; u++) {
+        double fn = torc_cuda_ix_addf(fc, fpart[u]);
+        int64_t in = torc_cuda_ix_addi(ic, ipart[u]);
+        fpart[u] = fc;
+        ipart[u] = ic;
+        fc = fn;
+        ic = in;
+      }
+    }
+    __syncthreads();
+    f = fpart[t];
+    s = ipart[t];
+    for (int64_t k = lo; k < hi; k++) {
+      typename EI::T v = x[o[0] + k * sx];
+      if (EI::is_float) {
+        f = torc_cuda_ix_addf(f, EI::ld(v));
+        y[o[1] + k * sy] = EO::st(f);
+      } else {
+        s = torc_cuda_ix_addi(s, EI::ldi(v));
+        y[o[1] + k * sy] = EO::sti(s);
+      }
+    }
+    __syncthreads(); /* the parts are reused by the next line */
   }
 }
 
@@ -865,7 +919,20 @@ int k_cumsum_op(const torc_kernel_args *a) {
     return TORC_ERR_DEVICE;
   const int64_t *str[2] = {xs, ys};
   walk w = make_walk(ln, lsh, 2, str);
-  if (isf) {
+  if (torc_cuda_cumsum_blocked(nlines, len)) {
+    unsigned nb = (unsigned)(nlines < kMaxBlocks ? nlines : kMaxBlocks);
+    if (isf) {
+      BY_FLOAT(x->dtype, k_cumsum_block<E, E>
+               <<<nb, TORC_CUDA_CS_BLOCK, 0, s>>>(
+                   base<typename E::T>(x), base<typename E::T>(y), w, nlines,
+                   len, sx, sy));
+    } else {
+      BY_DTYPE(x->dtype, k_cumsum_block<E, e_i64>
+               <<<nb, TORC_CUDA_CS_BLOCK, 0, s>>>(
+                   base<typename E::T>(x), base<int64_t>(y), w, nlines, len,
+                   sx, sy));
+    }
+  } else if (isf) {
     BY_FLOAT(x->dtype, k_cumsum<E, E><<<blocks(nlines), kBlock, 0, s>>>(
                            base<typename E::T>(x), base<typename E::T>(y), w,
                            nlines, len, sx, sy));

@@ -296,8 +296,34 @@ TORC_CUDA_IHD static inline uint64_t torc_cuda_topk_key_i(int64_t v,
   return largest ? ~b : b;
 }
 
-/* ---- cumsum: one thread per line, in order, as ref ----
+/* ---- cumsum ----
  * Floats fold in double from 0 and store each prefix rounded to the
- * dtype; integers and bool fold with torc_cuda_ix_addi from 0 into i64. */
+ * dtype; integers and bool fold with torc_cuda_ix_addi from 0 into i64.
+ * Many short lines: one thread per line, in order, exactly ref's sums.
+ * Few long lines: one block of TORC_CUDA_CS_BLOCK threads per line;
+ * thread t takes the contiguous segment torc_cuda_cumsum_seg gives it and
+ * sums it from 0; thread 0 folds the segment sums left to right into each
+ * segment's carry (the sum of the segments before it); thread t then
+ * folds its segment again from its carry, storing every prefix. Integer
+ * results equal ref's (wrapping adds associate); float ones differ from
+ * ref's sequential double sum only by the double rounding of the
+ * regrouping (then rounded to the dtype). */
+#define TORC_CUDA_CS_BLOCK 256
+
+/* Thread t's segment [*lo, *hi) of a line of len elements. */
+TORC_CUDA_IHD static inline void torc_cuda_cumsum_seg(int64_t len, int t,
+                                                      int64_t *lo,
+                                                      int64_t *hi) {
+  int64_t seg = (len + TORC_CUDA_CS_BLOCK - 1) / TORC_CUDA_CS_BLOCK;
+  int64_t a = (int64_t)t * seg, b = a + seg;
+  *lo = a < len ? a : len;
+  *hi = b < len ? b : len;
+}
+
+/* Whether a cumsum of nlines lines of len takes the block path. */
+TORC_CUDA_IHD static inline int torc_cuda_cumsum_blocked(int64_t nlines,
+                                                         int64_t len) {
+  return len >= TORC_CUDA_CS_BLOCK && nlines < 65536;
+}
 
 #endif /* TORC_CUDA_INDEX_BODY_H */
