@@ -4,13 +4,12 @@
  * its backward, over index_body.h's index arithmetic, for every dtype ref
  * registers. Every accumulation runs in ref's order (a stable sort of the
  * sources by destination, then one thread per destination), so results
- * are deterministic and equal ref's. A bad index is a device-side error:
- * the kernel prints it and traps, which surfaces at the next
- * synchronisation (as CUDA's device-side asserts).
+ * are deterministic and equal ref's. A bad index fails the kernel as a
+ * device-side assert naming it, which surfaces at the next
+ * synchronisation.
  */
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <cub/cub.cuh>
@@ -112,22 +111,58 @@ template <class T> T *base(const torc_ktensor *t) {
   return (T *)t->data + t->offset;
 }
 
-/* ---- a bad index: printed, then a trap (a sticky device error) ---- */
+/* ---- a bad index: a device-side assert naming it ---- */
 
 enum { OP_GATHER, OP_SCATTER, OP_INDEX_SELECT, OP_INDEX_ADD, OP_EMBEDDING,
        OP_EMBEDDING_BACKWARD };
 
+/* Appends s at p; returns the end. */
+__device__ char *put_str(char *p, const char *s) {
+  while (*s)
+    *p++ = *s++;
+  return p;
+}
+
+/* Appends v in decimal at p; returns the end. */
+__device__ char *put_int(char *p, int64_t v) {
+  char tmp[24];
+  int n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0)
+    *p++ = '-';
+  while (n > 0)
+    *p++ = tmp[--n];
+  return p;
+}
+
+/* Fails the kernel as a device-side assert whose text names the op, the
+ * index, the dim and its size: the error (sticky, as every device-side
+ * assert) surfaces at the next synchronisation, and CUDA prints the text
+ * with the failing block and thread. */
 __device__ void bad_index(int op, int64_t v, int dim, int64_t size) {
-  const char *name = op == OP_GATHER         ? "gather"
-                     : op == OP_SCATTER      ? "scatter"
-                     : op == OP_INDEX_SELECT ? "index_select"
-                     : op == OP_INDEX_ADD    ? "index_add"
-                     : op == OP_EMBEDDING    ? "embedding"
-                                             : "embedding_backward";
-  printf("torc_%s (cuda): index %lld is out of range for dim %d of size "
-         "%lld (valid indices: 0 to %lld); the device stops here\n",
-         name, (long long)v, dim, (long long)size, (long long)size - 1);
-  __trap();
+  const char *name = op == OP_GATHER         ? "torc_gather"
+                     : op == OP_SCATTER      ? "torc_scatter"
+                     : op == OP_INDEX_SELECT ? "torc_index_select"
+                     : op == OP_INDEX_ADD    ? "torc_index_add"
+                     : op == OP_EMBEDDING    ? "torc_embedding"
+                                             : "torc_embedding_backward";
+  char msg[192];
+  char *p = put_str(msg, name);
+  p = put_str(p, " (cuda): index ");
+  p = put_int(p, v);
+  p = put_str(p, " is out of range for dim ");
+  p = put_int(p, dim);
+  p = put_str(p, " of size ");
+  p = put_int(p, size);
+  p = put_str(p, " (valid indices: 0 to ");
+  p = put_int(p, size - 1);
+  p = put_str(p, ")");
+  *p = 0;
+  __assert_fail(msg, __FILE__, __LINE__, name);
 }
 
 /* ---- gather, index_select, embedding: one thread per output ---- */
@@ -142,7 +177,8 @@ __global__ void k_gather(const T *x, const IT *idx, T *y, walk w, int64_t n,
     int64_t v = (int64_t)idx[o[0]];
     if (v < 0 || v >= size)
       bad_index(OP_GATHER, v, d, size);
-    y[o[1]] = x[o[2] + v * sd];
+    else
+      y[o[1]] = x[o[2] + v * sd];
   }
 }
 
@@ -158,7 +194,8 @@ __global__ void k_index_select(const T *x, const IT *idx, int64_t is, T *y,
     int64_t v = (int64_t)idx[c[d] * is];
     if (v < 0 || v >= size)
       bad_index(OP_INDEX_SELECT, v, d, size);
-    y[o[0]] = x[o[1] + v * sd];
+    else
+      y[o[0]] = x[o[1] + v * sd];
   }
 }
 
@@ -171,7 +208,8 @@ __global__ void k_embedding(const IT *idx, const T *wt, T *y, int64_t n,
     int64_t v = (int64_t)idx[i];
     if (v < 0 || v >= num)
       bad_index(OP_EMBEDDING, v, 0, num);
-    y[e] = wt[v * D + c];
+    else
+      y[e] = wt[v * D + c];
   }
 }
 
