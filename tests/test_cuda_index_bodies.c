@@ -409,6 +409,26 @@ static void test_keys(void **state) {
   assert_int_equal(torc_cuda_ix_lower_bound(keys, 0, 4), 0);
 }
 
+/* The text of a bad index's device-side assert. */
+static void test_index_msg(void **state) {
+  (void)state;
+  char msg[TORC_CUDA_IX_MSG];
+  torc_cuda_ix_index_msg(msg, "torc_gather", -3, 1, 5);
+  assert_string_equal(msg, "torc_gather (cuda): index -3 is out of range "
+                           "for dim 1 of size 5 (valid indices: 0 to 4)");
+  torc_cuda_ix_index_msg(msg, "torc_embedding_backward", INT64_MIN, 7,
+                         INT64_MAX);
+  assert_string_equal(msg, "torc_embedding_backward (cuda): index "
+                           "-9223372036854775808 is out of range for dim 7 "
+                           "of size 9223372036854775807 (valid indices: 0 "
+                           "to 9223372036854775806)");
+  assert_true(strlen(msg) < TORC_CUDA_IX_MSG);
+  torc_cuda_ix_index_msg(msg, "torc_index_select", 0, 0, 0);
+  assert_string_equal(msg, "torc_index_select (cuda): index 0 is out of "
+                           "range for dim 0 of size 0 (valid indices: 0 to "
+                           "-1)");
+}
+
 /* ---- cumsum: one line at a time, in order ---- */
 
 static void test_cumsum(void **state) {
@@ -843,6 +863,7 @@ int main(void) {
   torc_ref_set_error = record_error;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_keys),
+      cmocka_unit_test(test_index_msg),
       cmocka_unit_test(test_gather),
       cmocka_unit_test(test_index_select),
       cmocka_unit_test(test_scatter),

@@ -116,29 +116,6 @@ template <class T> T *base(const torc_ktensor *t) {
 enum { OP_GATHER, OP_SCATTER, OP_INDEX_SELECT, OP_INDEX_ADD, OP_EMBEDDING,
        OP_EMBEDDING_BACKWARD };
 
-/* Appends s at p; returns the end. */
-__device__ char *put_str(char *p, const char *s) {
-  while (*s)
-    *p++ = *s++;
-  return p;
-}
-
-/* Appends v in decimal at p; returns the end. */
-__device__ char *put_int(char *p, int64_t v) {
-  char tmp[24];
-  int n = 0;
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (v < 0)
-    *p++ = '-';
-  while (n > 0)
-    *p++ = tmp[--n];
-  return p;
-}
-
 /* Fails the kernel as a device-side assert whose text names the op, the
  * index, the dim and its size: the error (sticky, as every device-side
  * assert) surfaces at the next synchronisation, and CUDA prints the text
@@ -150,18 +127,8 @@ __device__ void bad_index(int op, int64_t v, int dim, int64_t size) {
                      : op == OP_INDEX_ADD    ? "torc_index_add"
                      : op == OP_EMBEDDING    ? "torc_embedding"
                                              : "torc_embedding_backward";
-  char msg[192];
-  char *p = put_str(msg, name);
-  p = put_str(p, " (cuda): index ");
-  p = put_int(p, v);
-  p = put_str(p, " is out of range for dim ");
-  p = put_int(p, dim);
-  p = put_str(p, " of size ");
-  p = put_int(p, size);
-  p = put_str(p, " (valid indices: 0 to ");
-  p = put_int(p, size - 1);
-  p = put_str(p, ")");
-  *p = 0;
+  char msg[TORC_CUDA_IX_MSG];
+  torc_cuda_ix_index_msg(msg, name, v, dim, size);
   __assert_fail(msg, __FILE__, __LINE__, name);
 }
 

@@ -2,8 +2,8 @@
  * indexing and shape ops (index.cu): element offsets of a strided walk,
  * the sorted-key search that orders accumulations, pad's source index per
  * mode and its inverse, interpolate's source coordinates and weights and
- * their inverse, topk's order as a sort key, and the cumulative and
- * accumulating steps. Inline functions callable from device code and from
+ * their inverse, topk's order as a sort key, the cumulative and
+ * accumulating steps, and the text of a bad index's error. Inline functions callable from device code and from
  * host C, so that tests/test_cuda_index_bodies.c replays each kernel's
  * order on the CPU against the ref kernels.
  */
@@ -113,6 +113,54 @@ TORC_CUDA_IHD static inline int64_t torc_cuda_ix_addi(int64_t acc,
   int64_t v;
   memcpy(&v, &u, sizeof v);
   return v;
+}
+
+/* ---- the text of a bad index's device-side assert ---- */
+
+#define TORC_CUDA_IX_MSG 192
+
+/* Appends s at p; returns the end. */
+TORC_CUDA_IHD static inline char *torc_cuda_ix_put_str(char *p,
+                                                       const char *s) {
+  while (*s)
+    *p++ = *s++;
+  return p;
+}
+
+/* Appends v in decimal at p; returns the end. */
+TORC_CUDA_IHD static inline char *torc_cuda_ix_put_int(char *p, int64_t v) {
+  char tmp[24];
+  int n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0)
+    *p++ = '-';
+  while (n > 0)
+    *p++ = tmp[--n];
+  return p;
+}
+
+/* "<fn> (cuda): index v is out of range for dim d of size s (valid
+ * indices: 0 to s-1)" into msg (TORC_CUDA_IX_MSG bytes; fn is at most 32
+ * characters). */
+TORC_CUDA_IHD static inline void torc_cuda_ix_index_msg(char *msg,
+                                                        const char *fn,
+                                                        int64_t v, int dim,
+                                                        int64_t size) {
+  char *p = torc_cuda_ix_put_str(msg, fn);
+  p = torc_cuda_ix_put_str(p, " (cuda): index ");
+  p = torc_cuda_ix_put_int(p, v);
+  p = torc_cuda_ix_put_str(p, " is out of range for dim ");
+  p = torc_cuda_ix_put_int(p, dim);
+  p = torc_cuda_ix_put_str(p, " of size ");
+  p = torc_cuda_ix_put_int(p, size);
+  p = torc_cuda_ix_put_str(p, " (valid indices: 0 to ");
+  p = torc_cuda_ix_put_int(p, size - 1);
+  p = torc_cuda_ix_put_str(p, ")");
+  *p = 0;
 }
 
 /* ---- pad: mode 0 constant, 1 reflect, 2 replicate ---- */
