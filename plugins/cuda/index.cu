@@ -587,6 +587,16 @@ int sort_failed(const torc_kernel_args *a, cudaError_t e) {
                               cudaGetErrorName(e));
 }
 
+/* n > 0 indices into a dim of size 0: each is out of range, which the
+ * host knows without reading one. */
+int empty_dim(const torc_kernel_args *a, int64_t n, int dim) {
+  return torc_cuda__set_error(TORC_ERR_RANGE,
+                              "torc_%s (cuda): the index has %lld elements "
+                              "but dim %d has size 0 (the dim is empty: no "
+                              "index is valid)",
+                              a->op, (long long)n, dim);
+}
+
 bool is_index_dtype(int dt) { return dt == TORC_I32 || dt == TORC_I64; }
 
 /* Runs the statement (the macro's rest) with T the storage type of
@@ -648,6 +658,8 @@ int k_gather_op(const torc_kernel_args *a) {
   int64_t n = numel(y);
   if (n == 0)
     return TORC_OK;
+  if (x->shape[p->dim] == 0)
+    return empty_dim(a, n, p->dim);
   cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
@@ -677,6 +689,8 @@ int k_index_select_op(const torc_kernel_args *a) {
   int64_t n = numel(y);
   if (n == 0)
     return TORC_OK;
+  if (x->shape[p->dim] == 0)
+    return empty_dim(a, numel(idx), p->dim);
   cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
     return TORC_ERR_DEVICE;
@@ -788,7 +802,11 @@ int run_scatter(const torc_kernel_args *a, bool is_index_add) {
     memcpy(l.lst, lst, sizeof lst);
   }
   int64_t nkeys = is_index_add ? ish[0] : numel(idx), n = numel(y);
-  if (nkeys == 0 || n == 0)
+  if (nkeys == 0)
+    return TORC_OK;
+  if (y->shape[d] == 0)
+    return empty_dim(a, nkeys, d);
+  if (n == 0)
     return TORC_OK;
   cudaStream_t s = torc_cuda__kstream(a);
   if (s == NULL)
@@ -837,6 +855,8 @@ int k_embedding_op(const torc_kernel_args *a) {
     return bad(a, "expected an i32/i64 index, a weight [num, D] and an "
                   "output [index..., D] of its dtype");
   int64_t n = numel(idx), D = w->shape[1];
+  if (n > 0 && w->shape[0] == 0)
+    return empty_dim(a, n, 0);
   if (n * D == 0)
     return TORC_OK;
   cudaStream_t s = torc_cuda__kstream(a);
@@ -858,6 +878,8 @@ int k_embedding_backward_op(const torc_kernel_args *a) {
     return bad(a, "expected gy [index..., D], an i32/i64 index and gw "
                   "[num, D] of gy's dtype");
   int64_t n = numel(idx), num = gw->shape[0], D = gw->shape[1];
+  if (n > 0 && num == 0)
+    return empty_dim(a, n, 0);
   if (num * D == 0)
     return TORC_OK;
   cudaStream_t s = torc_cuda__kstream(a);
