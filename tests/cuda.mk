@@ -9,6 +9,7 @@ CUDA_BODY_TESTS += tests/test_cuda_blas_plan
 CUDA_BODY_TESTS += tests/test_cuda_imatmul_bodies
 CUDA_BODY_TESTS += tests/test_cuda_pool_bodies
 CUDA_BODY_TESTS += tests/test_cuda_dnn_plan
+CUDA_BODY_TESTS += tests/test_cuda_index_bodies
 check_PROGRAMS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 endif
@@ -48,5 +49,10 @@ tests_test_cuda_dnn_plan_SOURCES = tests/test_cuda_dnn_plan.c \
 tests_test_cuda_dnn_plan_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_dnn_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_index_bodies_SOURCES = tests/test_cuda_index_bodies.c \
+	plugins/cuda/index_body.h
+tests_test_cuda_index_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_index_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

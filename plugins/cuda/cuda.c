@@ -192,17 +192,12 @@ static int kerr_check(int index) {
     return TORC_OK;
   if (k->code != TORC_CUDA_KERR_INDEX) /* claimed, still being written */
     return TORC_OK;
-  const char *op = (const char *)(uintptr_t)k->op;
-  long long v = (long long)k->value, lo = (long long)k->lo,
-            hi = (long long)k->hi, el = (long long)k->element;
+  char msg[512];
+  torc_cuda_kerr_message(msg, sizeof msg, index,
+                         (const char *)(uintptr_t)k->op, k->dim, k->value,
+                         k->lo, k->hi, k->element);
   k->code = TORC_CUDA_KERR_NONE;
-  return torc_cuda__set_error(
-      TORC_ERR_RANGE,
-      "cuda:%d: '%s': index %lld (element %lld) is out of range: expected "
-      "%lld to %lld; the kernel found it on the device and it is reported "
-      "at this wait (run with TORC_CUDA_SYNC=1 to stop at the op, or check "
-      "the indices on the cpu)",
-      index, op ? op : "(an op)", v, el, lo, hi - 1);
+  return torc_cuda__set_error(TORC_ERR_RANGE, "%s", msg);
 }
 
 static void last_op(int index, char *buf, size_t size) {
@@ -704,6 +699,8 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
     st = torc_cuda__register_reduce(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_dnn(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_index(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_rand(host, self);
   if (st == TORC_OK)

@@ -92,6 +92,7 @@ int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
 /* Registers "matmul" for i32, i64 and u8 (imatmul.cu: cuBLAS has no
  * integer GEMM). */
 int torc_cuda__register_imatmul(const torc_host *host, torc_plugin *self);
+
 /* Registers conv2d, conv2d_backward_input, conv2d_backward_weight and
  * conv_transpose2d on cuDNN (dnn.c), and pool.cu's kernels through
  * torc_cuda__register_pool, for f32, f64, f16 and bf16. */
@@ -106,6 +107,10 @@ int torc_cuda__register_pool(const torc_host *host, torc_plugin *self);
  * an error after set_error. */
 int torc_cuda__bias_add(const torc_kernel_args *a, cudaStream_t s,
                         const torc_ktensor *y, const torc_ktensor *b);
+/* Registers the indexing and shape ops of index.cu (gather, scatter,
+ * index_select, index_add, embedding and its backward, cumsum, topk, pad,
+ * interpolate and their backwards) for every dtype ref has for each. */
+int torc_cuda__register_index(const torc_host *host, torc_plugin *self);
 
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);

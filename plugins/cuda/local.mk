@@ -6,7 +6,8 @@ EXTRA_DIST += plugins/cuda/cuda_internal.h plugins/cuda/kerr.h \
 	plugins/cuda/reduce.cu plugins/cuda/reduce_body.h \
 	plugins/cuda/rand.cu plugins/cuda/rand_body.h \
 	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h \
-	plugins/cuda/pool.cu plugins/cuda/pool_body.h
+	plugins/cuda/pool.cu plugins/cuda/pool_body.h \
+	plugins/cuda/index.cu plugins/cuda/index_body.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
@@ -41,6 +42,7 @@ CUDA_KERNEL_OBJS += plugins/cuda/reduce.lo
 CUDA_KERNEL_OBJS += plugins/cuda/rand.lo
 CUDA_KERNEL_OBJS += plugins/cuda/imatmul.lo
 CUDA_KERNEL_OBJS += plugins/cuda/pool.lo
+CUDA_KERNEL_OBJS += plugins/cuda/index.lo
 plugins_cuda_la_LIBADD = $(CUDA_KERNEL_OBJS) $(CUDA_LIBS)
 plugins_cuda_la_DEPENDENCIES = $(CUDA_KERNEL_OBJS)
 CLEANFILES += $(CUDA_KERNEL_OBJS) $(CUDA_KERNEL_OBJS:.lo=.o)
@@ -56,4 +58,5 @@ plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
 plugins/cuda/imatmul.lo: $(srcdir)/plugins/cuda/imatmul_body.h \
 	$(CUDA_KERNEL_DEPS)
 plugins/cuda/pool.lo: $(srcdir)/plugins/cuda/pool_body.h $(CUDA_KERNEL_DEPS)
+plugins/cuda/index.lo: $(srcdir)/plugins/cuda/index_body.h $(CUDA_KERNEL_DEPS)
 endif
