@@ -443,6 +443,8 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   if (st == TORC_OK)
     st = torc_cuda__register_reduce(host, self);
   if (st == TORC_OK)
+    st = torc_cuda__register_ew2(host, self);
+  if (st == TORC_OK)
     st = torc_cuda__register_rand(host, self);
   if (st != TORC_OK)
     cuda_fini(self);

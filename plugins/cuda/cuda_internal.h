@@ -75,6 +75,11 @@ int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
  * dropout). */
 int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
 
+/* Registers the elementwise kernels of ew2.cu: the comparisons and
+ * logical ops (bool out), copy (TORC_DTYPE_ANY), fill_ and where, for every
+ * dtype. */
+int torc_cuda__register_ew2(const torc_host *host, torc_plugin *self);
+
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
 

@@ -2,6 +2,7 @@
 # when configure found nvcc, the CUDA runtime, cuBLAS and cuDNN. Host code
 # is C; the kernels (.cu) go through nvcc by the .cu.lo rule below.
 EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
+	plugins/cuda/ew2.cu plugins/cuda/ew_launch.h \
 	plugins/cuda/cuda_internal.h plugins/cuda/reduce.cu \
 	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h
 
@@ -31,13 +32,13 @@ plugins_cuda_la_SOURCES = plugins/cuda/cuda.c plugins/cuda/cuda_internal.h \
 	plugins/cuda/cuda_keys.c plugins/cuda/blas.c plugins/cuda/blas_plan.h
 plugins_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 plugins_cuda_la_LIBADD = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
-	plugins/cuda/rand.lo $(CUDA_LIBS)
+	plugins/cuda/rand.lo plugins/cuda/ew2.lo $(CUDA_LIBS)
 plugins_cuda_la_DEPENDENCIES = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
-	plugins/cuda/rand.lo
+	plugins/cuda/rand.lo plugins/cuda/ew2.lo
 plugins_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(PTHREAD_CFLAGS)
-plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h \
-	$(srcdir)/plugins/cuda/cuda_internal.h \
-	$(top_srcdir)/include/torc/plugin.h
+plugins/cuda/ew.lo plugins/cuda/ew2.lo: $(srcdir)/plugins/cuda/ew_body.h \
+	$(srcdir)/plugins/cuda/ew_launch.h $(srcdir)/plugins/cuda/cuda_internal.h \
+	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/dtype.h
 plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
 	$(top_srcdir)/include/torc/plugin.h
@@ -45,5 +46,6 @@ plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
 	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/philox.h
 CLEANFILES += plugins/cuda/ew.lo plugins/cuda/ew.o plugins/cuda/reduce.lo \
-	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o
+	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o \
+	plugins/cuda/ew2.lo plugins/cuda/ew2.o
 endif
