@@ -3,14 +3,21 @@
 # plugin's zero-device behaviour (skipped when configure left it out).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
+	tests/test_cuda_ew2_bodies
 TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
+	tests/test_cuda_ew2_bodies
 endif
 tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
 tests_test_cuda_bodies_LDADD = plugins/ref/librefkernels.la $(CMOCKA_LIBS) -lm
 tests_test_cuda_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_ew2_bodies_SOURCES = tests/test_cuda_ew2_bodies.c \
+	plugins/cuda/ew_body.h
+tests_test_cuda_ew2_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_ew2_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_reduce_bodies_SOURCES = tests/test_cuda_reduce_bodies.c \
 	plugins/cuda/reduce_body.h
 tests_test_cuda_reduce_bodies_LDADD = plugins/ref/librefkernels.la \

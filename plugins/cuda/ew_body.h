@@ -208,11 +208,20 @@ static inline uint32_t torc_cuda_ew_dtypes(const char *op) {
     if (p.flags & 1u) {                                                        \
       const T k = (T)TORC_CUDA_SQRT_2_OVER_PI, c = (T)0.044715;                \
       T u = k * (x + c * x * x * x), t = M(tanh)(u), s = (T)1 - t * t;         \
+      T ep = (T)1 + t;                                                         \
+      /* In float tanh(u) rounds to -1 below u = -9 where 1 + tanh(u) is     \
+       * still 2 e^(2u) (relative error e^(2u), under 2^-25): keep that     \
+       * and s = (1 - t)(1 + t) = 2 (1 + t), as ref's double has them. */    \
+      if (sizeof(T) == sizeof(float) && ep == 0 && u < 0) {                    \
+        ep = (T)2 * M(exp)((T)2 * u);                                          \
+        s = (T)2 * ep;                                                         \
+      }                                                                        \
       /* s is 0 where tanh saturates; for a finite x (x - x is 0) the       \
        * other factor may then be inf in f32 only (x^2 overflows): 0 * inf  \
-       * must not make a NaN that ref's double does not. */                   \
-      d = (T)0.5 * ((T)1 + t) +                                                \
-          (s == 0 && x - x == 0                                                \
+       * must not make a NaN that ref's double does not. In double the     \
+       * formula is ref's, NaN included. */                                  \
+      d = (T)0.5 * ep +                                                        \
+          (sizeof(T) == sizeof(float) && s == 0 && x - x == 0                  \
                ? (T)0                                                          \
                : (T)0.5 * x * s * k * ((T)1 + (T)3 * c * x * x));              \
     } else {                                                                   \
