@@ -49,7 +49,8 @@ static double as_double(int dt, const void *buf, int64_t i) {
  * overflow edges, large magnitudes) and a grid over [-8, 8], rounded to
  * each floating dtype; f64 adds its own extremes. Integers: the edges of
  * every width (INT32_MIN, INT64_MIN, 255, 256, ...) and a grid over
- * [-300, 300], wrapped to each integer dtype; bool 0/1. */
+ * [-300, 300], wrapped to each integer dtype; bool 0/1 and a few other
+ * nonzero bytes (true, as every kernel loads them). */
 static void make_inputs(void) {
   static const float fsp[] = {
       NAN,     INFINITY, -INFINITY, 0.0f,    -0.0f,   1e-40f, -1e-40f,
@@ -112,8 +113,10 @@ static void make_inputs(void) {
         for (size_t i = 0; i < sizeof dsp / sizeof dsp[0]; i++, n++)
           ref_store_f(dt, x + n * es, dsp[i]);
     } else if (dt == TORC_BOOL) {
-      for (; n < 64; n++)
-        x[n] = (unsigned char)((n * 5 + n / 7) % 2);
+      for (; n < 64; n++) /* 0/1, and a few other nonzero bytes */
+        x[n] = (unsigned char)(n % 11 == 5   ? 2
+                               : n % 13 == 7 ? 255
+                                             : (n * 5 + n / 7) % 2);
     } else {
       for (int64_t i = 0; i < ni; i++, n++)
         ref_store_i(dt, x + n * es, iv[i]);
@@ -547,10 +550,11 @@ static void test_ops_every_dtype(void **state) {
 /* copy's conversion as ew2.cu's from/to types do it: floats through
  * double, integers and bool through int64, then the destination's store
  * (one rounding; truncation, NaN 0, saturation and wrapping into
- * integers; bool v != 0). The same dtype copies the bits. */
+ * integers; bool v != 0). The same dtype copies the bits (bool: through
+ * its load and store). */
 static void copy_elem(int s, int d, const void *src, int64_t i, void *dst) {
   size_t es = torc_dtype_size(s), ed = torc_dtype_size(d);
-  if (s == d) {
+  if (s == d && s != TORC_BOOL) {
     memcpy((char *)dst + i * (int64_t)ed, (const char *)src + i * (int64_t)es,
            es);
     return;

@@ -84,8 +84,10 @@ template <class E> struct to {
   __device__ static T store(int64_t v) { return E::store_i(v); }
 };
 
+/* The kernel of copy S -> D: the bits within one dtype (bool through
+ * its load and store, so that any nonzero byte becomes 1, as ref's). */
 template <int S, int D> int k_copy_to(const torc_kernel_args *a) {
-  if constexpr (S == D) {
+  if constexpr (S == D && S != TORC_BOOL) {
     typedef typename el<S>::T U;
     return launch<raw<U>, raw<U>, f_id, 1>(a, f_id(), S, D, 0);
   } else {
