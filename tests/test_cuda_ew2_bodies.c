@@ -345,8 +345,9 @@ static torc_cuda_spi sp_i(const torc_scalar_params *p) {
 #define IPTR_NUMERIC(name) ai_##name
 #define IPTR_ALL(name) ai_##name
 
-/* UNARY, UNARY_P, BINARY, BINARY_P, CMP (binary, bool out) and LNOT
- * (unary, bool out) adapters; ARGS is what the body takes after x. */
+/* UNARY, UNARY_P, BINARY, CMP (binary, bool out) and LNOT (unary, bool
+ * out) adapters; ARGSF, ARGSD, ARGSI are the float, double and int64
+ * bodies' arguments. */
 #define ADAPT(name, set, ARGSF, ARGSD, ARGSI)                                  \
   static float af_##name(float x, float y, const torc_scalar_params *p) {      \
     (void)x;                                                                   \
@@ -368,9 +369,9 @@ static torc_cuda_spi sp_i(const torc_scalar_params *p) {
     return torc_cuda_bi_##name ARGSI;                                          \
   })
 #define AD_U(name, set) ADAPT(name, set, (x), (x), (x))
-#define AD_UP(name, set) ADAPT(name, set, (x, sp_f(p)), (x, sp_d(p)), (x, sp_i(p)))
+#define AD_UP(name, set)                                                       \
+  ADAPT(name, set, (x, sp_f(p)), (x, sp_d(p)), (x, sp_i(p)))
 #define AD_B(name, set) ADAPT(name, set, (x, y), (x, y), (x, y))
-#define AD_BP(name, set) ADAPT(name, set, (x, y, sp_f(p)), (x, y, sp_d(p)), (x, y))
 TORC_CUDA_UNARY_OPS(AD_U)
 TORC_CUDA_UNARY_P_OPS(AD_UP)
 TORC_CUDA_BINARY_OPS(AD_B)
@@ -397,9 +398,11 @@ typedef struct ew_op {
 } ew_op;
 
 #define ROW_U(name, set)                                                       \
-  {#name, K_UNARY, 0, TORC_CUDA_DT_##set, af_##name, ad_##name, IPTR_##set(name)},
+  {#name, K_UNARY, 0, TORC_CUDA_DT_##set, af_##name, ad_##name,                \
+   IPTR_##set(name)},
 #define ROW_UP(name, set)                                                      \
-  {#name, K_UNARY, 1, TORC_CUDA_DT_##set, af_##name, ad_##name, IPTR_##set(name)},
+  {#name, K_UNARY, 1, TORC_CUDA_DT_##set, af_##name, ad_##name,                \
+   IPTR_##set(name)},
 #define ROW_B(name, set)                                                       \
   {#name, K_BINARY, 0, TORC_CUDA_DT_##set, af_##name, ad_##name,               \
    IPTR_##set(name)},
@@ -712,9 +715,17 @@ static void test_walk_matches_ref_iter(void **state) {
       for (int d = ndim - 1; d >= 0; d--) {
         switch (mode) {
         case 0:
-        case 3: st[k][d] = run; run *= shape[d]; break; /* (padded) rows */
-        case 1: st[k][d] = next_rand() % 3 == 0 ? 0 : run; run *= shape[d]; break;
-        default: st[k][d] = (int64_t)(next_rand() % 7) - 3; break;
+        case 3: /* rows, padded in mode 3 */
+          st[k][d] = run;
+          run *= shape[d];
+          break;
+        case 1: /* rows with broadcast dims */
+          st[k][d] = next_rand() % 3 == 0 ? 0 : run;
+          run *= shape[d];
+          break;
+        default: /* anything in -3..3 */
+          st[k][d] = (int64_t)(next_rand() % 7) - 3;
+          break;
         }
       }
     }

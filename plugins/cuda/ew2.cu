@@ -263,7 +263,8 @@ int k_where(const torc_kernel_args *a) {
   const torc_ktensor *y = &a->out[0];
   bool ok = y->ndim >= 0 && y->ndim <= TORC_KERNEL_MAX_DIMS &&
             a->in[0].dtype == TORC_BOOL && a->in[1].dtype == y->dtype &&
-            a->in[2].dtype == y->dtype && torc_dtype_valid((torc_dtype)y->dtype);
+            a->in[2].dtype == y->dtype &&
+            torc_dtype_valid((torc_dtype)y->dtype);
   for (int k = 0; ok && k < 3; k++) {
     ok = a->in[k].ndim == y->ndim;
     for (int32_t d = 0; ok && d < y->ndim; d++)

@@ -156,7 +156,7 @@ static inline uint32_t torc_cuda_ew_dtypes(const char *op) {
   }                                                                            \
   TORC_CUDA_HD static inline T P##_reciprocal(T x) { return (T)1 / x; }        \
   TORC_CUDA_HD static inline T P##_log1p(T x) { return M(log1p)(x); }          \
-  TORC_CUDA_HD static inline T P##_rsqrt(T x) { return (T)1 / M(sqrt)(x); }   \
+  TORC_CUDA_HD static inline T P##_rsqrt(T x) { return (T)1 / M(sqrt)(x); }    \
   TORC_CUDA_HD static inline T P##_silu(T x) { return x * P##_sigmoid(x); }    \
   TORC_CUDA_HD static inline T P##_hardswish(T x) {                            \
     T t = x + (T)3;                                                            \
@@ -209,17 +209,17 @@ static inline uint32_t torc_cuda_ew_dtypes(const char *op) {
       const T k = (T)TORC_CUDA_SQRT_2_OVER_PI, c = (T)0.044715;                \
       T u = k * (x + c * x * x * x), t = M(tanh)(u), s = (T)1 - t * t;         \
       T ep = (T)1 + t;                                                         \
-      /* In float tanh(u) rounds to -1 below u = -9 where 1 + tanh(u) is     \
-       * still 2 e^(2u) (relative error e^(2u), under 2^-25): keep that     \
-       * and s = (1 - t)(1 + t) = 2 (1 + t), as ref's double has them. */    \
+      /* In float tanh(u) rounds to -1 below u = -9 where 1 + tanh(u) is       \
+       * still 2 e^(2u) (relative error e^(2u), under 2^-25): keep that        \
+       * and s = (1 - t)(1 + t) = 2 (1 + t), as ref's double has them. */      \
       if (sizeof(T) == sizeof(float) && ep == 0 && u < 0) {                    \
         ep = (T)2 * M(exp)((T)2 * u);                                          \
         s = (T)2 * ep;                                                         \
       }                                                                        \
-      /* s is 0 where tanh saturates; for a finite x (x - x is 0) the       \
-       * other factor may then be inf in f32 only (x^2 overflows): 0 * inf  \
-       * must not make a NaN that ref's double does not. In double the     \
-       * formula is ref's, NaN included. */                                  \
+      /* s is 0 where tanh saturates; for a finite x (x - x is 0) the          \
+       * other factor may then be inf in f32 only (x^2 overflows): 0 * inf     \
+       * must not make a NaN that ref's double does not. In double the         \
+       * formula is ref's, NaN included. */                                    \
       d = (T)0.5 * ep +                                                        \
           (sizeof(T) == sizeof(float) && s == 0 && x - x == 0                  \
                ? (T)0                                                          \
