@@ -10,6 +10,7 @@ CUDA_BODY_TESTS += tests/test_cuda_imatmul_bodies
 CUDA_BODY_TESTS += tests/test_cuda_pool_bodies
 CUDA_BODY_TESTS += tests/test_cuda_dnn_plan
 CUDA_BODY_TESTS += tests/test_cuda_index_bodies
+CUDA_BODY_TESTS += tests/test_cuda_ew2_bodies
 check_PROGRAMS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 endif
@@ -24,6 +25,11 @@ tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
 tests_test_cuda_bodies_LDADD = plugins/ref/librefkernels.la $(CMOCKA_LIBS) -lm
 tests_test_cuda_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_ew2_bodies_SOURCES = tests/test_cuda_ew2_bodies.c \
+	plugins/cuda/ew_body.h
+tests_test_cuda_ew2_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_ew2_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_reduce_bodies_SOURCES = tests/test_cuda_reduce_bodies.c \
 	plugins/cuda/reduce_body.h
 tests_test_cuda_reduce_bodies_LDADD = plugins/ref/librefkernels.la \

@@ -698,6 +698,8 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   if (st == TORC_OK)
     st = torc_cuda__register_reduce(host, self);
   if (st == TORC_OK)
+    st = torc_cuda__register_ew2(host, self);
+  if (st == TORC_OK)
     st = torc_cuda__register_dnn(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_index(host, self);

@@ -111,6 +111,10 @@ int torc_cuda__bias_add(const torc_kernel_args *a, cudaStream_t s,
  * index_select, index_add, embedding and its backward, cumsum, topk, pad,
  * interpolate and their backwards) for every dtype ref has for each. */
 int torc_cuda__register_index(const torc_host *host, torc_plugin *self);
+/* Registers the elementwise kernels of ew2.cu: the comparisons and
+ * logical ops (bool out), copy (TORC_DTYPE_ANY), fill_ and where, for every
+ * dtype. */
+int torc_cuda__register_ew2(const torc_host *host, torc_plugin *self);
 
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);

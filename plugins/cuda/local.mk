@@ -2,7 +2,8 @@
 # when configure found nvcc, the CUDA runtime, cuBLAS and cuDNN. Host code
 # is C; the kernels (.cu) go through nvcc by the .cu.lo rule below.
 EXTRA_DIST += plugins/cuda/cuda_internal.h plugins/cuda/kerr.h \
-	plugins/cuda/ew.cu plugins/cuda/ew_body.h \
+	plugins/cuda/ew.cu plugins/cuda/ew2.cu plugins/cuda/ew_body.h \
+	plugins/cuda/ew_launch.h \
 	plugins/cuda/reduce.cu plugins/cuda/reduce_body.h \
 	plugins/cuda/rand.cu plugins/cuda/rand_body.h \
 	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h \
@@ -38,6 +39,7 @@ plugins_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 plugins_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(PTHREAD_CFLAGS)
 # The kernels' objects, one line each (nvcc, by the rule above).
 CUDA_KERNEL_OBJS = plugins/cuda/ew.lo
+CUDA_KERNEL_OBJS += plugins/cuda/ew2.lo
 CUDA_KERNEL_OBJS += plugins/cuda/reduce.lo
 CUDA_KERNEL_OBJS += plugins/cuda/rand.lo
 CUDA_KERNEL_OBJS += plugins/cuda/imatmul.lo
@@ -50,7 +52,8 @@ CLEANFILES += $(CUDA_KERNEL_OBJS) $(CUDA_KERNEL_OBJS:.lo=.o)
 CUDA_KERNEL_DEPS = $(srcdir)/plugins/cuda/cuda_internal.h \
 	$(srcdir)/plugins/cuda/kerr.h $(top_srcdir)/include/torc/plugin.h \
 	$(top_srcdir)/include/torc/dtype.h
-plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h $(CUDA_KERNEL_DEPS)
+plugins/cuda/ew.lo plugins/cuda/ew2.lo: $(srcdir)/plugins/cuda/ew_body.h \
+	$(srcdir)/plugins/cuda/ew_launch.h $(CUDA_KERNEL_DEPS)
 plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
 	$(CUDA_KERNEL_DEPS)
 plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
