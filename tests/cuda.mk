@@ -3,9 +3,11 @@
 # plugin's zero-device behaviour (skipped when configure left it out).
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
+	tests/test_cuda_nn_bodies
 TESTS += tests/test_cuda_bodies tests/test_cuda_reduce_bodies \
-	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan
+	tests/test_cuda_rand_bodies tests/test_cuda_blas_plan \
+	tests/test_cuda_nn_bodies
 endif
 tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
@@ -26,5 +28,10 @@ tests_test_cuda_blas_plan_SOURCES = tests/test_cuda_blas_plan.c \
 tests_test_cuda_blas_plan_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_blas_plan_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_nn_bodies_SOURCES = tests/test_cuda_nn_bodies.c \
+	plugins/cuda/nn_body.h plugins/cuda/optim_body.h
+tests_test_cuda_nn_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_nn_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

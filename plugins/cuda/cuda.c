@@ -443,6 +443,10 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   if (st == TORC_OK)
     st = torc_cuda__register_reduce(host, self);
   if (st == TORC_OK)
+    st = torc_cuda__register_nn(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_optim(host, self);
+  if (st == TORC_OK)
     st = torc_cuda__register_rand(host, self);
   if (st != TORC_OK)
     cuda_fini(self);

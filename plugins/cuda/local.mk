@@ -3,7 +3,9 @@
 # is C; the kernels (.cu) go through nvcc by the .cu.lo rule below.
 EXTRA_DIST += plugins/cuda/ew.cu plugins/cuda/ew_body.h \
 	plugins/cuda/cuda_internal.h plugins/cuda/reduce.cu \
-	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h
+	plugins/cuda/reduce_body.h plugins/cuda/rand.cu plugins/cuda/rand_body.h \
+	plugins/cuda/nn.cu plugins/cuda/nn_body.h plugins/cuda/optim.cu \
+	plugins/cuda/optim_body.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
@@ -31,9 +33,10 @@ plugins_cuda_la_SOURCES = plugins/cuda/cuda.c plugins/cuda/cuda_internal.h \
 	plugins/cuda/cuda_keys.c plugins/cuda/blas.c plugins/cuda/blas_plan.h
 plugins_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 plugins_cuda_la_LIBADD = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
-	plugins/cuda/rand.lo $(CUDA_LIBS)
+	plugins/cuda/rand.lo plugins/cuda/nn.lo plugins/cuda/optim.lo \
+	$(CUDA_LIBS)
 plugins_cuda_la_DEPENDENCIES = plugins/cuda/ew.lo plugins/cuda/reduce.lo \
-	plugins/cuda/rand.lo
+	plugins/cuda/rand.lo plugins/cuda/nn.lo plugins/cuda/optim.lo
 plugins_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS) $(PTHREAD_CFLAGS)
 plugins/cuda/ew.lo: $(srcdir)/plugins/cuda/ew_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
@@ -44,6 +47,14 @@ plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
 plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
 	$(srcdir)/plugins/cuda/cuda_internal.h \
 	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/philox.h
+plugins/cuda/nn.lo: $(srcdir)/plugins/cuda/nn_body.h \
+	$(srcdir)/plugins/cuda/cuda_internal.h \
+	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/nn.h
+plugins/cuda/optim.lo: $(srcdir)/plugins/cuda/optim_body.h \
+	$(srcdir)/plugins/cuda/cuda_internal.h \
+	$(top_srcdir)/include/torc/plugin.h $(top_srcdir)/include/torc/optim.h
 CLEANFILES += plugins/cuda/ew.lo plugins/cuda/ew.o plugins/cuda/reduce.lo \
-	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o
+	plugins/cuda/reduce.o plugins/cuda/rand.lo plugins/cuda/rand.o \
+	plugins/cuda/nn.lo plugins/cuda/nn.o plugins/cuda/optim.lo \
+	plugins/cuda/optim.o
 endif
