@@ -437,10 +437,12 @@ template <bool GROUP> int k_norm_backward(const torc_kernel_args *a) {
 
 /* ---- cross_entropy: rows r = n * S + s of C logits at stride S ---- */
 
-/* A target outside [0, C) that is not ignore_index: stops the device. */
+/* A target outside [0, C) that is not ignore_index: stops the device,
+ * saying so when `say` (one thread of the row). */
 __device__ void ce_bad_target(const char *op, int64_t t, int64_t r,
-                              int64_t C) {
-  printf("torc_cross_entropy (cuda, %s): target %lld (element %lld) is out "
+                              int64_t C, bool say) {
+  if (say)
+    printf("torc_cross_entropy (cuda, %s): target %lld (element %lld) is out "
          "of range for %lld classes (valid: 0 to %lld, or ignore_index); "
          "the device stops here\n",
          op, (long long)t, (long long)r, (long long)C, (long long)C - 1);
@@ -474,11 +476,8 @@ __global__ void k_ce_fwd(const typename E::T *x, const int64_t *tg,
     }
     A ls = M::logsum(m, e);
     int64_t t = tg[r];
-    if (torc_cuda_ce_bad(t, ignore, C)) {
-      if (lane == 0)
-        ce_bad_target("cross_entropy", t, r, C);
-      __syncwarp();
-    }
+    if (torc_cuda_ce_bad(t, ignore, C))
+      ce_bad_target("cross_entropy", t, r, C, lane == 0);
     A v = 0, wt = 0;
     if (torc_cuda_ce_counted(t, ignore)) {
       wt = w ? E::load(w[t]) : (A)1;
@@ -561,7 +560,7 @@ __global__ void k_ce_bw(const typename E::T *gy, const typename E::T *x,
       continue;
     }
     if (torc_cuda_ce_bad(t, ignore, C))
-      ce_bad_target("cross_entropy_backward", t, r, C);
+      ce_bad_target("cross_entropy_backward", t, r, C, c == 0);
     A gr;
     if (reduction == TORC_REDUCTION_NONE)
       gr = E::load(gy[r]);

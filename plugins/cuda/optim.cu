@@ -332,7 +332,16 @@ int lists_check(const lists &L, int D, int dt, int64_t **numel_out) {
 
 /* The element pointer of a tensor, by its dtype's size. */
 void *elem_base(const torc_ktensor *t) {
-  size_t sz = t->dtype == TORC_F64 ? 8 : t->dtype == TORC_F32 ? 4 : 2;
+  size_t sz;
+  switch (t->dtype) {
+  case TORC_F64:
+  case TORC_I64: sz = 8; break;
+  case TORC_F32:
+  case TORC_I32: sz = 4; break;
+  case TORC_F16:
+  case TORC_BF16: sz = 2; break;
+  default: sz = 1; /* bool, u8 */
+  }
   return (char *)t->data + (size_t)t->offset * sz;
 }
 
