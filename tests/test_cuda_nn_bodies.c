@@ -213,7 +213,8 @@ ORDERS(double, d)
       }                                                                        \
       T rstd = torc_cuda_norm_rstd_##sfx(bsum_##sfx(v, K), K, (T)eps);         \
       for (int64_t j = 0; j < K; j++) {                                        \
-        int64_t i = r * K + j, q = torc_cuda_norm_q(i, div, mod);              \
+        int64_t i = r * K + j, q = torc_cuda_norm_qrow(r, j, K, div, mod);     \
+        assert_int_equal(q, torc_cuda_norm_q(i, div, mod));                    \
         st(dt, y, i,                                                           \
            torc_cuda_norm_y_##sfx((T)ld(dt, x, i), mean, rstd,                 \
                                   (T)ld(dt, w, q), (T)ld(dt, b, q)));          \
@@ -237,7 +238,7 @@ ORDERS(double, d)
       for (int64_t j = 0; j < K; j++) {                                        \
         int64_t i = r * K + j;                                                 \
         T gh = (T)ld(dt, gy, i) *                                              \
-               (T)ld(dt, w, torc_cuda_norm_q(i, div, mod));                    \
+               (T)ld(dt, w, torc_cuda_norm_qrow(r, j, K, div, mod));           \
         v1[j] = gh;                                                            \
         v2[j] = gh * (((T)ld(dt, x, i) - mt[r]) * rt[r]);                      \
       }                                                                        \
@@ -247,7 +248,8 @@ ORDERS(double, d)
         st(dt, gx, i,                                                          \
            torc_cuda_norm_gx_##sfx(                                            \
                (T)ld(dt, gy, i), (T)ld(dt, x, i),                              \
-               (T)ld(dt, w, torc_cuda_norm_q(i, div, mod)), mt[r], rt[r], s1, \
+               (T)ld(dt, w, torc_cuda_norm_qrow(r, j, K, div, mod)), mt[r],    \
+               rt[r], s1,                                                      \
                s2, K));                                                        \
       }                                                                        \
     }                                                                          \
@@ -738,6 +740,58 @@ static void test_adam(void **state) {
     }
 }
 
+/* foreach_add_ and foreach_mul_ on lists of three, bit for bit. */
+static void test_foreach_add_mul(void **state) {
+  (void)state;
+  static const int64_t sizes[3] = {N_OPT, 1, 64};
+  for (size_t d = 0; d < 4; d++) {
+    int dt = dtypes[d];
+    void *x[3], *y[3], *x2[3], *sc = buf(dt, 1);
+    torc_ktensor xs[3], ys[3];
+    st(dt, sc, 0, -1.37);
+    for (int k = 0; k < 3; k++) {
+      x[k] = buf(dt, sizes[k]);
+      y[k] = buf(dt, sizes[k]);
+      x2[k] = buf(dt, sizes[k]);
+      if (sizes[k] > 4)
+        fill_opt(dt, x[k], sizes[k], -3, 3);
+      else
+        fill(dt, x[k], sizes[k], -3, 3);
+      fill(dt, y[k], sizes[k], -3, 3);
+      xs[k] = kt(dt, x[k], 1, &sizes[k]);
+      ys[k] = kt(dt, y[k], 1, &sizes[k]);
+    }
+    for (int op = 0; op < 2; op++) {
+      for (int k = 0; k < 3; k++)
+        memcpy(x2[k], x[k], (size_t)sizes[k] * dsize(dt));
+      torc_ktensor s1 = kt(dt, sc, 0, NULL);
+      if (op == 0)
+        run_ref("foreach_add_", dt, ys, 3, xs, 3, NULL, 0);
+      else
+        run_ref("foreach_mul_", dt, &s1, 1, xs, 3, NULL, 0);
+      for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < sizes[k]; i++) {
+          double a = ld(dt, x2[k], i), b = op ? ld(dt, sc, 0) : ld(dt, y[k], i);
+          double got =
+              dt == TORC_F64
+                  ? (op ? torc_cuda_fe_mul_d(dt, a, b)
+                        : torc_cuda_fe_add_d(dt, a, b))
+                  : (op ? torc_cuda_fe_mul_f(dt, (float)a, (float)b)
+                        : torc_cuda_fe_add_f(dt, (float)a, (float)b));
+          st(dt, x2[k], i, got);
+          if (!same_bits(dt, x[k], x2[k], i))
+            fail_msg("foreach_%s dtype %d tensor %d [%lld]: got %.9g, ref "
+                     "%.9g",
+                     op ? "mul_" : "add_", dt, k, (long long)i,
+                     ld(dt, x2[k], i), ld(dt, x[k], i));
+        }
+    }
+    for (int k = 0; k < 3; k++)
+      free(x[k]), free(y[k]), free(x2[k]);
+    free(sc);
+  }
+}
+
 /* ---- the multi-tensor plan ---- */
 
 /* Runs the plan over sizes nu[n] and checks every element of every tensor
@@ -917,6 +971,7 @@ int main(void) {
       cmocka_unit_test(test_layer_norm),  cmocka_unit_test(test_group_norm),
       cmocka_unit_test(test_cross_entropy), cmocka_unit_test(test_ce_targets),
       cmocka_unit_test(test_sgd),         cmocka_unit_test(test_adam),
+      cmocka_unit_test(test_foreach_add_mul),
       cmocka_unit_test(test_mt_plan),     cmocka_unit_test(test_foreach_norm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

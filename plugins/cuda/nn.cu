@@ -196,7 +196,7 @@ __global__ void k_norm_fwd(const typename E::T *x, const typename E::T *w,
     }
     A rstd = M::rstd(tree_sum(v, ss), K, eps);
     for (int64_t j = threadIdx.x; j < K; j += kBlock) {
-      int64_t q = torc_cuda_norm_q(row * K + j, div, mod);
+      int64_t q = torc_cuda_norm_qrow(row, j, K, div, mod);
       y[row * K + j] = E::store(
           M::y(E::load(px[j]), mean, rstd, E::load(w[q]), E::load(b[q])));
     }
@@ -220,18 +220,17 @@ __global__ void k_norm_bw_rows(const typename E::T *gy, const typename E::T *x,
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     A mean = mt[row], rstd = rt[row], s1 = 0, s2 = 0;
     for (int64_t j = threadIdx.x; j < K; j += kBlock) {
-      int64_t i = row * K + j;
-      A gh = E::load(gy[i]) * E::load(w[torc_cuda_norm_q(i, div, mod)]);
+      int64_t i = row * K + j, q = torc_cuda_norm_qrow(row, j, K, div, mod);
+      A gh = E::load(gy[i]) * E::load(w[q]);
       s1 += gh;
       s2 += gh * ((E::load(x[i]) - mean) * rstd);
     }
     s1 = tree_sum(v, s1);
     s2 = tree_sum(v, s2);
     for (int64_t j = threadIdx.x; j < K; j += kBlock) {
-      int64_t i = row * K + j;
-      gx[i] = E::store(M::gx(E::load(gy[i]), E::load(x[i]),
-                             E::load(w[torc_cuda_norm_q(i, div, mod)]), mean,
-                             rstd, s1, s2, K));
+      int64_t i = row * K + j, q = torc_cuda_norm_qrow(row, j, K, div, mod);
+      gx[i] = E::store(M::gx(E::load(gy[i]), E::load(x[i]), E::load(w[q]),
+                             mean, rstd, s1, s2, K));
     }
   }
 }

@@ -121,6 +121,15 @@ TORC_CUDA_NHD static inline int64_t torc_cuda_norm_q(int64_t i, int64_t div,
   return div == 1 ? i % mod : (i / div) % mod;
 }
 
+/* The same for element j of row `row` of K elements: j itself for
+ * layer_norm (div 1, mod K), without a division. */
+TORC_CUDA_NHD static inline int64_t torc_cuda_norm_qrow(int64_t row,
+                                                        int64_t j, int64_t K,
+                                                        int64_t div,
+                                                        int64_t mod) {
+  return div == 1 && mod == K ? j : torc_cuda_norm_q(row * K + j, div, mod);
+}
+
 /* Element k of the set of flat indices whose affine parameter is q (the
  * elements gw[q] and gb[q] sum over): k = a * div + s gives
  * a * mod * div + q * div + s. */

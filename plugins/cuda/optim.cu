@@ -85,17 +85,17 @@ __device__ inline double adam_of(int dt, const torc_cuda_adam_k *k, double p,
                                  double g, double *m, double *v, double *vm) {
   return torc_cuda_adam_d(dt, k, p, g, m, v, vm);
 }
-__device__ inline float mul_of(float a, float b) {
-  return TORC_CUDA_FMUL(a, b);
+__device__ inline float add_of(int dt, float x, float y) {
+  return torc_cuda_fe_add_f(dt, x, y);
 }
-__device__ inline double mul_of(double a, double b) {
-  return TORC_CUDA_DMUL(a, b);
+__device__ inline double add_of(int dt, double x, double y) {
+  return torc_cuda_fe_add_d(dt, x, y);
 }
-__device__ inline float add_of(float a, float b) {
-  return TORC_CUDA_FADD(a, b);
+__device__ inline float mul_of(int dt, float x, float s) {
+  return torc_cuda_fe_mul_f(dt, x, s);
 }
-__device__ inline double add_of(double a, double b) {
-  return TORC_CUDA_DADD(a, b);
+__device__ inline double mul_of(int dt, double x, double s) {
+  return torc_cuda_fe_mul_d(dt, x, s);
 }
 
 /* One launch's tensors: D lists of pointers (list j of tensor e), each
@@ -150,7 +150,8 @@ template <class E> struct op_add {
   __device__ void operator()(const mt_args<2> &a, int e, int64_t i) const {
     typedef typename E::T T;
     T *x = (T *)a.ptr[1][e];
-    x[i] = E::store(add_of(E::load(x[i]), E::load(((const T *)a.ptr[0][e])[i])));
+    x[i] = E::store(
+        add_of(E::dt, E::load(x[i]), E::load(((const T *)a.ptr[0][e])[i])));
   }
 };
 
@@ -162,7 +163,7 @@ template <class E> struct op_mul {
   __device__ void operator()(const mt_args<1> &a, int e, int64_t i) const {
     typedef typename E::T T;
     T *x = (T *)a.ptr[0][e];
-    x[i] = E::store(mul_of(E::load(x[i]), E::load(s[0])));
+    x[i] = E::store(mul_of(E::dt, E::load(x[i]), E::load(s[0])));
   }
 };
 

@@ -95,8 +95,8 @@ typedef struct torc_cuda_adam_k {
 } torc_cuda_adam_k;
 
 /* The kernel's scalars of an SGD step on a parameter of dtype dt (host). */
-static inline torc_cuda_sgd_k torc_cuda_sgd_k_of(int dt,
-                                                 const torc_sgd_step_params *p) {
+static inline torc_cuda_sgd_k
+torc_cuda_sgd_k_of(int dt, const torc_sgd_step_params *p) {
   torc_cuda_sgd_k k;
   memset(&k, 0, sizeof k);
   k.wd = torc_cuda_o_scalar(dt, p->weight_decay);
@@ -178,7 +178,21 @@ torc_cuda_adam_k_of(int dt, const torc_adam_step_kparams *kp) {
     return R(dt, ADD(p, R(dt, DIV(R(dt, MUL((T)k->nss, mm)), den))));          \
   }
 
+/* foreach_add_ and foreach_mul_ on one element: x + y and x * s, one
+ * rounding to the dtype (the store's), as ref's add and mul. */
+#define TORC_CUDA_FOREACH_BODIES(T, sfx, MUL, ADD, R)                          \
+  TORC_CUDA_OHD static inline T torc_cuda_fe_add_##sfx(int dt, T x, T y) {    \
+    return R(dt, ADD(x, y));                                                   \
+  }                                                                            \
+  TORC_CUDA_OHD static inline T torc_cuda_fe_mul_##sfx(int dt, T x, T s) {    \
+    return R(dt, MUL(x, s));                                                   \
+  }
+
 #define TORC_CUDA_O_NOROUND(dt, x) ((void)(dt), (x))
+TORC_CUDA_FOREACH_BODIES(float, f, TORC_CUDA_FMUL, TORC_CUDA_FADD,
+                         torc_cuda_o_round)
+TORC_CUDA_FOREACH_BODIES(double, d, TORC_CUDA_DMUL, TORC_CUDA_DADD,
+                         TORC_CUDA_O_NOROUND)
 TORC_CUDA_OPTIM_BODIES(float, f, TORC_CUDA_FMUL, TORC_CUDA_FADD,
                        TORC_CUDA_FDIV, TORC_CUDA_FSQRT, torc_cuda_o_round)
 TORC_CUDA_OPTIM_BODIES(double, d, TORC_CUDA_DMUL, TORC_CUDA_DADD,
