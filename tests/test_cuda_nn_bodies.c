@@ -158,8 +158,8 @@ static double rtol_of(int dt) {
 
 /* ---- the kernels' orders, on the CPU, in both computing types ----
  * bsum: a block's sum of v[0..n) (thread t folds v[t], v[t + B], ...,
- * then the tree); wsum, wmax: a warp's (lane l folds v[l], v[l + 32],
- * ..., then the butterfly), lane 0's result. */
+ * then the tree); team: the sum or maximum of a team of L lanes (lane l
+ * folds v[l], v[l + L], ..., then the butterfly), lane 0's result. */
 #define ORDERS(T, sfx)                                                         \
   static T bsum_##sfx(const T *v, int64_t n) {                                 \
     T acc[B];                                                                  \
@@ -173,19 +173,19 @@ static double rtol_of(int dt) {
         acc[t] = acc[t] + acc[t + s];                                          \
     return acc[0];                                                             \
   }                                                                            \
-  static T warp_##sfx(const T *v, int64_t n, int is_max) {                     \
+  static T team_##sfx(const T *v, int64_t n, int is_max, int L) {          \
     T lane[32], nxt[32];                                                       \
-    for (int l = 0; l < 32; l++) {                                             \
+    for (int l = 0; l < L; l++) {                                              \
       lane[l] = is_max ? (T)-INFINITY : (T)0;                                  \
-      for (int64_t i = l; i < n; i += 32)                                      \
+      for (int64_t i = l; i < n; i += L)                                       \
         lane[l] = is_max ? torc_cuda_ce_max_##sfx(lane[l], v[i])               \
                          : lane[l] + v[i];                                     \
     }                                                                          \
-    for (int o = 16; o > 0; o >>= 1) {                                         \
-      for (int l = 0; l < 32; l++)                                             \
+    for (int o = L / 2; o > 0; o >>= 1) {                                      \
+      for (int l = 0; l < L; l++)                                              \
         nxt[l] = is_max ? torc_cuda_ce_max_##sfx(lane[l], lane[l ^ o])         \
                         : lane[l] + lane[l ^ o];                               \
-      memcpy(lane, nxt, sizeof lane);                                          \
+      memcpy(lane, nxt, sizeof(T) * (size_t)L);                                \
     }                                                                          \
     return lane[0];                                                            \
   }
@@ -386,7 +386,7 @@ static void test_group_norm(void **state) {
 /* ---- cross_entropy ---- */
 
 #define CE_REPLICA(T, sfx)                                                     \
-  /* nn.cu's forward: rows by warps, then the f64 fold of a block. */         \
+  /* nn.cu's forward: rows by teams, then the f64 fold of a block. */         \
   static void ce_fwd_##sfx(int dt, const void *x, const int64_t *tg,           \
                            const void *w, void *loss, T *mo, T *lo, T *tot,    \
                            int64_t N, int64_t C, int64_t S,                    \
@@ -394,6 +394,7 @@ static void test_group_norm(void **state) {
     int64_t R = N * S;                                                         \
     int none = p->reduction == TORC_REDUCTION_NONE;                            \
     T eps = (T)p->label_smoothing;                                             \
+    int L = torc_cuda_ce_lanes(S);                                             \
     T *v = malloc(sizeof(T) * (size_t)(C ? C : 1));                            \
     double *rv = malloc(sizeof(double) * (size_t)(R ? R : 1));                 \
     double *rw = malloc(sizeof(double) * (size_t)(R ? R : 1));                 \
@@ -401,11 +402,11 @@ static void test_group_norm(void **state) {
       int64_t n = r / S, base = n * C * S + (r - n * S);                       \
       for (int64_t c = 0; c < C; c++)                                          \
         v[c] = (T)ld(dt, x, base + c * S);                                     \
-      T m = warp_##sfx(v, C, 1), e = 0;                                        \
+      T m = team_##sfx(v, C, 1, L), e = 0;                                     \
       if (torc_cuda_ce_finite_##sfx(m)) {                                      \
         for (int64_t c = 0; c < C; c++)                                        \
           v[c] = torc_cuda_ce_exp_##sfx((T)ld(dt, x, base + c * S), m);        \
-        e = warp_##sfx(v, C, 0);                                               \
+        e = team_##sfx(v, C, 0, L);                                            \
       }                                                                        \
       T ls = torc_cuda_ce_logsum_##sfx(m, e), val = 0, wt = 0;                 \
       int64_t t = tg[r];                                                       \
@@ -417,7 +418,7 @@ static void test_group_norm(void **state) {
           for (int64_t c = 0; c < C; c++)                                      \
             v[c] = (w ? (T)ld(dt, w, c) : (T)1) *                              \
                    torc_cuda_ce_logp_##sfx((T)ld(dt, x, base + c * S), m, ls); \
-          smooth = -warp_##sfx(v, C, 0);                                       \
+          smooth = -team_##sfx(v, C, 0, L);                                    \
         }                                                                      \
         val = torc_cuda_ce_loss_##sfx(                                         \
             torc_cuda_ce_logp_##sfx((T)ld(dt, x, base + t * S), m, ls), wt,    \

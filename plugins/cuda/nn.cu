@@ -157,16 +157,17 @@ template <class A> __device__ inline A tree_sum(A *v, A mine) {
   return r;
 }
 
-/* The warp's sum (butterfly: every lane gets the same bits, as addition
- * commutes) and maximum (NaN propagating). */
-template <class A> __device__ inline A warp_sum(A v) {
-  for (int o = 16; o > 0; o >>= 1)
+/* The sum and the maximum (NaN propagating) over a team of L lanes of a
+ * warp (L = 32: a butterfly, every lane gets the same bits, as addition
+ * commutes; L = 1: the thread's own). */
+template <int L, class A> __device__ inline A team_sum(A v) {
+  for (int o = L / 2; o > 0; o >>= 1)
     v = v + __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-template <class A> __device__ inline A warp_max(A v) {
+template <int L, class A> __device__ inline A team_max(A v) {
   typedef typename math_of<A>::M M;
-  for (int o = 16; o > 0; o >>= 1)
+  for (int o = L / 2; o > 0; o >>= 1)
     v = M::cmax(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
@@ -448,9 +449,10 @@ __device__ void ce_bad_target(const char *op, int64_t t, int64_t r,
   __trap();
 }
 
-/* One warp per row: max, logsum, the row's loss and weight (into rowv,
- * roww for the fold) and, with reduction none, the loss itself. */
-template <class E>
+/* A team of L lanes per row (torc_cuda_ce_lanes): max, logsum, the row's
+ * loss and weight (into rowv, roww for the fold) and, with reduction
+ * none, the loss itself. */
+template <class E, int L>
 __global__ void k_ce_fwd(const typename E::T *x, const int64_t *tg,
                          const typename E::T *w, typename E::T *loss,
                          typename E::A *mo, typename E::A *lo, double *rowv,
@@ -458,20 +460,20 @@ __global__ void k_ce_fwd(const typename E::T *x, const int64_t *tg,
                          int64_t ignore, typename E::A eps, int none) {
   typedef typename E::A A;
   typedef typename math_of<A>::M M;
-  int lane = threadIdx.x & 31;
-  int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / 32);
-  for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-       r < R; r += nwarps) {
+  int lane = threadIdx.x % L;
+  int64_t nteams = (int64_t)gridDim.x * (blockDim.x / L);
+  for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / L;
+       r < R; r += nteams) {
     int64_t n = r / S, base = n * C * S + (r - n * S);
     A m = -INFINITY;
-    for (int64_t c = lane; c < C; c += 32)
+    for (int64_t c = lane; c < C; c += L)
       m = M::cmax(m, E::load(x[base + c * S]));
-    m = warp_max(m);
+    m = team_max<L>(m);
     A e = 0;
     if (M::finite(m)) {
-      for (int64_t c = lane; c < C; c += 32)
+      for (int64_t c = lane; c < C; c += L)
         e += M::cexp(E::load(x[base + c * S]), m);
-      e = warp_sum(e);
+      e = team_sum<L>(e);
     }
     A ls = M::logsum(m, e);
     int64_t t = tg[r];
@@ -483,10 +485,10 @@ __global__ void k_ce_fwd(const typename E::T *x, const int64_t *tg,
       A smooth = 0;
       if (eps > (A)0) {
         A acc = 0;
-        for (int64_t c = lane; c < C; c += 32)
+        for (int64_t c = lane; c < C; c += L)
           acc += (w ? E::load(w[c]) : (A)1) *
                  M::logp(E::load(x[base + c * S]), m, ls);
-        smooth = -warp_sum(acc);
+        smooth = -team_sum<L>(acc);
       }
       v = M::loss(M::logp(E::load(x[base + t * S]), m, ls), wt, eps, C,
                   smooth);
@@ -614,11 +616,21 @@ int launch_ce_fwd(const torc_kernel_args *a, cudaStream_t s) {
     return st;
   double *rowv = (double *)ws, *roww = rowv + R;
   if (R > 0) {
-    int64_t nb = (R + kBlock / 32 - 1) / (kBlock / 32);
-    k_ce_fwd<E><<<blocks(nb), kBlock, 0, s>>>(
-        base<T>(x), base<int64_t>(&a->in[1]), w, base<T>(&a->out[0]),
-        base<A>(&a->out[1]), base<A>(&a->out[2]), rowv, roww, R, C, S,
-        p->ignore_index, (A)p->label_smoothing, none);
+    int L = torc_cuda_ce_lanes(S);
+    int64_t nb = (R + kBlock / L - 1) / (kBlock / L);
+    const T *px = base<T>(x);
+    const int64_t *pt = base<int64_t>(&a->in[1]);
+    T *pl = base<T>(&a->out[0]);
+    A *pm = base<A>(&a->out[1]), *ps = base<A>(&a->out[2]);
+    A eps = (A)p->label_smoothing;
+    if (L == 32)
+      k_ce_fwd<E, 32><<<blocks(nb), kBlock, 0, s>>>(
+          px, pt, w, pl, pm, ps, rowv, roww, R, C, S, p->ignore_index, eps,
+          none);
+    else
+      k_ce_fwd<E, 1><<<blocks(nb), kBlock, 0, s>>>(
+          px, pt, w, pl, pm, ps, rowv, roww, R, C, S, p->ignore_index, eps,
+          none);
     st = torc_cuda__after_launch(a->device_index, a->op);
   }
   if (st == TORC_OK) {

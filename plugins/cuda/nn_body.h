@@ -20,7 +20,7 @@
 #endif
 
 /* Threads per block of nn.cu's row kernels (one block per row of a norm,
- * one warp per row of cross-entropy). */
+ * torc_cuda_ce_lanes threads per row of cross-entropy). */
 #define TORC_CUDA_NN_BLOCK 256
 
 /* One set of bodies over the computing type T with its math functions
@@ -102,6 +102,13 @@
 
 TORC_CUDA_NN_BODIES(float, f, sqrtf, expf, logf)
 TORC_CUDA_NN_BODIES(double, d, sqrt, exp, log)
+
+/* The lanes of a warp that share one row of cross-entropy: 32 for rows of
+ * contiguous logits (S = 1), else 1 (the logits of a row lie S apart, and
+ * one thread per row reads neighbouring rows' logits side by side). */
+TORC_CUDA_NHD static inline int torc_cuda_ce_lanes(int64_t S) {
+  return S == 1 ? 32 : 1;
+}
 
 /* A target the row's loss counts: not ignore_index. */
 TORC_CUDA_NHD static inline int torc_cuda_ce_counted(int64_t t,
