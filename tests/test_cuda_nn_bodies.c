@@ -394,7 +394,7 @@ static void test_group_norm(void **state) {
     int64_t R = N * S;                                                         \
     int none = p->reduction == TORC_REDUCTION_NONE;                            \
     T eps = (T)p->label_smoothing;                                             \
-    int L = torc_cuda_ce_lanes(S);                                             \
+    int L = torc_cuda_ce_lanes(C, S);                                          \
     T *v = malloc(sizeof(T) * (size_t)(C ? C : 1));                            \
     double *rv = malloc(sizeof(double) * (size_t)(R ? R : 1));                 \
     double *rw = malloc(sizeof(double) * (size_t)(R ? R : 1));                 \
@@ -552,6 +552,7 @@ static void test_cross_entropy(void **state) {
         check_ce(dtypes[d], 3, 70, 4, wt, 0.25, red, 0, 0); /* C > 32, S > 1 */
         check_ce(dtypes[d], 2, 5, 3, wt, 0.0, red, 0, 0);
         check_ce(dtypes[d], 5, 4, 1, wt, 0.1, red, 1, 0);
+        check_ce(dtypes[d], 2, 1100, 2, wt, 0.1, red, 0, 0); /* a warp */
         check_ce(dtypes[d], 0, 4, 1, wt, 0.1, red, 0, 0); /* no rows */
       }
 }

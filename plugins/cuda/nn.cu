@@ -616,7 +616,7 @@ int launch_ce_fwd(const torc_kernel_args *a, cudaStream_t s) {
     return st;
   double *rowv = (double *)ws, *roww = rowv + R;
   if (R > 0) {
-    int L = torc_cuda_ce_lanes(S);
+    int L = torc_cuda_ce_lanes(C, S);
     int64_t nb = (R + kBlock / L - 1) / (kBlock / L);
     const T *px = base<T>(x);
     const int64_t *pt = base<int64_t>(&a->in[1]);

@@ -103,11 +103,12 @@
 TORC_CUDA_NN_BODIES(float, f, sqrtf, expf, logf)
 TORC_CUDA_NN_BODIES(double, d, sqrt, exp, log)
 
-/* The lanes of a warp that share one row of cross-entropy: 32 for rows of
- * contiguous logits (S = 1), else 1 (the logits of a row lie S apart, and
- * one thread per row reads neighbouring rows' logits side by side). */
-TORC_CUDA_NHD static inline int torc_cuda_ce_lanes(int64_t S) {
-  return S == 1 ? 32 : 1;
+/* The lanes of a warp that share one row of cross-entropy: 1 when the
+ * logits of a row lie S > 1 apart and are few (C <= 1024: one thread per
+ * row reads neighbouring rows' logits side by side), else 32 (contiguous
+ * rows, and long ones, which one thread would walk alone). */
+TORC_CUDA_NHD static inline int torc_cuda_ce_lanes(int64_t C, int64_t S) {
+  return S > 1 && C <= 1024 ? 1 : 32;
 }
 
 /* A target the row's loss counts: not ignore_index. */
