@@ -253,6 +253,34 @@ ORDERS(double, d)
                s2, K));                                                        \
       }                                                                        \
     }                                                                          \
+    if (div == 1 && mod == K && R > 0) { /* layer_norm: the tiles' order */  \
+      int G = torc_cuda_ln_groups(R), TY = TORC_CUDA_LN_TY;                    \
+      for (int64_t q = 0; q < K; q++) {                                        \
+        T fw = 0, fb = 0;                                                      \
+        for (int y = 0; y < G; y++) {                                          \
+          T aw[TORC_CUDA_LN_TY], ab[TORC_CUDA_LN_TY];                          \
+          for (int ty = 0; ty < TY; ty++) {                                    \
+            aw[ty] = 0, ab[ty] = 0;                                            \
+            for (int64_t r = (int64_t)y * TY + ty; r < R;                      \
+                 r += (int64_t)TY * G) {                                       \
+              T g = (T)ld(dt, gy, r * K + q);                                  \
+              aw[ty] += g * (((T)ld(dt, x, r * K + q) - mt[r]) * rt[r]);       \
+              ab[ty] += g;                                                     \
+            }                                                                  \
+          }                                                                    \
+          for (int h = TY / 2; h > 0; h >>= 1)                                 \
+            for (int ty = 0; ty < h; ty++) {                                   \
+              aw[ty] = aw[ty] + aw[ty + h];                                    \
+              ab[ty] = ab[ty] + ab[ty + h];                                    \
+            }                                                                  \
+          fw += aw[0];                                                         \
+          fb += ab[0];                                                         \
+        }                                                                      \
+        st(dt, gw, q, fw);                                                     \
+        st(dt, gb, q, fb);                                                     \
+      }                                                                        \
+      mod = 0; /* done */                                                      \
+    }                                                                          \
     for (int64_t q = 0; q < mod; q++) {                                        \
       for (int64_t k = 0; k < per; k++) {                                      \
         int64_t i = torc_cuda_norm_qset(k, q, div, mod), row = i / K;          \
@@ -370,6 +398,8 @@ static void test_layer_norm(void **state) {
     check_norm(dtypes[d], 0, 2, s1, 37);
     check_norm(dtypes[d], 0, 3, s2, 600); /* two trailing dims, K > B */
     check_norm(dtypes[d], 0, 2, s3, 1);
+    int64_t s4[2] = {300, 40}; /* several row groups of the gw tiles */
+    check_norm(dtypes[d], 0, 2, s4, 40);
   }
 }
 

@@ -23,6 +23,8 @@
 namespace {
 
 const int kBlock = TORC_CUDA_NN_BLOCK;
+static_assert(TORC_CUDA_LN_TX * TORC_CUDA_LN_TY == TORC_CUDA_NN_BLOCK,
+              "layer_norm's parameter tiles are one block");
 const int64_t kMaxBlocks = 65535; /* the block-stride loops cover the rest */
 
 /* An element type: its storage T, its computing type A (also the
@@ -237,7 +239,8 @@ __global__ void k_norm_bw_rows(const typename E::T *gy, const typename E::T *x,
 }
 
 /* gw[q] = sum gy xhat and gb[q] = sum gy over the elements of parameter q
- * (torc_cuda_norm_qset), one block per q. */
+ * (torc_cuda_norm_qset), one block per q: group_norm's (a channel's
+ * elements are runs of the spatial size). */
 template <class E>
 __global__ void k_norm_bw_params(const typename E::T *gy,
                                  const typename E::T *x,
@@ -261,6 +264,65 @@ __global__ void k_norm_bw_params(const typename E::T *gy,
       gw[q] = E::store(aw);
       gb[q] = E::store(ab);
     }
+  }
+}
+
+/* layer_norm's gw and gb, coalesced: block (x, y) of 32 x 8 threads
+ * takes columns 32 x .. 32 x + 31, thread (tx, ty) folds rows
+ * y * 8 + ty, step 8 * G (G = gridDim.y, torc_cuda_ln_groups), a tree
+ * over ty folds the 8, and row group y's partials go to pw, pb [G][K]. */
+template <class E>
+__global__ void k_ln_params_tile(const typename E::T *gy,
+                                 const typename E::T *x,
+                                 const typename E::A *mt,
+                                 const typename E::A *rt, typename E::A *pw,
+                                 typename E::A *pb, int64_t R, int64_t K) {
+  typedef typename E::A A;
+  __shared__ A sw[TORC_CUDA_LN_TY][TORC_CUDA_LN_TX];
+  __shared__ A sb[TORC_CUDA_LN_TY][TORC_CUDA_LN_TX];
+  int tx = threadIdx.x % TORC_CUDA_LN_TX, ty = threadIdx.x / TORC_CUDA_LN_TX;
+  int64_t q = (int64_t)blockIdx.x * TORC_CUDA_LN_TX + tx;
+  int64_t step = (int64_t)TORC_CUDA_LN_TY * gridDim.y;
+  A aw = 0, ab = 0;
+  if (q < K)
+    for (int64_t r = (int64_t)blockIdx.y * TORC_CUDA_LN_TY + ty; r < R;
+         r += step) {
+      A g = E::load(gy[r * K + q]);
+      aw += g * ((E::load(x[r * K + q]) - mt[r]) * rt[r]);
+      ab += g;
+    }
+  sw[ty][tx] = aw;
+  sb[ty][tx] = ab;
+  __syncthreads();
+  for (int h = TORC_CUDA_LN_TY / 2; h > 0; h >>= 1) {
+    if (ty < h) {
+      sw[ty][tx] = sw[ty][tx] + sw[ty + h][tx];
+      sb[ty][tx] = sb[ty][tx] + sb[ty + h][tx];
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && q < K) {
+    pw[(int64_t)blockIdx.y * K + q] = sw[0][tx];
+    pb[(int64_t)blockIdx.y * K + q] = sb[0][tx];
+  }
+}
+
+/* gw[q], gb[q]: the G row groups' partials folded in order. */
+template <class E>
+__global__ void k_ln_params_fold(const typename E::A *pw,
+                                 const typename E::A *pb, typename E::T *gw,
+                                 typename E::T *gb, int64_t K, int G) {
+  typedef typename E::A A;
+  int64_t step = (int64_t)blockDim.x * gridDim.x;
+  for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < K;
+       q += step) {
+    A aw = 0, ab = 0;
+    for (int y = 0; y < G; y++) {
+      aw += pw[(int64_t)y * K + q];
+      ab += pb[(int64_t)y * K + q];
+    }
+    gw[q] = E::store(aw);
+    gb[q] = E::store(ab);
   }
 }
 
@@ -406,6 +468,28 @@ int launch_norm_bw(const torc_kernel_args *a, const norm_geo &g,
   }
   if (g.mod == 0)
     return TORC_OK;
+  if (g.div == 1 && g.mod == g.K && g.R > 0) { /* layer_norm */
+    int G = torc_cuda_ln_groups(g.R);
+    void *ws = NULL;
+    int st = torc_cuda__workspace(
+        a, sizeof(A) * 2 * (size_t)G * (size_t)g.K, &ws);
+    if (st != TORC_OK)
+      return st;
+    A *pw = (A *)ws, *pb = pw + (int64_t)G * g.K;
+    dim3 grid((unsigned)((g.K + TORC_CUDA_LN_TX - 1) / TORC_CUDA_LN_TX),
+              (unsigned)G);
+    k_ln_params_tile<E><<<grid, kBlock, 0, s>>>(gy, x, mt, rt, pw, pb, g.R,
+                                                g.K);
+    st = torc_cuda__after_launch(a->device_index, a->op);
+    if (st == TORC_OK) {
+      k_ln_params_fold<E><<<blocks((g.K + kBlock - 1) / kBlock), kBlock, 0,
+                            s>>>(pw, pb, base<T>(&a->out[1]),
+                                 base<T>(&a->out[2]), g.K, G);
+      st = torc_cuda__after_launch(a->device_index, a->op);
+    }
+    torc_cuda__workspace_done(a, ws);
+    return st;
+  }
   k_norm_bw_params<E><<<blocks(g.mod), kBlock, 0, s>>>(
       gy, x, mt, rt, base<T>(&a->out[1]), base<T>(&a->out[2]), g.K, g.div,
       g.mod, g.total / g.mod);

@@ -23,6 +23,15 @@
  * torc_cuda_ce_lanes threads per row of cross-entropy). */
 #define TORC_CUDA_NN_BLOCK 256
 
+/* layer_norm's gw and gb: blocks of TX columns by TY threads, and
+ * torc_cuda_ln_groups(R) row groups, whose partials fold in order. */
+#define TORC_CUDA_LN_TX 32
+#define TORC_CUDA_LN_TY 8
+TORC_CUDA_NHD static inline int torc_cuda_ln_groups(int64_t R) {
+  int64_t g = R / 64;
+  return g < 1 ? 1 : g > 64 ? 64 : (int)g;
+}
+
 /* One set of bodies over the computing type T with its math functions
  * (sqrt, exp, log) and name suffix. */
 #define TORC_CUDA_NN_BODIES(T, sfx, SQRT, EXP, LOG)                            \
