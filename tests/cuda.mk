@@ -11,6 +11,7 @@ CUDA_BODY_TESTS += tests/test_cuda_pool_bodies
 CUDA_BODY_TESTS += tests/test_cuda_dnn_plan
 CUDA_BODY_TESTS += tests/test_cuda_index_bodies
 CUDA_BODY_TESTS += tests/test_cuda_ew2_bodies
+CUDA_BODY_TESTS += tests/test_cuda_nn_bodies
 check_PROGRAMS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 endif
@@ -60,5 +61,10 @@ tests_test_cuda_index_bodies_SOURCES = tests/test_cuda_index_bodies.c \
 tests_test_cuda_index_bodies_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_index_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_nn_bodies_SOURCES = tests/test_cuda_nn_bodies.c \
+	plugins/cuda/nn_body.h plugins/cuda/optim_body.h
+tests_test_cuda_nn_bodies_LDADD = plugins/ref/librefkernels.la \
+	$(CMOCKA_LIBS) -lm
+tests_test_cuda_nn_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

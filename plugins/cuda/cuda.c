@@ -704,6 +704,10 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   if (st == TORC_OK)
     st = torc_cuda__register_index(host, self);
   if (st == TORC_OK)
+    st = torc_cuda__register_nn(host, self);
+  if (st == TORC_OK)
+    st = torc_cuda__register_optim(host, self);
+  if (st == TORC_OK)
     st = torc_cuda__register_rand(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_imatmul(host, self);

@@ -115,6 +115,14 @@ int torc_cuda__register_index(const torc_host *host, torc_plugin *self);
  * logical ops (bool out), copy (TORC_DTYPE_ANY), fill_ and where, for every
  * dtype. */
 int torc_cuda__register_ew2(const torc_host *host, torc_plugin *self);
+/* Registers layer_norm, group_norm, their backwards and cross_entropy,
+ * cross_entropy_backward of nn.cu for f32, f64, f16 and bf16. */
+int torc_cuda__register_nn(const torc_host *host, torc_plugin *self);
+
+/* Registers the optimizer steps and the foreach ops of optim.cu
+ * (sgd_step_, adam_step_, foreach_add_, foreach_mul_, foreach_norm,
+ * foreach_sgd_step_, foreach_adam_step_) for f32, f64, f16 and bf16. */
+int torc_cuda__register_optim(const torc_host *host, torc_plugin *self);
 
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);

@@ -117,12 +117,7 @@ template <class T> T *base(const torc_ktensor *t) {
 enum { OP_GATHER, OP_SCATTER, OP_INDEX_SELECT, OP_INDEX_ADD, OP_EMBEDDING,
        OP_EMBEDDING_BACKWARD };
 
-/* Where a kernel records a bad index: the device's record and the op's
- * name (the host's pointer, printed by the host). */
-struct kerr_ctx {
-  torc_cuda_kerr *e;
-  const char *op;
-};
+typedef torc_cuda_kerr_ctx kerr_ctx;
 
 /* The record of call a's device, into *k. */
 int kerr_of(const torc_kernel_args *a, kerr_ctx *k) {

@@ -27,6 +27,13 @@ typedef struct torc_cuda_kerr {
 } torc_cuda_kerr;
 
 #ifdef __CUDACC__
+/* Where a kernel records a bad value: the device's record and the op's
+ * name (the host's pointer, printed by the host). Passed by value. */
+struct torc_cuda_kerr_ctx {
+  torc_cuda_kerr *e;
+  const char *op;
+};
+
 /* Claims the device's record for the first bad index found: value at
  * flat position `element` of the index tensor, along dim `dim` (-1: no
  * dim to name), expected in [lo, hi). Later finds are dropped (one

@@ -8,7 +8,9 @@ EXTRA_DIST += plugins/cuda/cuda_internal.h plugins/cuda/kerr.h \
 	plugins/cuda/rand.cu plugins/cuda/rand_body.h \
 	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h \
 	plugins/cuda/pool.cu plugins/cuda/pool_body.h \
-	plugins/cuda/index.cu plugins/cuda/index_body.h
+	plugins/cuda/index.cu plugins/cuda/index_body.h \
+	plugins/cuda/nn.cu plugins/cuda/nn_body.h \
+	plugins/cuda/optim.cu plugins/cuda/optim_body.h
 
 # libtool cannot drive nvcc: the rule compiles position-independent code
 # with nvcc (which takes -fPIC only through -Xcompiler) and writes the
@@ -45,6 +47,8 @@ CUDA_KERNEL_OBJS += plugins/cuda/rand.lo
 CUDA_KERNEL_OBJS += plugins/cuda/imatmul.lo
 CUDA_KERNEL_OBJS += plugins/cuda/pool.lo
 CUDA_KERNEL_OBJS += plugins/cuda/index.lo
+CUDA_KERNEL_OBJS += plugins/cuda/nn.lo
+CUDA_KERNEL_OBJS += plugins/cuda/optim.lo
 plugins_cuda_la_LIBADD = $(CUDA_KERNEL_OBJS) $(CUDA_LIBS)
 plugins_cuda_la_DEPENDENCIES = $(CUDA_KERNEL_OBJS)
 CLEANFILES += $(CUDA_KERNEL_OBJS) $(CUDA_KERNEL_OBJS:.lo=.o)
@@ -62,4 +66,8 @@ plugins/cuda/imatmul.lo: $(srcdir)/plugins/cuda/imatmul_body.h \
 	$(CUDA_KERNEL_DEPS)
 plugins/cuda/pool.lo: $(srcdir)/plugins/cuda/pool_body.h $(CUDA_KERNEL_DEPS)
 plugins/cuda/index.lo: $(srcdir)/plugins/cuda/index_body.h $(CUDA_KERNEL_DEPS)
+plugins/cuda/nn.lo: $(srcdir)/plugins/cuda/nn_body.h \
+	$(top_srcdir)/include/torc/nn.h $(CUDA_KERNEL_DEPS)
+plugins/cuda/optim.lo: $(srcdir)/plugins/cuda/optim_body.h \
+	$(top_srcdir)/include/torc/optim.h $(CUDA_KERNEL_DEPS)
 endif
