@@ -6,7 +6,7 @@ CUDA_BODY_TESTS = tests/test_cuda_bodies
 CUDA_BODY_TESTS += tests/test_cuda_reduce_bodies
 CUDA_BODY_TESTS += tests/test_cuda_rand_bodies
 CUDA_BODY_TESTS += tests/test_cuda_blas_plan
-CUDA_BODY_TESTS += tests/test_cuda_imatmul_bodies
+CUDA_BODY_TESTS += tests/test_cuda_tiled_mm_bodies
 CUDA_BODY_TESTS += tests/test_cuda_pool_bodies
 CUDA_BODY_TESTS += tests/test_cuda_dnn_plan
 CUDA_BODY_TESTS += tests/test_cuda_index_bodies
@@ -17,11 +17,11 @@ TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
 endif
 tests_test_cuda_coverage_SOURCES = tests/test_cuda_coverage.c tests/testutil.h
 tests_test_cuda_coverage_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
-tests_test_cuda_imatmul_bodies_SOURCES = tests/test_cuda_imatmul_bodies.c \
-	plugins/cuda/imatmul_body.h
-tests_test_cuda_imatmul_bodies_LDADD = plugins/ref/librefkernels.la \
+tests_test_cuda_tiled_mm_bodies_SOURCES = tests/test_cuda_tiled_mm_bodies.c \
+	plugins/cuda/tiled_mm_body.h
+tests_test_cuda_tiled_mm_bodies_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
-tests_test_cuda_imatmul_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_tiled_mm_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_bodies_SOURCES = tests/test_cuda_bodies.c \
 	plugins/cuda/ew_body.h
 tests_test_cuda_bodies_LDADD = plugins/ref/librefkernels.la $(CMOCKA_LIBS) -lm

@@ -1,8 +1,9 @@
 /* plugins/cuda/blas.c — "matmul" on cuBLAS: f32 (TF32 only when
  * [plugin.cuda] tf32 is on), f16 and bf16 with f32 accumulation, f64; one
  * cuBLAS handle per device, created on first use and bound to its stream.
- * The layout (transposes, leading dims, batches) is blas_plan.h's; integer
- * matmul and layouts cuBLAS cannot express are declined.
+ * The layout (transposes, leading dims, batches) is blas_plan.h's; layouts
+ * cuBLAS cannot express and sizes past its ints are declined, and
+ * tiled_mm.cu's kernel (registered below this one) serves them.
  */
 #include <limits.h>
 #include <pthread.h>

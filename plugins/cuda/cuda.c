@@ -710,7 +710,7 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
   if (st == TORC_OK)
     st = torc_cuda__register_rand(host, self);
   if (st == TORC_OK)
-    st = torc_cuda__register_imatmul(host, self);
+    st = torc_cuda__register_tiled_mm(host, self);
   if (st != TORC_OK)
     cuda_fini(self);
   return st;

@@ -89,9 +89,10 @@ int torc_cuda__register_reduce(const torc_host *host, torc_plugin *self);
  * dropout). */
 int torc_cuda__register_rand(const torc_host *host, torc_plugin *self);
 
-/* Registers "matmul" for i32, i64 and u8 (imatmul.cu: cuBLAS has no
- * integer GEMM). */
-int torc_cuda__register_imatmul(const torc_host *host, torc_plugin *self);
+/* Registers tiled_mm.cu's "matmul": the only one for i32, i64 and u8
+ * (cuBLAS has no integer GEMM), and below cuBLAS's for f32, f64, f16 and
+ * bf16 (the layouts and sizes cuBLAS's kernel declines). */
+int torc_cuda__register_tiled_mm(const torc_host *host, torc_plugin *self);
 
 /* Registers conv2d, conv2d_backward_input, conv2d_backward_weight and
  * conv_transpose2d on cuDNN (dnn.c), and pool.cu's kernels through

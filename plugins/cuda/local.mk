@@ -6,7 +6,7 @@ EXTRA_DIST += plugins/cuda/cuda_internal.h plugins/cuda/kerr.h \
 	plugins/cuda/ew_launch.h \
 	plugins/cuda/reduce.cu plugins/cuda/reduce_body.h \
 	plugins/cuda/rand.cu plugins/cuda/rand_body.h \
-	plugins/cuda/imatmul.cu plugins/cuda/imatmul_body.h \
+	plugins/cuda/tiled_mm.cu plugins/cuda/tiled_mm_body.h \
 	plugins/cuda/pool.cu plugins/cuda/pool_body.h \
 	plugins/cuda/index.cu plugins/cuda/index_body.h \
 	plugins/cuda/nn.cu plugins/cuda/nn_body.h \
@@ -44,7 +44,7 @@ CUDA_KERNEL_OBJS = plugins/cuda/ew.lo
 CUDA_KERNEL_OBJS += plugins/cuda/ew2.lo
 CUDA_KERNEL_OBJS += plugins/cuda/reduce.lo
 CUDA_KERNEL_OBJS += plugins/cuda/rand.lo
-CUDA_KERNEL_OBJS += plugins/cuda/imatmul.lo
+CUDA_KERNEL_OBJS += plugins/cuda/tiled_mm.lo
 CUDA_KERNEL_OBJS += plugins/cuda/pool.lo
 CUDA_KERNEL_OBJS += plugins/cuda/index.lo
 CUDA_KERNEL_OBJS += plugins/cuda/nn.lo
@@ -62,7 +62,7 @@ plugins/cuda/reduce.lo: $(srcdir)/plugins/cuda/reduce_body.h \
 	$(CUDA_KERNEL_DEPS)
 plugins/cuda/rand.lo: $(srcdir)/plugins/cuda/rand_body.h \
 	$(top_srcdir)/include/torc/philox.h $(CUDA_KERNEL_DEPS)
-plugins/cuda/imatmul.lo: $(srcdir)/plugins/cuda/imatmul_body.h \
+plugins/cuda/tiled_mm.lo: $(srcdir)/plugins/cuda/tiled_mm_body.h \
 	$(CUDA_KERNEL_DEPS)
 plugins/cuda/pool.lo: $(srcdir)/plugins/cuda/pool_body.h $(CUDA_KERNEL_DEPS)
 plugins/cuda/index.lo: $(srcdir)/plugins/cuda/index_body.h $(CUDA_KERNEL_DEPS)

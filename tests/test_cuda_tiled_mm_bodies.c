@@ -1,11 +1,13 @@
-/* tests/test_cuda_imatmul_bodies.c — the cuda plugin's integer matmul
- * (plugins/cuda/imatmul.cu) replayed on the CPU with its body
- * (plugins/cuda/imatmul_body.h): the same tiles, the same staging of
- * TILE-wide strips with zero padding, the same batch offsets and wrapping
- * sums, against ref's kernel on the same operands — batched, transposed,
- * with sizes that are not multiples of the tile, K = 0 and sums that
- * overflow. Bit-exact for i32, i64 and u8. Needs no GPU.
+/* tests/test_cuda_tiled_mm_bodies.c — the cuda plugin's tiled matmul
+ * (plugins/cuda/tiled_mm.cu) replayed on the CPU with its body
+ * (plugins/cuda/tiled_mm_body.h): the same tiles, the same staging of
+ * TILE-wide strips with zero padding, the same batch offsets and sums
+ * (wrapping int64; double in ref's order), against ref's kernel on the
+ * same operands — batched, transposed, with sizes that are not multiples
+ * of the tile, K = 0, sums that overflow and floats of mixed magnitude.
+ * Bit-exact for i32, i64, u8, f32, f64, f16 and bf16. Needs no GPU.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,9 +18,10 @@
 
 #include <cmocka.h>
 
+#include "torc/dtype.h"
 #include "torc/plugin.h"
 
-#include "../plugins/cuda/imatmul_body.h"
+#include "../plugins/cuda/tiled_mm_body.h"
 #include "../plugins/ref/ref_kernels.h"
 
 #define T TORC_CUDA_IMM_TILE
@@ -32,7 +35,36 @@ static torc_kernel_fn ref_matmul(void) {
 }
 
 static size_t esize(int dt) {
-  return dt == TORC_I64 ? 8 : dt == TORC_I32 ? 4 : 1;
+  switch (dt) {
+  case TORC_I64: case TORC_F64: return 8;
+  case TORC_I32: case TORC_F32: return 4;
+  case TORC_F16: case TORC_BF16: return 2;
+  default: return 1;
+  }
+}
+
+static int is_float(int dt) {
+  return dt == TORC_F32 || dt == TORC_F64 || dt == TORC_F16 ||
+         dt == TORC_BF16;
+}
+
+/* A floating element as tiled_mm.cu's loads widen it, and its store. */
+static double loadf(int dt, const void *p, int64_t i) {
+  switch (dt) {
+  case TORC_F32: return ((const float *)p)[i];
+  case TORC_F64: return ((const double *)p)[i];
+  case TORC_F16: return torc_f16_to_f32(((const uint16_t *)p)[i]);
+  default: return torc_bf16_to_f32(((const uint16_t *)p)[i]);
+  }
+}
+
+static void storef(int dt, void *p, int64_t i, double v) {
+  switch (dt) {
+  case TORC_F32: ((float *)p)[i] = (float)v; break;
+  case TORC_F64: ((double *)p)[i] = v; break;
+  case TORC_F16: ((uint16_t *)p)[i] = torc_f32_to_f16((float)v); break;
+  default: ((uint16_t *)p)[i] = torc_f32_to_bf16((float)v); break;
+  }
 }
 
 static int64_t load(int dt, const void *p, int64_t i) {
@@ -69,41 +101,57 @@ static void replay(int dt, const void *x, const void *w, void *y, int nd,
   }
   int64_t M = ysh[nd - 2], N = ysh[nd - 1];
   static int64_t sx[T][T], sw[T][T];
+  static double fx[T][T], fw[T][T];
+  int fl = is_float(dt);
   for (int64_t b = 0; b < batches; b++) {
     int64_t off[3];
     torc_cuda_imm_batch_offsets(&bw, b, off);
     for (int64_t by = 0; by < torc_cuda_imm_tiles(M); by++)
       for (int64_t bx = 0; bx < torc_cuda_imm_tiles(N); bx++) {
         int64_t acc[T][T];
+        double facc[T][T];
         memset(acc, 0, sizeof acc);
+        for (int ty = 0; ty < T; ty++)
+          for (int tx = 0; tx < T; tx++)
+            facc[ty][tx] = 0.0;
         for (int64_t k0 = 0; k0 < K; k0 += T) {
           for (int ty = 0; ty < T; ty++)
             for (int tx = 0; tx < T; tx++) {
               int64_t m = by * T + ty, n = bx * T + tx;
               int64_t kx = k0 + tx, kw = k0 + ty;
-              sx[ty][tx] =
-                  m < M && kx < K
-                      ? load(dt, x,
-                             off[0] + m * xst[nd - 2] + kx * xst[nd - 1])
-                      : 0;
-              sw[ty][tx] =
-                  kw < K && n < N
-                      ? load(dt, w,
-                             off[1] + kw * wst[nd - 2] + n * wst[nd - 1])
-                      : 0;
+              int64_t px = off[0] + m * xst[nd - 2] + kx * xst[nd - 1];
+              int64_t pw = off[1] + kw * wst[nd - 2] + n * wst[nd - 1];
+              int inx = m < M && kx < K, inw = kw < K && n < N;
+              if (fl) {
+                fx[ty][tx] = inx ? loadf(dt, x, px) : 0.0;
+                fw[ty][tx] = inw ? loadf(dt, w, pw) : 0.0;
+              } else {
+                sx[ty][tx] = inx ? load(dt, x, px) : 0;
+                sw[ty][tx] = inw ? load(dt, w, pw) : 0;
+              }
             }
+          int kn = K - k0 < T ? (int)(K - k0) : T;
           for (int ty = 0; ty < T; ty++)
             for (int tx = 0; tx < T; tx++)
-              for (int k = 0; k < T; k++)
-                acc[ty][tx] =
-                    torc_cuda_imm_fma(acc[ty][tx], sx[ty][k], sw[k][tx]);
+              for (int k = 0; k < kn; k++) {
+                if (fl)
+                  facc[ty][tx] =
+                      torc_cuda_mm_dfma(facc[ty][tx], fx[ty][k], fw[k][tx]);
+                else
+                  acc[ty][tx] =
+                      torc_cuda_imm_fma(acc[ty][tx], sx[ty][k], sw[k][tx]);
+              }
         }
         for (int ty = 0; ty < T; ty++)
           for (int tx = 0; tx < T; tx++) {
             int64_t m = by * T + ty, n = bx * T + tx;
-            if (m < M && n < N)
-              store(dt, y, off[2] + m * yst[nd - 2] + n * yst[nd - 1],
-                    acc[ty][tx]);
+            int64_t py = off[2] + m * yst[nd - 2] + n * yst[nd - 1];
+            if (m < M && n < N) {
+              if (fl)
+                storef(dt, y, py, facc[ty][tx]);
+              else
+                store(dt, y, py, acc[ty][tx]);
+            }
           }
       }
   }
@@ -162,7 +210,14 @@ static void one_case(int dt, int64_t B0, int64_t B1, int64_t M, int64_t K,
   for (int64_t i = 0; i < nx + nw; i++) {
     r = r * 6364136223846793005ull + 1442695040888963407ull;
     int64_t v = big ? (int64_t)r : (int64_t)(r >> 59) - 16;
-    store(dt, i < nx ? x : w, i < nx ? i : i - nx, v);
+    if (is_float(dt)) {
+      /* mixed magnitudes: sums that round, and cancel */
+      double f = ((double)(r >> 11) / 9007199254740992.0 - 0.5) *
+                 (big ? ldexp(1.0, (int)(r >> 60) * 4 - 30) : 8.0);
+      storef(dt, i < nx ? x : w, i < nx ? i : i - nx, f);
+    } else {
+      store(dt, i < nx ? x : w, i < nx ? i : i - nx, v);
+    }
   }
   memset(y, 0x5a, (size_t)ny * es);
   memset(yr, 0xa5, (size_t)ny * es);
@@ -187,13 +242,17 @@ static void one_case(int dt, int64_t B0, int64_t B1, int64_t M, int64_t K,
                "element %lld is %lld, ref gives %lld",
                dt, (long long)B0, (long long)B1, (long long)M, (long long)K,
                (long long)N, wt, big, (long long)i,
-               (long long)load(dt, y, i), (long long)load(dt, yr, i));
+               (long long)(is_float(dt) ? (int64_t)loadf(dt, y, i)
+                                         : load(dt, y, i)),
+               (long long)(is_float(dt) ? (int64_t)loadf(dt, yr, i)
+                                         : load(dt, yr, i)));
   free(x), free(w), free(y), free(yr);
 }
 
 static void test_against_ref(void **state) {
   (void)state;
-  static const int dts[] = {TORC_I32, TORC_I64, TORC_U8};
+  static const int dts[] = {TORC_I32, TORC_I64, TORC_U8, TORC_F32,
+                            TORC_F64, TORC_F16, TORC_BF16};
   static const int64_t sizes[][5] = {
       {1, 1, 1, 1, 1},  {1, 1, 16, 16, 16}, {2, 3, 5, 7, 9},
       {1, 2, 17, 33, 15}, {2, 1, 3, 0, 4},  {1, 1, 40, 3, 1}};

@@ -1,12 +1,15 @@
-/* plugins/cuda/imatmul_body.h — the arithmetic of the cuda plugin's
- * integer "matmul" (i32, i64, u8; cuBLAS has no such GEMM), for device
- * code and host C alike (tests/test_cuda_imatmul_bodies.c): where batch b
- * of each operand starts, how one tile of the product is walked, and the
- * wrapping int64 sum ref computes. Integer sums wrap modulo 2^64 and are
- * associative there, so any order of the K products gives ref's bits.
+/* plugins/cuda/tiled_mm_body.h — the arithmetic of the cuda plugin's
+ * tiled "matmul" (tiled_mm.cu: the integer dtypes, which cuBLAS lacks, and
+ * the floating ones where cuBLAS declines a layout), for device code and
+ * host C alike (tests/test_cuda_tiled_mm_bodies.c): where batch b of each
+ * operand starts, how one tile of the product is walked, and ref's sums —
+ * wrapping int64 for integers (associative modulo 2^64, so any order gives
+ * ref's bits), and for floats a double accumulator fed k = 0, 1, ... in
+ * ref's order with separately rounded products and sums, which is ref's
+ * sum bit for bit.
  */
-#ifndef TORC_CUDA_IMATMUL_BODY_H
-#define TORC_CUDA_IMATMUL_BODY_H
+#ifndef TORC_CUDA_TILED_MM_BODY_H
+#define TORC_CUDA_TILED_MM_BODY_H
 
 #include <stdint.h>
 
@@ -16,6 +19,16 @@
 #define TORC_CUDA_IMHD __host__ __device__ static inline
 #else
 #define TORC_CUDA_IMHD static inline
+#endif
+
+/* Device code rounds each double product and sum on its own (nvcc would
+ * otherwise fuse them into an FMA, which ref's host code does not). */
+#ifdef __CUDA_ARCH__
+#define TORC_CUDA_MM_DMUL(x, y) __dmul_rn((x), (y))
+#define TORC_CUDA_MM_DADD(x, y) __dadd_rn((x), (y))
+#else
+#define TORC_CUDA_MM_DMUL(x, y) ((x) * (y))
+#define TORC_CUDA_MM_DADD(x, y) ((x) + (y))
 #endif
 
 /* The side of the square tile one thread block computes. */
@@ -49,6 +62,12 @@ TORC_CUDA_IMHD int64_t torc_cuda_imm_fma(int64_t acc, int64_t x, int64_t w) {
   return (int64_t)((uint64_t)acc + (uint64_t)x * (uint64_t)w);
 }
 
+/* acc + x * w for floating operands, in double, each operation rounded on
+ * its own as ref's. */
+TORC_CUDA_IMHD double torc_cuda_mm_dfma(double acc, double x, double w) {
+  return TORC_CUDA_MM_DADD(acc, TORC_CUDA_MM_DMUL(x, w));
+}
+
 /* The int64 sum stored into the output: i32 and u8 keep its low bits, as
  * ref's store. */
 TORC_CUDA_IMHD int32_t torc_cuda_imm_to_i32(int64_t v) {
@@ -63,4 +82,4 @@ TORC_CUDA_IMHD int64_t torc_cuda_imm_tiles(int64_t n) {
   return (n + TORC_CUDA_IMM_TILE - 1) / TORC_CUDA_IMM_TILE;
 }
 
-#endif /* TORC_CUDA_IMATMUL_BODY_H */
+#endif /* TORC_CUDA_TILED_MM_BODY_H */
