@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -311,8 +313,12 @@ __global__ void k_extreme(const typename E::T *x, typename E::T *vals,
       __syncthreads();
     }
     if (t == 0) {
-      /* The input's element itself (a copy, not a rounded accumulator). */
-      vals[off[1]] = x[off[0] + si[0] * sx];
+      /* The input's element itself (a copy, not a rounded accumulator);
+       * bool as 0 or 1, as ref stores it. */
+      typename E::T pv = x[off[0] + si[0] * sx];
+      if constexpr (std::is_same<E, e_bool>::value)
+        pv = pv != 0;
+      vals[off[1]] = pv;
       idx[off[2]] = si[0];
     }
     __syncthreads();
