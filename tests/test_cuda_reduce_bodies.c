@@ -1,7 +1,8 @@
 /* tests/test_cuda_reduce_bodies.c — the cuda plugin's reductions (one- and
- * two-pass) and softmax (plugins/cuda/reduce_body.h) replayed on the CPU in a block's
- * order (256 per-thread strided folds, then the pairwise tree), against
- * the ref kernels on the same inputs. Needs no GPU.
+ * two-pass), max_dim / min_dim and softmax (plugins/cuda/reduce_body.h) in
+ * f32, f64, the integers and bool, replayed on the CPU in a block's order
+ * (256 per-thread strided folds, then the pairwise tree), against the ref
+ * kernels on the same inputs. Needs no GPU.
  */
 #include <float.h>
 #include <math.h>
@@ -745,7 +746,8 @@ static void test_f64_reductions(void **state) {
   for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
     for (size_t r = 0; r < sizeof reduce_ops / sizeof reduce_ops[0]; r++) {
       int op = reduce_ops[r].op;
-      int64_t n = lens[l], rows = 4, shape[2] = {rows, n}, oshape[2] = {rows, 1};
+      int64_t n = lens[l], rows = 4, shape[2] = {rows, n},
+              oshape[2] = {rows, 1};
       double *x = malloc((size_t)(rows * n) * sizeof *x), want[4];
       assert_non_null(x);
       for (int64_t k = 0; k < rows * n; k++)

@@ -188,7 +188,9 @@ template <class A> struct R;
     __device__ static T final2(int k, T mid, T r2, int64_t n, double e) {      \
       return torc_cuda_r2_final##SFX(k, mid, r2, n, e);                        \
     }                                                                          \
-    __device__ static T sm_exp(T x, T m) { return torc_cuda_sm_exp##SFX(x, m); } \
+    __device__ static T sm_exp(T x, T m) {                                     \
+      return torc_cuda_sm_exp##SFX(x, m);                                      \
+    }                                                                          \
     __device__ static T sm_out(T x, T m, T s, int lg) {                        \
       return torc_cuda_sm_out##SFX(x, m, s, lg);                               \
     }                                                                          \
@@ -391,7 +393,9 @@ void *any_base(const torc_ktensor *t) {
          t->offset * (int64_t)torc_dtype_size((torc_dtype)t->dtype);
 }
 
-unsigned blocks(int64_t n) { return (unsigned)(n < kMaxBlocks ? n : kMaxBlocks); }
+unsigned blocks(int64_t n) {
+  return (unsigned)(n < kMaxBlocks ? n : kMaxBlocks);
+}
 
 int bad(const torc_kernel_args *a, const char *what) {
   return torc_cuda__set_error(TORC_ERR_INTERNAL, "cuda kernel '%s': %s",
@@ -637,8 +641,12 @@ TORC_CUDA_REDUCE_OPS(REDUCE_K)
 int k_logsumexp(const torc_kernel_args *a) {
   return run_reduce2<TORC_CUDA_R2_LSE>(a);
 }
-int k_var(const torc_kernel_args *a) { return run_reduce2<TORC_CUDA_R2_VAR>(a); }
-int k_std(const torc_kernel_args *a) { return run_reduce2<TORC_CUDA_R2_STD>(a); }
+int k_var(const torc_kernel_args *a) {
+  return run_reduce2<TORC_CUDA_R2_VAR>(a);
+}
+int k_std(const torc_kernel_args *a) {
+  return run_reduce2<TORC_CUDA_R2_STD>(a);
+}
 int k_norm(const torc_kernel_args *a) {
   return run_reduce2<TORC_CUDA_R2_NORM1>(a); /* p chooses the kind */
 }
