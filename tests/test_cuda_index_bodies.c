@@ -444,7 +444,9 @@ static void test_cumsum(void **state) {
     int64_t yi[84], yir[84];
     for (int i = 0; i < 84; i++) {
       x[i] = rnd_f() * 0.1f + (i % 3 ? 1e7f : -1e7f);
-      xi[i] = (int32_t)(lcg() % 2000) - 1000 + (i % 2 ? INT32_MAX : 0);
+      /* near INT32_MAX on odd i (in int64, then cast: the sums wrap) */
+      xi[i] = (int32_t)((int64_t)(lcg() % 2000) - 1000 +
+                        (i % 2 ? INT32_MAX : 0) - (i % 2 ? 1000 : 0));
     }
     torc_dim_params p = {d, 0};
     torc_ktensor tx = kt(x, TORC_F32, 3, xs), ty = kt(yr, TORC_F32, 3, xs);

@@ -281,12 +281,14 @@ static void test_kernel_scratch(void **state) {
   assert_ok(torc_device_memory_stats(dev, &after));
   /* the product's storage is live; the scratch is not */
   assert_int_equal(after.allocated, before.allocated + sizeof y);
-  /* the next call's output takes the block the scratch gave back */
+  /* with caching, the next call's output takes the block the scratch gave
+   * back (sanitizer builds turn caching off) */
   torc_tensor *q = torc_mul(ta, tb);
   assert_torc(q);
   torc_ktensor kq;
   assert_ok(torc_ktensor_of(q, &kq));
-  assert_ptr_equal(kq.data, first);
+  if (after.caching)
+    assert_ptr_equal(kq.data, first);
   assert_ok(torc_device_memory_stats(dev, &after));
   assert_int_equal(after.allocated, before.allocated + 2 * sizeof y);
 
