@@ -500,7 +500,9 @@ static void test_cumsum_block(void **state) {
     int64_t *yi = xi + len, *yir = xi + 2 * len;
     for (int64_t i = 0; i < len; i++) {
       x[i] = rnd_f() * (1.0f + (float)(i % 11));
-      xi[i] = (int64_t)lcg() * (int64_t)lcg() * (i % 2 ? 1 : -3);
+      /* products past 2^63 wrap (computed unsigned: no overflow) */
+      xi[i] = (int64_t)((uint64_t)lcg() * (uint64_t)lcg() *
+                        (uint64_t)(i % 2 ? 1 : -3));
     }
     torc_dim_params p = {0, 0};
     torc_ktensor tx = kt(x, TORC_F32, 1, &len), ty = kt(yr, TORC_F32, 1, &len);
@@ -837,8 +839,11 @@ static void test_topk(void **state) {
   /* integers, rows along dim 1 of [3, 9] */
   int64_t xs[2] = {3, 9};
   int32_t xi[27];
-  for (int i = 0; i < 27; i++)
-    xi[i] = (int32_t)(lcg() % 7) - 3 + (i % 4 == 0 ? INT32_MIN : 0);
+  for (int i = 0; i < 27; i++) {
+    /* small values with ties, and INT32_MIN and just above it */
+    xi[i] = (int32_t)((int64_t)(lcg() % 7) +
+                      (i % 4 == 0 ? (int64_t)INT32_MIN : -3));
+  }
   for (int largest = 0; largest < 2; largest++) {
     int64_t ks[2] = {3, 5};
     int32_t v[15], vr[15];

@@ -214,12 +214,16 @@ if [ "$gen_ok" = 1 ]; then
   fi
   if [ "$rc" = 0 ]; then
     row "configure" PASS "$(sed -n 's/^ *plugins\/cuda *(CUDA device) *//p' "$out/configure.log" 2>/dev/null | head -n 1 | sed 's/^/plugins\/cuda: /')"
-    step make 300 make -C "$build" -j"$jobs" all bench/gpu/op_overhead
+    # all first, then the benchmark program: one make with both goals
+    # runs all's recursive make beside the program's own rules, and the
+    # two build the same objects at once.
+    step make 300 sh -c "make -C '$build' -j$jobs all &&
+      make -C '$build' -j$jobs bench/gpu/op_overhead"
     if [ "$rc" = 0 ]; then
       build_ok=1
       row "make -j$jobs" PASS "built in $build"
     else
-      row "make -j$jobs" FAIL "$(grep -E 'error|Error' "$out/make.log" | head -n 1) ($why)"
+      row "make -j$jobs" FAIL "$(grep -E 'error:|Error [0-9]|cannot' "$out/make.log" | head -n 1) ($why)"
     fi
   else
     row "configure" FAIL "$(grep -E 'error:' "$out/configure.log" | head -n 1 | sed 's/^configure: //') ($why)"
