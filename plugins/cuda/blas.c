@@ -245,14 +245,8 @@ static int gemm(const torc_kernel_args *a, cudaStream_t s,
 int torc_cuda__register_blas(const torc_host *host, torc_plugin *self) {
   static const int dtypes[] = {TORC_F32, TORC_F64, TORC_F16, TORC_BF16};
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
-    torc_kernel_reg reg;
-    memset(&reg, 0, sizeof reg);
-    reg.struct_size = sizeof reg;
-    reg.device_type = "cuda";
-    reg.op = "matmul";
-    reg.dtype = dtypes[i];
-    reg.fn = k_matmul;
-    int st = host->register_kernel(self, &reg);
+    int st = torc_cuda__register(host, self, "matmul", dtypes[i],
+                                 k_matmul, 0, 0);
     if (st != TORC_OK)
       return st;
   }

@@ -251,6 +251,22 @@ int torc_cuda__after_launch(int index, const char *op) {
   return TORC_OK;
 }
 
+int torc_cuda__register(const torc_host *host, torc_plugin *self,
+                        const char *op, int32_t dtype, torc_kernel_fn fn,
+                        int32_t priority, uint32_t flags) {
+  torc_kernel_reg reg;
+  memset(&reg, 0, sizeof reg);
+  reg.struct_size = sizeof reg;
+  reg.device_type = "cuda";
+  reg.op = op;
+  reg.dtype = dtype;
+  reg.priority = priority;
+  reg.fn = fn;
+  reg.data = NULL;
+  reg.flags = flags;
+  return host->register_kernel(self, &reg);
+}
+
 /* ---- the device table ---- */
 
 static int dev_count(void *user) {

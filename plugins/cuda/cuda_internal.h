@@ -49,6 +49,13 @@ cudaStream_t torc_cuda__stream(int index);
  * NULL after set_error when the device cannot be set up. */
 cudaStream_t torc_cuda__kstream(const torc_kernel_args *args);
 
+/* Registers fn as the cuda kernel of (op, dtype) with the given priority
+ * (added to the plugin's) and flags (TORC_KERNEL_CONTIGUOUS, ...): the
+ * host's register_kernel status. */
+int torc_cuda__register(const torc_host *host, torc_plugin *self,
+                        const char *op, int32_t dtype, torc_kernel_fn fn,
+                        int32_t priority, uint32_t flags);
+
 /* After a kernel of op `op` was launched on device `index`: records the op
  * (synchronize names it when an asynchronous error surfaces), checks the
  * launch and, under TORC_CUDA_SYNC=1, waits for the kernel and reports its

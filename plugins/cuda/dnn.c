@@ -534,15 +534,8 @@ int torc_cuda__register_dnn(const torc_host *host, torc_plugin *self) {
   static const int dtypes[] = {TORC_F32, TORC_F64, TORC_F16, TORC_BF16};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     for (size_t j = 0; j < sizeof dtypes / sizeof dtypes[0]; j++) {
-      torc_kernel_reg reg;
-      memset(&reg, 0, sizeof reg);
-      reg.struct_size = sizeof reg;
-      reg.device_type = "cuda";
-      reg.op = ops[i];
-      reg.dtype = dtypes[j];
-      reg.fn = k_conv;
-      reg.flags = TORC_KERNEL_CONTIGUOUS;
-      int st = host->register_kernel(self, &reg);
+      int st = torc_cuda__register(host, self, ops[i], dtypes[j],
+                                   k_conv, 0, TORC_KERNEL_CONTIGUOUS);
       if (st != TORC_OK)
         return st;
     }

@@ -1269,16 +1269,9 @@ extern "C" int torc_cuda__register_index(const torc_host *host,
                   : index_kernels[i].set == 2 ? 7
                                               : 8;
     for (size_t j = 0; j < n_dt; j++) {
-      torc_kernel_reg reg = {};
-      reg.struct_size = sizeof reg;
-      reg.device_type = "cuda";
-      reg.op = index_kernels[i].op;
-      reg.dtype = dtypes[j];
-      reg.priority = 0;
-      reg.fn = index_kernels[i].fn;
-      reg.data = NULL;
-      reg.flags = index_kernels[i].flags;
-      int st = host->register_kernel(self, &reg);
+      int st = torc_cuda__register(host, self, index_kernels[i].op,
+                                   dtypes[j], index_kernels[i].fn, 0,
+                                   index_kernels[i].flags);
       if (st != TORC_OK)
         return st;
     }

@@ -848,16 +848,8 @@ extern "C" int torc_cuda__register_nn(const torc_host *host,
   static const int32_t dtypes[] = {TORC_F32, TORC_F64, TORC_F16, TORC_BF16};
   for (size_t i = 0; i < sizeof nn_kernels / sizeof nn_kernels[0]; i++)
     for (size_t j = 0; j < sizeof dtypes / sizeof dtypes[0]; j++) {
-      torc_kernel_reg reg = {};
-      reg.struct_size = sizeof reg;
-      reg.device_type = "cuda";
-      reg.op = nn_kernels[i].op;
-      reg.dtype = dtypes[j];
-      reg.priority = 0;
-      reg.fn = nn_kernels[i].fn;
-      reg.data = NULL;
-      reg.flags = TORC_KERNEL_CONTIGUOUS;
-      int st = host->register_kernel(self, &reg);
+      int st = torc_cuda__register(host, self, nn_kernels[i].op, dtypes[j],
+                                   nn_kernels[i].fn, 0, TORC_KERNEL_CONTIGUOUS);
       if (st != TORC_OK)
         return st;
     }

@@ -553,16 +553,9 @@ extern "C" int torc_cuda__register_pool(const torc_host *host,
   const size_t n_ops = sizeof pool_kernels / sizeof pool_kernels[0];
   for (size_t i = 0; i < n_ops; i++)
     for (size_t j = 0; j < sizeof dtypes / sizeof dtypes[0]; j++) {
-      torc_kernel_reg reg = {};
-      reg.struct_size = sizeof reg;
-      reg.device_type = "cuda";
-      reg.op = pool_kernels[i].op;
-      reg.dtype = dtypes[j];
-      reg.priority = 0;
-      reg.fn = pool_kernels[i].fn;
-      reg.data = NULL;
-      reg.flags = TORC_KERNEL_CONTIGUOUS;
-      int st = host->register_kernel(self, &reg);
+      int st = torc_cuda__register(host, self, pool_kernels[i].op,
+                                   dtypes[j], pool_kernels[i].fn, 0,
+                                   TORC_KERNEL_CONTIGUOUS);
       if (st != TORC_OK)
         return st;
     }

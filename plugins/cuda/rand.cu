@@ -251,16 +251,9 @@ const rand_kernel rand_kernels[] = {
 extern "C" int torc_cuda__register_rand(const torc_host *host,
                                         torc_plugin *self) {
   for (size_t i = 0; i < sizeof rand_kernels / sizeof rand_kernels[0]; i++) {
-    torc_kernel_reg reg = {};
-    reg.struct_size = sizeof reg;
-    reg.device_type = "cuda";
-    reg.op = rand_kernels[i].op;
-    reg.dtype = rand_kernels[i].dtype;
-    reg.priority = 0;
-    reg.fn = rand_kernels[i].fn;
-    reg.data = NULL;
-    reg.flags = rand_kernels[i].flags;
-    int st = host->register_kernel(self, &reg);
+    int st = torc_cuda__register(host, self, rand_kernels[i].op,
+                                 rand_kernels[i].dtype, rand_kernels[i].fn, 0,
+                                 rand_kernels[i].flags);
     if (st != TORC_OK)
       return st;
   }

@@ -686,16 +686,8 @@ extern "C" int torc_cuda__register_reduce(const torc_host *host,
     for (size_t j = 0; j < sizeof dtypes / sizeof dtypes[0]; j++) {
       if (!reduce_kernels[i].ints && !is_float_dt(dtypes[j]))
         continue;
-      torc_kernel_reg reg = {};
-      reg.struct_size = sizeof reg;
-      reg.device_type = "cuda";
-      reg.op = reduce_kernels[i].op;
-      reg.dtype = dtypes[j];
-      reg.priority = 0;
-      reg.fn = reduce_kernels[i].fn;
-      reg.data = NULL;
-      reg.flags = 0;
-      int st = host->register_kernel(self, &reg);
+      int st = torc_cuda__register(host, self, reduce_kernels[i].op, dtypes[j],
+                                   reduce_kernels[i].fn, 0, 0);
       if (st != TORC_OK)
         return st;
     }

@@ -183,16 +183,8 @@ extern "C" int torc_cuda__register_tiled_mm(const torc_host *host,
               {TORC_F64, -10, run<el_f64>}, {TORC_F16, -10, run<el_f16>},
               {TORC_BF16, -10, run<el_bf16>}};
   for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
-    torc_kernel_reg reg = {};
-    reg.struct_size = sizeof reg;
-    reg.device_type = "cuda";
-    reg.op = "matmul";
-    reg.dtype = regs[i].dtype;
-    reg.priority = regs[i].priority;
-    reg.fn = regs[i].fn;
-    reg.data = NULL;
-    reg.flags = 0;
-    int st = host->register_kernel(self, &reg);
+    int st = torc_cuda__register(host, self, "matmul", regs[i].dtype,
+                                 regs[i].fn, regs[i].priority, 0);
     if (st != TORC_OK)
       return st;
   }
