@@ -279,7 +279,7 @@ static void test_other_dtypes(void **state) {
       for (int64_t i = 0; i < N; i++) {
         int64_t v =
             torc_philox_randint(p.seed, p.offset + (uint64_t)i, p.low, p.high);
-        f[i] = torc_cuda_i64_to_f32(v);
+        f[i] = torc_i64_to_f32(v);
         d[i] = (double)v;
         u[i] = (uint8_t)(uint64_t)v;
         same_bits("randint_ f32", p.seed, p.offset, i, &f[i], &fr[i],
@@ -294,7 +294,7 @@ static void test_other_dtypes(void **state) {
         o = kt(hr, dt, N);
         run_ref("randint_", dt, NULL, 0, &o, 1, &p, sizeof p);
         for (int64_t i = 0; i < N; i++) {
-          float fv = torc_cuda_i64_to_f32(torc_philox_randint(
+          float fv = torc_i64_to_f32(torc_philox_randint(
               p.seed, p.offset + (uint64_t)i, p.low, p.high));
           h[i] = bf ? torc_f32_to_bf16(fv) : torc_f32_to_f16(fv);
           same_bits(bf ? "randint_ bf16" : "randint_ f16", p.seed, p.offset,

@@ -1,5 +1,5 @@
 /* tests/test_dtype.c — dtype names, parsing, PyTorch's promotion table and
- * the exact f16/bf16 conversions. */
+ * the exact f16/bf16 and int64-to-float conversions. */
 #include <math.h>
 
 #include "testutil.h"
@@ -101,6 +101,24 @@ static void test_bf16_conversions(void **state) {
   }
 }
 
+/* int64 to float in one rounding, ties to even, exact below 2^24. */
+static void test_i64_to_f32(void **state) {
+  (void)state;
+  assert_true(torc_i64_to_f32(0) == 0.0f);
+  assert_true(torc_i64_to_f32(-1) == -1.0f);
+  assert_true(torc_i64_to_f32(16777215) == 16777215.0f);
+  /* 2^24 + 1 ties between 2^24 and 2^24 + 2: to even, 2^24 */
+  assert_true(torc_i64_to_f32(16777217) == 16777216.0f);
+  /* 2^24 + 3 ties between 2^24 + 2 and 2^24 + 4: to even, 2^24 + 4 */
+  assert_true(torc_i64_to_f32(16777219) == 16777220.0f);
+  /* a double rounding would give 2^60 */
+  int64_t v = (INT64_C(1) << 60) + (INT64_C(1) << 36) + 1;
+  assert_true(torc_i64_to_f32(v) == ldexpf(1.0f, 60) + ldexpf(1.0f, 37));
+  assert_true(torc_i64_to_f32(-v) == -(ldexpf(1.0f, 60) + ldexpf(1.0f, 37)));
+  assert_true(torc_i64_to_f32(INT64_MIN) == -ldexpf(1.0f, 63));
+  assert_true(torc_i64_to_f32(INT64_MAX) == ldexpf(1.0f, 63));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names_and_sizes),
@@ -108,6 +126,7 @@ int main(void) {
       cmocka_unit_test(test_promotion_matches_pytorch),
       cmocka_unit_test(test_f16_conversions),
       cmocka_unit_test(test_bf16_conversions),
+      cmocka_unit_test(test_i64_to_f32),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

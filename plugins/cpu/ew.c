@@ -197,24 +197,6 @@ static int64_t f2i(double v) {
   return (int64_t)v;
 }
 
-/* An int64 to the nearest float in one rounding (see ref_i64_to_f32). */
-static float i64_to_f32(int64_t v) {
-  uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 0;
-  while (bits < 64 && (m >> bits) != 0)
-    bits++;
-  if (bits > 24) {
-    int drop = bits - 24;
-    uint64_t keep = m >> drop, rem = m & ((UINT64_C(1) << drop) - 1);
-    uint64_t half = UINT64_C(1) << (drop - 1);
-    if (rem > half || (rem == half && (keep & 1)))
-      keep++;
-    m = keep << drop;
-  }
-  float f = (float)(double)m;
-  return v < 0 ? -f : f;
-}
-
 static double load_f(int dt, const void *p) {
   switch (dt) {
   case TORC_F32:
@@ -260,16 +242,16 @@ static void store_i(int dt, void *p, int64_t v) {
     *(uint8_t *)p = v != 0;
     break;
   case TORC_F32:
-    *(float *)p = i64_to_f32(v);
+    *(float *)p = torc_i64_to_f32(v);
     break;
   case TORC_F64:
     *(double *)p = (double)v;
     break;
   case TORC_F16:
-    *(uint16_t *)p = torc_f32_to_f16(i64_to_f32(v));
+    *(uint16_t *)p = torc_f32_to_f16(torc_i64_to_f32(v));
     break;
   case TORC_BF16:
-    *(uint16_t *)p = torc_f32_to_bf16(i64_to_f32(v));
+    *(uint16_t *)p = torc_f32_to_bf16(torc_i64_to_f32(v));
     break;
   default:
     break;

@@ -383,20 +383,7 @@ TORC_CUDA_HD static inline float torc_cuda_i2f(int64_t v) {
 #ifdef __CUDA_ARCH__
   return __ll2float_rn(v);
 #else
-  uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 0;
-  while (bits < 64 && (m >> bits) != 0)
-    bits++;
-  if (bits > 24) {
-    int drop = bits - 24;
-    uint64_t keep = m >> drop, rem = m & ((UINT64_C(1) << drop) - 1);
-    uint64_t half = UINT64_C(1) << (drop - 1);
-    if (rem > half || (rem == half && (keep & 1)))
-      keep++;
-    m = keep << drop;
-  }
-  float f = (float)(double)m;
-  return v < 0 ? -f : f;
+  return torc_i64_to_f32(v);
 #endif
 }
 

@@ -65,7 +65,7 @@ template <class T> struct randint_fn {
 };
 template <> struct randint_fn<float> {
   __device__ static float at(const torc_random_params &p, uint64_t n) {
-    return torc_cuda_i64_to_f32(torc_philox_randint(p.seed, n, p.low, p.high));
+    return torc_i64_to_f32(torc_philox_randint(p.seed, n, p.low, p.high));
   }
 };
 template <> struct randint_fn<double> {
@@ -88,7 +88,7 @@ template <int BF> struct normal16_fn {
 template <int BF> struct randint16_fn {
   __device__ static uint16_t at(const torc_random_params &p, uint64_t n) {
     float f =
-        torc_cuda_i64_to_f32(torc_philox_randint(p.seed, n, p.low, p.high));
+        torc_i64_to_f32(torc_philox_randint(p.seed, n, p.low, p.high));
     return BF ? torc_f32_to_bf16(f) : torc_f32_to_f16(f);
   }
 };

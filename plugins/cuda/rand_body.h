@@ -101,24 +101,4 @@ TORC_PHILOX_FN uint16_t torc_cuda_rand_uniform_16(uint64_t seed, uint64_t n,
   return h;
 }
 
-/* An int64 to the nearest float (ties to even) in one rounding, as ref
- * stores integers into floating outputs: the magnitude is rounded to 24
- * significant bits in integer arithmetic, then converts exactly. */
-TORC_PHILOX_FN float torc_cuda_i64_to_f32(int64_t v) {
-  uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 0;
-  while (bits < 64 && (m >> bits) != 0)
-    bits++;
-  if (bits > 24) {
-    int drop = bits - 24;
-    uint64_t keep = m >> drop, rem = m & ((UINT64_C(1) << drop) - 1);
-    uint64_t half = UINT64_C(1) << (drop - 1);
-    if (rem > half || (rem == half && (keep & 1)))
-      keep++;
-    m = keep << drop;
-  }
-  float f = (float)(double)m;
-  return v < 0 ? -f : f;
-}
-
 #endif /* TORC_CUDA_RAND_BODY_H */

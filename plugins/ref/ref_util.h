@@ -256,27 +256,8 @@ static inline int64_t ref_imul(int64_t a, int64_t b) {
   return ref_wrap((uint64_t)a * (uint64_t)b);
 }
 
-/* An int64 to the nearest float (ties to even), in one rounding: the
- * magnitude is first rounded to 24 significant bits in integer
- * arithmetic, after which the conversion is exact. (A plain (float)v does
- * the same on x86, but valgrind emulates it through double, which rounds
- * twice: 2^60 + 2^36 + 1 would become 2^60, not 2^60 + 2^37.) */
-static inline float ref_i64_to_f32(int64_t v) {
-  uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  int bits = 0;
-  while (bits < 64 && (m >> bits) != 0)
-    bits++;
-  if (bits > 24) {
-    int drop = bits - 24;
-    uint64_t keep = m >> drop, rem = m & ((UINT64_C(1) << drop) - 1);
-    uint64_t half = UINT64_C(1) << (drop - 1);
-    if (rem > half || (rem == half && (keep & 1)))
-      keep++;
-    m = keep << drop; /* <= 2^63: m was at most 2^63 */
-  }
-  float f = (float)(double)m;
-  return v < 0 ? -f : f;
-}
+/* An int64 to the nearest float in one rounding (torc/dtype.h). */
+static inline float ref_i64_to_f32(int64_t v) { return torc_i64_to_f32(v); }
 
 /* Element at p (of dtype dt) as a double. */
 static inline double ref_load_f(int dt, const void *p) {
