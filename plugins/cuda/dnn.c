@@ -397,8 +397,8 @@ static char *base(const torc_ktensor *t) {
   return (char *)t->data + t->offset * (int64_t)elem_size(t->dtype);
 }
 
-/* The convolution kernels: the op's kind from its name. */
-static int k_conv(const torc_kernel_args *a) {
+/* One convolution call (call_lock held): the op's kind from its name. */
+static int conv_call(const torc_kernel_args *a) {
   int kind = torc_cuda_conv_kind(a->op);
   int n_in_ok = kind == TORC_CUDA_CONV_BWD_FILTER
                     ? a->n_in == 2
@@ -525,6 +525,18 @@ static int k_conv(const torc_kernel_args *a) {
    * either way), by pool.cu's add kernel. */
   return has_bias ? torc_cuda__bias_add(a, s, o, &a->in[2])
                   : torc_cuda__after_launch(a->device_index, a->op);
+}
+
+/* Held from binding a handle to the call's stream until the call's work
+ * is queued: a handle has one stream at a time, and two host threads may
+ * run convolutions on different streams (as blas.c's products). */
+static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int k_conv(const torc_kernel_args *a) {
+  pthread_mutex_lock(&call_lock);
+  int rc = conv_call(a);
+  pthread_mutex_unlock(&call_lock);
+  return rc;
 }
 
 int torc_cuda__register_dnn(const torc_host *host, torc_plugin *self) {
