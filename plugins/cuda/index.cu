@@ -435,7 +435,8 @@ __global__ void k_interp(const typename E::T *x, typename E::T *y, walk w,
     double v = 0;
     for (int k = 0; k < 4; k++)
       if (wt[k] != 0)
-        v = TORC_CUDA_IX_ADD(v, TORC_CUDA_IX_MUL(wt[k], E::ld(x[o[1] + pos[k]])));
+        v = TORC_CUDA_IX_ADD(v,
+                             TORC_CUDA_IX_MUL(wt[k], E::ld(x[o[1] + pos[k]])));
     y[o[0]] = E::st(v);
   }
 }
@@ -474,7 +475,8 @@ __global__ void k_interp_backward(const typename E::T *gy,
         double gv = E::ld(gy[o[1] + oh * yh + ow * yw]);
         for (int k = 0; k < 4; k++)
           if (wt[k] != 0 && th[k] == h && tw[k] == x)
-            acc = E::st(TORC_CUDA_IX_ADD(E::ld(acc), TORC_CUDA_IX_MUL(wt[k], gv)));
+            acc = E::st(
+                TORC_CUDA_IX_ADD(E::ld(acc), TORC_CUDA_IX_MUL(wt[k], gv)));
       }
     }
     gx[o[0]] = acc;
@@ -1058,7 +1060,8 @@ int k_pad_op(const torc_kernel_args *a) {
     return TORC_ERR_DEVICE;
   const int64_t *str[1] = {y->strides};
   walk w = make_walk(y->ndim, y->shape, 1, str);
-  uint64_t fb = fill_bits(y->dtype, ((const torc_pad_params *)a->params)->value);
+  uint64_t fb =
+      fill_bits(y->dtype, ((const torc_pad_params *)a->params)->value);
   BY_SIZE(y->dtype, k_pad<T><<<blocks(n), kBlock, 0, s>>>(
                         base<T>(x), base<T>(y), w, n, g, (T)fb));
   return torc_cuda__after_launch(a->device_index, a->op);
