@@ -1,7 +1,8 @@
 /* plugins/cuda/rand_body.h — the per-element bodies of the cuda plugin's
  * random ops (uniform_, normal_, randint_, dropout): element i is a pure
  * function of (seed, offset + i) through torc/philox.h, written as ref
- * computes it, for device code and host C alike (tests/test_cuda_rand_bodies.c).
+ * computes it, for device code and host C alike
+ * (tests/test_cuda_rand_bodies.c).
  */
 #ifndef TORC_CUDA_RAND_BODY_H
 #define TORC_CUDA_RAND_BODY_H
