@@ -66,5 +66,6 @@ tests_test_cuda_nn_bodies_SOURCES = tests/test_cuda_nn_bodies.c \
 tests_test_cuda_nn_bodies_LDADD = plugins/ref/librefkernels.la \
 	$(CMOCKA_LIBS) -lm
 tests_test_cuda_nn_bodies_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+EXTRA_DIST += tests/cuda_testutil.h
 TESTS += tests/test_cuda_nodev.sh
 EXTRA_DIST += tests/test_cuda_nodev.sh

@@ -21,6 +21,7 @@
 
 #include "../plugins/cuda/ew_body.h"
 #include "../plugins/ref/ref_kernels.h"
+#include "cuda_testutil.h"
 
 /* ---- inputs ---- */
 
@@ -51,13 +52,7 @@ static void make_inputs(void) {
 /* ---- the ref side ---- */
 
 static torc_kernel_fn ref_kernel(const char *op) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == TORC_F32 ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s f32", op);
-  return NULL;
+  return cuda_test_ref_kernel(op, TORC_F32);
 }
 
 static torc_ktensor kt(float *p, int64_t n) {
@@ -77,16 +72,7 @@ static void run_ref(const char *op, int n_args, const torc_scalar_params *p,
   torc_ktensor in[2] = {kt(in_x, n_in), kt(in_y, n_in)};
   torc_ktensor o = kt(out, n_in);
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = n_args;
-  a.n_out = 1;
-  a.in = in;
-  a.out = &o;
-  a.params = p;
-  a.params_size = p ? sizeof *p : 0;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, in, n_args, &o, 1, p, p ? sizeof *p : 0);
   assert_int_equal(ref_kernel(op)(&a), TORC_OK);
 }
 

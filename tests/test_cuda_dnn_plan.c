@@ -22,15 +22,10 @@
 #include "../plugins/cuda/dnn_plan.h"
 #include "../plugins/cuda/pool_body.h"
 #include "../plugins/ref/ref_kernels.h"
+#include "cuda_testutil.h"
 
 static torc_kernel_fn ref_kernel(const char *op) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == TORC_F64 ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s f64", op);
-  return NULL;
+  return cuda_test_ref_kernel(op, TORC_F64);
 }
 
 /* A contiguous f64 tensor of zeros (shape[0..nd)). */
@@ -125,16 +120,7 @@ static torc_conv_kparams params_of(const conv_case *c) {
 static void run_ref(const char *op, const torc_ktensor *in, int n_in,
                     const torc_ktensor *out, const torc_conv_kparams *p) {
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = n_in;
-  a.n_out = 1;
-  a.in = in;
-  a.out = out;
-  a.params = p;
-  a.params_size = sizeof *p;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, in, n_in, out, 1, p, sizeof *p);
   assert_int_equal(ref_kernel(op)(&a), TORC_OK);
 }
 

@@ -27,6 +27,7 @@
 
 #include "../plugins/cuda/ew_body.h"
 #include "../plugins/ref/ref_util.h"
+#include "cuda_testutil.h"
 
 static const char *const dt_names[TORC_DTYPE_COUNT] = {
     "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool"};
@@ -131,13 +132,7 @@ static void make_inputs(void) {
 
 /* ref's kernel for (op, dt): the exact dtype's, else its ANY one. */
 static torc_kernel_fn ref_kernel(const char *op, int dt) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == dt ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s %s", op, dt_names[dt]);
-  return NULL;
+  return cuda_test_ref_kernel(op, dt);
 }
 
 static torc_ktensor kt(void *p, int dt, int64_t n) {
@@ -158,16 +153,7 @@ static void run_ref(const char *op, int kdt, int n_args, torc_ktensor *in,
                     size_t psize) {
   torc_ktensor o = kt(out, odt, n);
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = n_args;
-  a.n_out = 1;
-  a.in = in;
-  a.out = &o;
-  a.params = params;
-  a.params_size = psize;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, in, n_args, &o, 1, params, psize);
   assert_int_equal(ref_kernel(op, kdt)(&a), TORC_OK);
 }
 
@@ -617,14 +603,7 @@ static void test_fill_bits(void **state) {
       torc_fill_params p = {vals[k].v, vals[k].iv};
       torc_ktensor o = kt(want, dt, 3);
       torc_kernel_args a;
-      memset(&a, 0, sizeof a);
-      a.struct_size = sizeof a;
-      a.op = "fill_";
-      a.n_out = 1;
-      a.out = &o;
-      a.params = &p;
-      a.params_size = sizeof p;
-      a.n_threads = 1;
+      cuda_test_args(&a, "fill_", NULL, 0, &o, 1, &p, sizeof p);
       assert_int_equal(ref_kernel("fill_", dt)(&a), TORC_OK);
       uint64_t bits = torc_cuda_fill_bits(dt, p.value, p.ivalue);
       size_t es = torc_dtype_size(dt);

@@ -24,6 +24,7 @@
 #include "../plugins/cuda/index_body.h"
 #include "../plugins/cuda/kerr.h"
 #include "../plugins/ref/ref_kernels.h"
+#include "cuda_testutil.h"
 
 /* ---- the ref side ---- */
 
@@ -38,13 +39,7 @@ static int record_error(int status, const char *fmt, ...) {
 }
 
 static torc_kernel_fn ref_kernel(const char *op, int dt) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == dt ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s dtype %d", op, dt);
-  return NULL;
+  return cuda_test_ref_kernel(op, dt);
 }
 
 /* A contiguous kernel tensor over p. */
@@ -74,16 +69,7 @@ static void run_ref(const char *op, int dt, const torc_ktensor *in, int n_in,
                     const torc_ktensor *out, int n_out, const void *p,
                     size_t psize) {
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = n_in;
-  a.n_out = n_out;
-  a.in = in;
-  a.out = out;
-  a.params = p;
-  a.params_size = psize;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, in, n_in, out, n_out, p, psize);
   int st = ref_kernel(op, dt)(&a);
   if (st != TORC_OK)
     fail_msg("ref %s failed: %s", op, ref_msg);

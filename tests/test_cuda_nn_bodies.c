@@ -27,6 +27,7 @@
 #include "../plugins/cuda/nn_body.h"
 #include "../plugins/cuda/optim_body.h"
 #include "../plugins/ref/ref_kernels.h"
+#include "cuda_testutil.h"
 
 #define B TORC_CUDA_NN_BLOCK
 
@@ -88,29 +89,14 @@ static int ref_err(int status, const char *fmt, ...) {
 }
 
 static torc_kernel_fn ref_kernel(const char *op, int dt) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == dt ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s", op);
-  return NULL;
+  return cuda_test_ref_kernel(op, dt);
 }
 
 static void run_ref(const char *op, int dt, const torc_ktensor *in, int n_in,
                     const torc_ktensor *out, int n_out, const void *p,
                     size_t psize) {
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = n_in;
-  a.n_out = n_out;
-  a.in = in;
-  a.out = out;
-  a.params = p;
-  a.params_size = psize;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, in, n_in, out, n_out, p, psize);
   torc_ref_set_error = ref_err;
   assert_int_equal(ref_kernel(op, dt)(&a), TORC_OK);
 }

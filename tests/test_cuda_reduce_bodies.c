@@ -20,6 +20,7 @@
 
 #include "../plugins/cuda/reduce_body.h"
 #include "../plugins/ref/ref_kernels.h"
+#include "cuda_testutil.h"
 
 #define B TORC_CUDA_R_BLOCK
 
@@ -44,13 +45,7 @@ static float block_fold(int op, const float *v, int64_t n) {
 /* ---- the ref side ---- */
 
 static torc_kernel_fn ref_kernel(const char *op) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == TORC_F32 ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s f32", op);
-  return NULL;
+  return cuda_test_ref_kernel(op, TORC_F32);
 }
 
 static torc_ktensor kt(float *p, int nd, const int64_t *shape) {
@@ -71,16 +66,7 @@ static torc_ktensor kt(float *p, int nd, const int64_t *shape) {
 static void run_ref(const char *op, const torc_ktensor *x,
                     const torc_ktensor *y, const void *p, size_t psize) {
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = 1;
-  a.n_out = 1;
-  a.in = x;
-  a.out = y;
-  a.params = p;
-  a.params_size = psize;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, x, 1, y, 1, p, psize);
   assert_int_equal(ref_kernel(op)(&a), TORC_OK);
 }
 
@@ -397,16 +383,7 @@ static void test_extreme_dim(void **state) {
       out[1].dtype = TORC_I64;
       torc_dim_params p = {.dim = 1};
       torc_kernel_args a;
-      memset(&a, 0, sizeof a);
-      a.struct_size = sizeof a;
-      a.op = name;
-      a.n_in = 1;
-      a.n_out = 2;
-      a.in = &in;
-      a.out = out;
-      a.params = &p;
-      a.params_size = sizeof p;
-      a.n_threads = 1;
+      cuda_test_args(&a, name, &in, 1, out, 2, &p, sizeof p);
       torc_kernel_fn fn = NULL;
       for (size_t i = 0; i < torc_ref_n_kernels; i++)
         if (strcmp(torc_ref_kernels[i].op, name) == 0 &&
@@ -510,13 +487,7 @@ static void test_softmax(void **state) {
 
 /* The ref kernel of op for dtype dt. */
 static torc_kernel_fn ref_kernel_dt(const char *op, int dt) {
-  for (size_t i = 0; i < torc_ref_n_kernels; i++)
-    if (strcmp(torc_ref_kernels[i].op, op) == 0 &&
-        (torc_ref_kernels[i].dtype == dt ||
-         torc_ref_kernels[i].dtype == TORC_DTYPE_ANY))
-      return torc_ref_kernels[i].fn;
-  fail_msg("no ref kernel for %s of dtype %d", op, dt);
-  return NULL;
+  return cuda_test_ref_kernel(op, dt);
 }
 
 /* A contiguous ktensor of dtype dt over p. */
@@ -531,16 +502,7 @@ static void run_ref_n(const char *op, const torc_ktensor *x,
                       const torc_ktensor *y, int n_out, const void *p,
                       size_t psize) {
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = op;
-  a.n_in = 1;
-  a.n_out = n_out;
-  a.in = x;
-  a.out = y;
-  a.params = p;
-  a.params_size = psize;
-  a.n_threads = 1;
+  cuda_test_args(&a, op, x, 1, y, n_out, p, psize);
   assert_int_equal(ref_kernel_dt(op, x->dtype)(&a), TORC_OK);
 }
 

@@ -23,6 +23,7 @@
 
 #include "../plugins/cuda/tiled_mm_body.h"
 #include "../plugins/ref/ref_kernels.h"
+#include "cuda_testutil.h"
 
 #define T TORC_CUDA_IMM_TILE
 
@@ -227,14 +228,7 @@ static void one_case(int dt, int64_t B0, int64_t B1, int64_t M, int64_t K,
   set_kt(&in[1], w, dt, nd, wsh, wst);
   set_kt(&out[0], yr, dt, nd, ysh, yst);
   torc_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.op = "matmul";
-  a.n_in = 2;
-  a.n_out = 1;
-  a.in = in;
-  a.out = out;
-  a.n_threads = 1;
+  cuda_test_args(&a, "matmul", in, 2, out, 1, NULL, 0);
   assert_int_equal(ref_matmul()(&a), TORC_OK);
   for (int64_t i = 0; i < ny; i++)
     if (memcmp(y + i * (int64_t)es, yr + i * (int64_t)es, es) != 0)
