@@ -12,11 +12,14 @@ CUDA_BODY_TESTS += tests/test_cuda_dnn_plan
 CUDA_BODY_TESTS += tests/test_cuda_index_bodies
 CUDA_BODY_TESTS += tests/test_cuda_ew2_bodies
 CUDA_BODY_TESTS += tests/test_cuda_nn_bodies
-check_PROGRAMS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
-TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage
+check_PROGRAMS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage \
+	tests/test_cuda_device
+TESTS += $(CUDA_BODY_TESTS) tests/test_cuda_coverage tests/test_cuda_device
 endif
 tests_test_cuda_coverage_SOURCES = tests/test_cuda_coverage.c tests/testutil.h
 tests_test_cuda_coverage_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+tests_test_cuda_device_SOURCES = tests/test_cuda_device.c tests/testutil.h
+tests_test_cuda_device_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_cuda_tiled_mm_bodies_SOURCES = tests/test_cuda_tiled_mm_bodies.c \
 	plugins/cuda/tiled_mm_body.h
 tests_test_cuda_tiled_mm_bodies_LDADD = plugins/ref/librefkernels.la \

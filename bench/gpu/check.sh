@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/gpu/check.sh — one prepared check of torc on a CUDA machine, in one
 # run within a time budget: the environment, a fresh build, the cuda
-# plugin's devices and conformance against ref, the MLP and CNN examples
+# plugin's devices, conformance against ref and device tests
+# (tests/test_cuda_device: streams, events, a bad index reported at the
+# next wait, out of memory), the MLP and CNN examples
 # trained on cuda:0 and on the cpu on the same short schedule (test
 # accuracy within 0.3 points, step time), and per-op overhead and step
 # time beside PyTorch on CUDA where it is installed. Every step has its own
@@ -296,6 +298,22 @@ if [ "$cuda_built" = 1 ]; then
   [ -z "$lacking" ] || row "ops without a $plugin kernel" INFO "$lacking"
 else
   row "torc test-backend $plugin" SKIP "$nodev"
+fi
+# The device tests of the cuda plugin (streams, events, a bad index at
+# the next wait, out of memory, one kernel of each family): a cmocka
+# program that skips without a GPU.
+if [ "$cuda_built" = 1 ] && [ "$plugin" = cuda ]; then
+  step cuda-device-build 180 make -C "$build" -j"$jobs" tests/test_cuda_device
+  if [ "$rc" != 0 ]; then
+    row "tests/test_cuda_device" SKIP "not built (cmocka missing?): $why"
+  else
+    step cuda-device 120 "$build/tests/test_cuda_device"
+    case $rc in
+    0) row "tests/test_cuda_device" PASS "$(grep -c '^\[       OK \]' "$out/cuda-device.log") cases passed" ;;
+    77) row "tests/test_cuda_device" SKIP "$(grep '^SKIP' "$out/cuda-device.log" | head -n 1)" ;;
+    *) row "tests/test_cuda_device" FAIL "$why; $(grep -E '^\[  (FAILED|ERROR)' "$out/cuda-device.log" | head -n 3 | tr '\n' ' ')" ;;
+    esac
+  fi
 fi
 gpu_ok=0
 [ "$cuda_built" = 1 ] && [ "$ndev" != 0 ] && gpu_ok=1
