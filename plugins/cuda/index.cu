@@ -119,11 +119,6 @@ enum { OP_GATHER, OP_SCATTER, OP_INDEX_SELECT, OP_INDEX_ADD, OP_EMBEDDING,
 
 typedef torc_cuda_kerr_ctx kerr_ctx;
 
-/* The record of call a's device, into *k. */
-int kerr_of(const torc_kernel_args *a, kerr_ctx *k) {
-  k->op = a->op;
-  return torc_cuda__kerr(a, &k->e);
-}
 
 /* Records index v (element el of the index tensor, along dim `dim`)
  * outside [0, size); the caller skips the element. */
@@ -672,7 +667,7 @@ int k_gather_op(const torc_kernel_args *a) {
   const int64_t *st[3] = {idx->strides, y->strides, xs};
   walk w = make_walk(y->ndim, y->shape, 3, st);
   kerr_ctx k;
-  if (kerr_of(a, &k) != TORC_OK)
+  if (torc_cuda_kerr_of(a, &k) != TORC_OK)
     return TORC_ERR_DEVICE;
   BY_SIZE(x->dtype, BY_INDEX(idx->dtype,
       k_gather<T, IT><<<blocks(n), kBlock, 0, s>>>(
@@ -707,7 +702,7 @@ int k_index_select_op(const torc_kernel_args *a) {
   walk w = make_walk(y->ndim, y->shape, 2, st);
   int64_t is = idx->ndim ? idx->strides[0] : 0;
   kerr_ctx k;
-  if (kerr_of(a, &k) != TORC_OK)
+  if (torc_cuda_kerr_of(a, &k) != TORC_OK)
     return TORC_ERR_DEVICE;
   BY_SIZE(x->dtype, BY_INDEX(idx->dtype,
       k_index_select<T, IT><<<blocks(n), kBlock, 0, s>>>(
@@ -745,7 +740,7 @@ int sort_sources(const torc_kernel_args *a, cudaStream_t s,
   const int64_t *str[2] = {istrides, lst};
   walk w = make_walk(nd, ishape, 2, str);
   kerr_ctx k;
-  if (kerr_of(a, &k) != TORC_OK)
+  if (torc_cuda_kerr_of(a, &k) != TORC_OK)
     return TORC_ERR_DEVICE;
   BY_INDEX(idx->dtype,
       k_keys<IT><<<blocks(nkeys), kBlock, 0, s>>>(
@@ -875,7 +870,7 @@ int k_embedding_op(const torc_kernel_args *a) {
   if (s == NULL)
     return TORC_ERR_DEVICE;
   kerr_ctx k;
-  if (kerr_of(a, &k) != TORC_OK)
+  if (torc_cuda_kerr_of(a, &k) != TORC_OK)
     return TORC_ERR_DEVICE;
   BY_SIZE(w->dtype, BY_INDEX(idx->dtype,
       k_embedding<T, IT><<<blocks(n * D), kBlock, 0, s>>>(

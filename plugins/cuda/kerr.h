@@ -34,6 +34,14 @@ struct torc_cuda_kerr_ctx {
   const char *op;
 };
 
+/* The record of call a's device, into *k (torc_cuda__kerr of
+ * cuda_internal.h, which the including file has included). */
+static inline int torc_cuda_kerr_of(const torc_kernel_args *a,
+                                    torc_cuda_kerr_ctx *k) {
+  k->op = a->op;
+  return torc_cuda__kerr(a, &k->e);
+}
+
 /* Claims the device's record for the first bad index found: value at
  * flat position `element` of the index tensor, along dim `dim` (-1: no
  * dim to name), expected in [lo, hi). Later finds are dropped (one

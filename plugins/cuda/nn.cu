@@ -529,11 +529,6 @@ __device__ void ce_bad_target(const torc_cuda_kerr_ctx &k, int64_t t,
     torc_cuda_kerr_index(k.e, k.op, t, 0, C, r, -1);
 }
 
-/* The record of call a's device, into *k. */
-int kerr_of(const torc_kernel_args *a, torc_cuda_kerr_ctx *k) {
-  k->op = a->op;
-  return torc_cuda__kerr(a, &k->e);
-}
 
 /* A team of L lanes per row (torc_cuda_ce_lanes): max, logsum, the row's
  * loss and weight (into rowv, roww for the fold) and, with reduction
@@ -707,7 +702,7 @@ int launch_ce_fwd(const torc_kernel_args *a, cudaStream_t s) {
     return st;
   double *rowv = (double *)ws, *roww = rowv + R;
   torc_cuda_kerr_ctx k;
-  if (R > 0 && kerr_of(a, &k) != TORC_OK) {
+  if (R > 0 && torc_cuda_kerr_of(a, &k) != TORC_OK) {
     torc_cuda__workspace_done(a, ws);
     return TORC_ERR_DEVICE;
   }
@@ -786,7 +781,7 @@ int launch_ce_bw(const torc_kernel_args *a, cudaStream_t s) {
   }
   torc_cuda_kerr_ctx k;
   if (st == TORC_OK)
-    st = kerr_of(a, &k);
+    st = torc_cuda_kerr_of(a, &k);
   if (st == TORC_OK) {
     int64_t nb = (total + kBlock - 1) / kBlock;
     k_ce_bw<E><<<blocks(nb), kBlock, 0, s>>>(

@@ -504,34 +504,45 @@ bool flag_dtype_ok(const torc_ktensor *f) {
          f->dtype == TORC_F32 || f->dtype == TORC_F64;
 }
 
+/* What an optimizer step over `per` lists (plus the params list) and a
+ * flag checks before its launch: the lists, one floating dtype, the
+ * flag's dtype, the sizes (*nu: free it) and the stream. TORC_OK, or an
+ * error after set_error with nothing left to free. */
+int step_prepare(const torc_kernel_args *a, int per, lists *L,
+                 const torc_ktensor **flag, int64_t **nu, cudaStream_t *s) {
+  int st = step_lists(a, per, L, flag);
+  if (st != TORC_OK)
+    return st;
+  int dt = a->out[0].dtype;
+  if (!is_float(dt) || !flag_dtype_ok(*flag))
+    return bad(a, "expected an f32, f64, f16 or bf16 list (and a bool "
+                  "flag)");
+  if ((st = lists_check(*L, per + 1, dt, nu)) != TORC_OK)
+    return st;
+  if ((*s = torc_cuda__kstream(a)) == NULL) {
+    free(*nu);
+    return TORC_ERR_DEVICE;
+  }
+  return TORC_OK;
+}
+
 int k_sgd_step(const torc_kernel_args *a) {
   if (a->params == NULL || a->params_size < sizeof(torc_sgd_step_params))
     return bad(a, "missing its params");
   const torc_sgd_step_params *p = (const torc_sgd_step_params *)a->params;
-  int per = p->momentum != 0 ? 2 : 1;
   lists L;
   const torc_ktensor *flag;
-  int st = step_lists(a, per, &L, &flag);
+  int64_t *nu;
+  cudaStream_t s;
+  int st = step_prepare(a, p->momentum != 0 ? 2 : 1, &L, &flag, &nu, &s);
   if (st != TORC_OK)
     return st;
-  int dt = a->out[0].dtype;
-  if (!is_float(dt) || !flag_dtype_ok(flag))
-    return bad(a, "expected an f32, f64, f16 or bf16 list (and a bool "
-                  "flag)");
-  int64_t *nu;
-  if ((st = lists_check(L, per + 1, dt, &nu)) != TORC_OK)
-    return st;
-  cudaStream_t s = torc_cuda__kstream(a);
-  if (s == NULL)
-    st = TORC_ERR_DEVICE;
-  else if (dt == TORC_F64)
-    st = sgd_launch<e_f64>(L, nu, flag, p, s);
-  else if (dt == TORC_F16)
-    st = sgd_launch<e_f16>(L, nu, flag, p, s);
-  else if (dt == TORC_BF16)
-    st = sgd_launch<e_bf16>(L, nu, flag, p, s);
-  else
-    st = sgd_launch<e_f32>(L, nu, flag, p, s);
+  switch (a->out[0].dtype) {
+  case TORC_F64: st = sgd_launch<e_f64>(L, nu, flag, p, s); break;
+  case TORC_F16: st = sgd_launch<e_f16>(L, nu, flag, p, s); break;
+  case TORC_BF16: st = sgd_launch<e_bf16>(L, nu, flag, p, s); break;
+  default: st = sgd_launch<e_f32>(L, nu, flag, p, s); break;
+  }
   free(nu);
   return st;
 }
@@ -540,30 +551,19 @@ int k_adam_step(const torc_kernel_args *a) {
   if (a->params == NULL || a->params_size < sizeof(torc_adam_step_kparams))
     return bad(a, "missing its params");
   const torc_adam_step_kparams *p = (const torc_adam_step_kparams *)a->params;
-  int per = p->p.amsgrad ? 4 : 3;
   lists L;
   const torc_ktensor *flag;
-  int st = step_lists(a, per, &L, &flag);
+  int64_t *nu;
+  cudaStream_t s;
+  int st = step_prepare(a, p->p.amsgrad ? 4 : 3, &L, &flag, &nu, &s);
   if (st != TORC_OK)
     return st;
-  int dt = a->out[0].dtype;
-  if (!is_float(dt) || !flag_dtype_ok(flag))
-    return bad(a, "expected an f32, f64, f16 or bf16 list (and a bool "
-                  "flag)");
-  int64_t *nu;
-  if ((st = lists_check(L, per + 1, dt, &nu)) != TORC_OK)
-    return st;
-  cudaStream_t s = torc_cuda__kstream(a);
-  if (s == NULL)
-    st = TORC_ERR_DEVICE;
-  else if (dt == TORC_F64)
-    st = adam_launch<e_f64>(L, nu, flag, p, s);
-  else if (dt == TORC_F16)
-    st = adam_launch<e_f16>(L, nu, flag, p, s);
-  else if (dt == TORC_BF16)
-    st = adam_launch<e_bf16>(L, nu, flag, p, s);
-  else
-    st = adam_launch<e_f32>(L, nu, flag, p, s);
+  switch (a->out[0].dtype) {
+  case TORC_F64: st = adam_launch<e_f64>(L, nu, flag, p, s); break;
+  case TORC_F16: st = adam_launch<e_f16>(L, nu, flag, p, s); break;
+  case TORC_BF16: st = adam_launch<e_bf16>(L, nu, flag, p, s); break;
+  default: st = adam_launch<e_f32>(L, nu, flag, p, s); break;
+  }
   free(nu);
   return st;
 }
