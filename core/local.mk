@@ -17,8 +17,9 @@ libtorc_la_SOURCES = \
 	core/config_read.c core/config_apply.c \
 	core/runtime.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
-	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS)
-libtorc_la_LIBADD = $(INIH_LIBS) -lm
+	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS) -I$(top_builddir)/core/onnx
+libtorc_la_LIBADD = $(INIH_LIBS) libtorc_onnxpb.la -lm
 libtorc_la_LDFLAGS = -version-info 0:0:0 -no-undefined -Wl,--no-undefined
 
 torcinclude_HEADERS += \
@@ -30,6 +31,7 @@ torcinclude_HEADERS += \
 	include/torc/checked.h \
 	include/torc/ops.def include/torc/ops_nn.def include/torc/ops_index.def \
 	include/torc/ops_fused.def
+include core/onnx.mk
 include core/nn.mk
 include core/st.mk
 include core/index.mk

@@ -30,8 +30,13 @@ case $build in /*) ;; *) build="$top/$build" ;; esac
 # configure leaves it out without OpenBLAS, and its tests skip);
 # libdnnl-dev: the onednn plugin (optional in the same way);
 # librsvg2-bin: rsvg-convert, which test_curves renders curves.svg with
-# (skipped without it).
+# (skipped without it); libprotobuf-c-dev, protobuf-c-compiler and
+# libonnx-dev (onnx.proto): libtorc's ONNX import and export;
+# libonnx-testdata: ONNX's backend test cases, which torc onnx-test runs
+# in make check; python3-onnx: onnx.checker on exported models.
 packages=(gcc make autoconf automake libtool pkg-config
+          libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+          libonnx-testdata python3-onnx
           libinih-dev libjansson-dev libcmocka-dev valgrind
           zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
           libopenblas-dev libdnnl-dev librsvg2-bin)
