@@ -371,6 +371,68 @@ static torc_tensor *positive_mask(const torc_tensor *x) {
   return m;
 }
 
+/* hardsigmoid: g / 6 where -3 < x < 3, else 0 (PyTorch's
+ * hardsigmoid_backward: 0 at both boundaries). */
+static torc_status hardsigmoid_bw(torc__node *n, torc_tensor *const *gout,
+                                  torc_tensor **gin) {
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[7] = {K(-3, x), K(3, x), K(0, x)};
+  t[3] = t[0] ? torc_gt(x, t[0]) : NULL;
+  t[4] = t[1] ? torc_lt(x, t[1]) : NULL;
+  t[5] = t[3] && t[4] ? torc_logical_and(t[3], t[4]) : NULL;
+  t[6] = torc_div_scalar(G, 6);
+  gin[0] = t[5] && t[6] && t[2] ? torc_where(t[5], t[6], t[2]) : NULL;
+  drop(t, 7);
+  return DONE(gin[0]);
+}
+
+/* softsign: g / (1 + |x|)^2. */
+static torc_status softsign_bw(torc__node *n, torc_tensor *const *gout,
+                               torc_tensor **gin) {
+  torc_tensor *t[3] = {torc_abs(SAVED(0))};
+  t[1] = t[0] ? torc_add_scalar(t[0], 1) : NULL;
+  t[2] = t[1] ? torc_square(t[1]) : NULL;
+  gin[0] = t[2] ? torc_div(G, t[2]) : NULL;
+  drop(t, 3);
+  return DONE(gin[0]);
+}
+
+/* selu: g scale where x > 0, else g scale alpha e^x. */
+static torc_status selu_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  const double alpha = 1.6732632423543772848170429916717;
+  const double scale = 1.0507009873554804934193349852946;
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[4] = {positive_mask(x), K(scale, x), torc_exp(x)};
+  t[3] = t[2] ? torc_mul_scalar(t[2], scale * alpha) : NULL;
+  torc_tensor *slope = t[0] && t[1] && t[3] ? torc_where(t[0], t[1], t[3])
+                                            : NULL;
+  gin[0] = slope ? torc_mul(G, slope) : NULL;
+  torc_release(slope);
+  drop(t, 4);
+  return DONE(gin[0]);
+}
+
+/* mish: g (tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)), sp = log1p(e^x)
+ * (PyTorch's mish_backward). */
+static torc_status mish_bw(torc__node *n, torc_tensor *const *gout,
+                           torc_tensor **gin) {
+  torc_tensor *x = SAVED(0);
+  torc_tensor *t[10] = {torc_exp(x)};
+  t[1] = t[0] ? torc_log1p(t[0]) : NULL;
+  t[2] = t[1] ? torc_tanh(t[1]) : NULL;
+  t[3] = t[2] ? torc_square(t[2]) : NULL;
+  t[4] = K(1, x);
+  t[5] = t[3] && t[4] ? torc_sub(t[4], t[3]) : NULL;
+  t[6] = torc_sigmoid(x);
+  t[7] = t[6] ? torc_mul(x, t[6]) : NULL;
+  t[8] = t[7] && t[5] ? torc_mul(t[7], t[5]) : NULL;
+  t[9] = t[8] && t[2] ? torc_add(t[2], t[8]) : NULL;
+  gin[0] = t[9] ? torc_mul(G, t[9]) : NULL;
+  drop(t, 10);
+  return DONE(gin[0]);
+}
+
 static torc_status leaky_relu_bw(torc__node *n, torc_tensor *const *gout,
                                  torc_tensor **gin) {
   const torc_scalar_params pv = scalar_params(n), *p = &pv;

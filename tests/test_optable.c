@@ -272,12 +272,123 @@ static void test_hardswish_gradcheck(void **state) {
   torc_scope_end(s);
 }
 
+/* ---- hardsigmoid, softsign, selu, mish ----
+ * x, y and dy/dx, worked out by hand from the formulas of PyTorch's
+ * documentation: hardsigmoid relu6(x + 3) / 6 (flat and of slope 0 at
+ * -3 and 3, as PyTorch's hardsigmoid_backward), softsign x / (1 + |x|),
+ * selu scale (x or alpha (e^x - 1)) with slope scale alpha at 0, mish
+ * x tanh(softplus(x)) with slope tanh(log 2) = 0.6 at 0. */
+typedef struct act_case {
+  const char *op, *node;
+  torc_tensor *(*f)(const torc_tensor *);
+  int n;
+  double x[7], y[7], dy[7];
+} act_case;
+
+static const act_case act_cases[] = {
+    {"hardsigmoid", "HardsigmoidBackward", torc_hardsigmoid, 7,
+     {-4, -3, -1.5, 0, 1.5, 3, 4},
+     {0, 0, 0.25, 0.5, 0.75, 1, 1},
+     {0, 0, 1.0 / 6, 1.0 / 6, 1.0 / 6, 0, 0}},
+    {"softsign", "SoftsignBackward", torc_softsign, 5,
+     {-3, -1, 0, 0.5, 2},
+     {-0.75, -0.5, 0, 1.0 / 3, 2.0 / 3},
+     {1.0 / 16, 0.25, 1, 4.0 / 9, 1.0 / 9}},
+    {"selu", "SeluBackward", torc_selu, 5,
+     {-2, -0.5, 0, 1, 2},
+     {-1.520166468595695, -0.6917581878028713, 0, 1.0507009873554805,
+      2.101401974710961},
+     {0.2379328722516818, 1.0663411530445053, 1.7580993408473766,
+      1.0507009873554805, 1.0507009873554805}},
+    {"mish", "MishBackward", torc_mish, 6,
+     {-3, -1, 0, 1, 3, 30},
+     {-0.1456474612756246, -0.30340146137410895, 0, 0.8650983882673103,
+      2.9865350049679575, 30},
+     {-0.09339311453232084, 0.059216755877395, 0.6, 1.0490362200997922,
+      1.0211069109294435, 1}},
+};
+
+static void check_close(const char *what, const char *op, double x,
+                        double got, double want, double tol) {
+  if (fabs(got - want) > tol * (1 + fabs(want))) {
+    print_error("%s %s(%g): %.17g, expected %.17g\n", what, op, x, got, want);
+    fail();
+  }
+}
+
+static void test_activations_match_formulas(void **state) {
+  (void)state;
+  for (size_t c = 0; c < sizeof act_cases / sizeof act_cases[0]; c++) {
+    const act_case *k = &act_cases[c];
+    int s = torc_scope_begin();
+    torc_tensor *x =
+        torc_from_host(k->x, TORC_SHAPE(k->n), TORC_F64, TORC_CPU);
+    assert_ok(torc_set_requires_grad(x, 1));
+    torc_tensor *y = k->f(x);
+    assert_non_null(y);
+    assert_string_equal(torc_grad_fn_name(y), k->node);
+    double got[7];
+    assert_ok(torc_to_host(y, got, (size_t)k->n * sizeof got[0]));
+    for (int i = 0; i < k->n; i++)
+      check_close("f64", k->op, k->x[i], got[i], k->y[i], 1e-15);
+    assert_ok(torc_backward(
+        y, torc_full(TORC_SHAPE(k->n), 1, TORC_F64, TORC_CPU), 0));
+    assert_ok(torc_to_host(torc_grad_of(x), got, (size_t)k->n * sizeof got[0]));
+    for (int i = 0; i < k->n; i++)
+      check_close("d/dx", k->op, k->x[i], got[i], k->dy[i], 1e-15);
+    /* f32 within a few ulps of the same values. */
+    float got32[7];
+    assert_ok(torc_to_host(k->f(torc_to_dtype(x, TORC_F32)), got32,
+                           (size_t)k->n * sizeof got32[0]));
+    for (int i = 0; i < k->n; i++)
+      check_close("f32", k->op, k->x[i], got32[i], k->y[i], 5e-7);
+    /* Integers are refused, NaN propagates. */
+    assert_null(k->f(torc_to_dtype(x, TORC_I64)));
+    assert_int_equal(torc_last_status(), TORC_ERR_DTYPE);
+    torc_clear_error();
+    float v;
+    assert_ok(torc_to_host(
+        k->f(torc_full(TORC_SHAPE(1), NAN, TORC_F32, TORC_CPU)), &v,
+        sizeof v));
+    assert_true(isnan(v));
+    torc_scope_end(s);
+  }
+}
+
+typedef struct unary_fn {
+  torc_tensor *(*f)(const torc_tensor *);
+} unary_fn;
+
+static torc_tensor *act_fn(torc_tensor *const *in, int n, void *user) {
+  (void)n;
+  return ((const unary_fn *)user)->f(in[0]);
+}
+
+/* The gradient is the finite difference's on both sides of each kink. */
+static void test_activations_gradcheck(void **state) {
+  (void)state;
+  const double v[8] = {-4.5, -2.75, -1.2, -0.3, 0.4, 1.9, 2.8, 5.0};
+  for (size_t c = 0; c < sizeof act_cases / sizeof act_cases[0]; c++) {
+    int s = torc_scope_begin();
+    torc_tensor *x = torc_from_host(v, TORC_SHAPE(8), TORC_F64, TORC_CPU);
+    assert_ok(torc_set_requires_grad(x, 1));
+    unary_fn u = {act_cases[c].f};
+    if (torc_gradcheck(act_fn, &u, &x, 1, 1e-6, 1e-7, 1e-5)) {
+      print_error("%s: %s\n", act_cases[c].op, torc_last_error());
+      fail();
+    }
+    torc_scope_end(s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reference_lists_every_op),
       cmocka_unit_test(test_plain_functions_follow_their_rows),
       cmocka_unit_test(test_hardswish_matches_pytorch),
       cmocka_unit_test(test_hardswish_gradcheck),
+      cmocka_unit_test(test_activations_match_formulas),
+      cmocka_unit_test(test_activations_gradcheck),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

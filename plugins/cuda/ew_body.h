@@ -56,7 +56,8 @@ typedef struct torc_cuda_spi {
   X(relu, NUMERIC) X(exp, FLOATS) X(log, FLOATS) X(sqrt, FLOATS)               \
   X(sin, FLOATS) X(cos, FLOATS) X(tanh, FLOATS) X(sigmoid, FLOATS)             \
   X(reciprocal, FLOATS) X(log1p, FLOATS) X(rsqrt, FLOATS) X(silu, FLOATS)      \
-  X(hardswish, FLOATS)
+  X(hardswish, FLOATS) X(hardsigmoid, FLOATS) X(softsign, FLOATS)             \
+  X(selu, FLOATS) X(mish, FLOATS)
 #define TORC_CUDA_UNARY_P_OPS(X)                                               \
   X(leaky_relu, FLOATS) X(elu, FLOATS) X(gelu, FLOATS) X(softplus, FLOATS)     \
   X(clamp, NUMERIC)
@@ -119,6 +120,8 @@ static inline uint32_t torc_cuda_ew_dtypes(const char *op) {
  * (2 ulp): 1 ulp from ref's. hardswish is x * min(max(x + 3, 0), 6) / 6
  * with NaN propagating; where the clamp is 6 the result is x itself, as
  * ref's double gives it (in f32, x * 6 overflows above FLT_MAX / 6).
+ * hardsigmoid is min(max(x + 3, 0), 6) / 6; selu PyTorch's scale and
+ * alpha over x or expm1(x); mish x tanh(log1p(e^x)), PyTorch's formula.
  *
  * With params: gelu's flags bit 0 picks the tanh form, else the erf form;
  * softplus is log(1 + e^(beta x)) / beta, linear above the threshold
@@ -162,6 +165,21 @@ static inline uint32_t torc_cuda_ew_dtypes(const char *op) {
     T t = x + (T)3;                                                            \
     t = t < 0 ? (T)0 : t > 6 ? (T)6 : t;                                       \
     return t == 6 ? x : x * t / (T)6;                                          \
+  }                                                                            \
+  TORC_CUDA_HD static inline T P##_hardsigmoid(T x) {                          \
+    T t = x + (T)3;                                                            \
+    t = t < 0 ? (T)0 : t > 6 ? (T)6 : t;                                       \
+    return t / (T)6;                                                           \
+  }                                                                            \
+  TORC_CUDA_HD static inline T P##_softsign(T x) {                             \
+    return x / ((T)1 + M(fabs)(x));                                            \
+  }                                                                            \
+  TORC_CUDA_HD static inline T P##_selu(T x) {                                 \
+    return (T)1.0507009873554804934193349852946 *                             \
+           (x > 0 ? x : (T)1.6732632423543772848170429916717 * M(expm1)(x));  \
+  }                                                                            \
+  TORC_CUDA_HD static inline T P##_mish(T x) {                                 \
+    return x * M(tanh)(M(log1p)(M(exp)(x)));                                   \
   }                                                                            \
   TORC_CUDA_HD static inline T P##_leaky_relu(T x, SP p) {                     \
     return x > 0 ? x : x * p.a;                                                \

@@ -104,6 +104,29 @@ static double f_hardswish(double x) {
 }
 UNARY(hardswish, f_hardswish, NULL)
 
+/* min(max(x + 3, 0), 6) / 6, as PyTorch's kernel; NaN propagates. */
+static double f_hardsigmoid(double x) {
+  double t = x + 3;
+  t = t < 0 ? 0 : t > 6 ? 6 : t;
+  return t / 6;
+}
+UNARY(hardsigmoid, f_hardsigmoid, NULL)
+
+static double f_softsign(double x) { return x / (1 + fabs(x)); }
+UNARY(softsign, f_softsign, NULL)
+
+/* scale (x where x > 0, else alpha expm1(x)), PyTorch's constants. */
+#define TORC_SELU_ALPHA 1.6732632423543772848170429916717
+#define TORC_SELU_SCALE 1.0507009873554804934193349852946
+static double f_selu(double x) {
+  return TORC_SELU_SCALE * (x > 0 ? x : TORC_SELU_ALPHA * expm1(x));
+}
+UNARY(selu, f_selu, NULL)
+
+/* x tanh(log1p(e^x)), as PyTorch's kernel (e^x = inf gives x). */
+static double f_mish(double x) { return x * tanh(log1p(exp(x))); }
+UNARY(mish, f_mish, NULL)
+
 /* Any dtype in (nonzero is true; NaN is nonzero), bool out. */
 int torc_ref_k_logical_not(const torc_kernel_args *a) {
   int st = ref_check_args(a, 1, 1);
