@@ -287,11 +287,13 @@ torc_module *torc_identity_new(void) {
 /* ---- activations ---- */
 
 enum { A_RELU, A_LEAKY, A_ELU, A_GELU, A_SILU, A_SIGMOID, A_TANH,
-       A_SOFTPLUS, A_SOFTMAX, A_LOG_SOFTMAX, A_COUNT };
+       A_SOFTPLUS, A_SOFTMAX, A_LOG_SOFTMAX, A_HARDSWISH, A_HARDSIGMOID,
+       A_SOFTSIGN, A_SELU, A_MISH, A_COUNT };
 
 static const char *const act_names[A_COUNT] = {
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh",
-    "softplus", "softmax", "log_softmax"};
+    "softplus", "softmax", "log_softmax", "hardswish", "hardsigmoid",
+    "softsign", "selu", "mish"};
 
 typedef struct act_state {
   torc__layer_head head;
@@ -316,6 +318,11 @@ static torc_tensor *act_forward(torc_module *m, const torc_tensor *const *in,
   case A_TANH: return torc_tanh(x);
   case A_SOFTPLUS: return torc_softplus(x, s->a, s->b);
   case A_SOFTMAX: return torc_softmax(x, s->dim);
+  case A_HARDSWISH: return torc_hardswish(x);
+  case A_HARDSIGMOID: return torc_hardsigmoid(x);
+  case A_SOFTSIGN: return torc_softsign(x);
+  case A_SELU: return torc_selu(x);
+  case A_MISH: return torc_mish(x);
   default: return torc_log_softmax(x, s->dim);
   }
 }

@@ -523,6 +523,16 @@ TYPE(softmax, "e^x normalised to sum to 1 along dim (nn.Softmax)",
      softmax_keys, create_activation, "softmax");
 TYPE(log_softmax, "log of softmax along dim (nn.LogSoftmax)", softmax_keys,
      create_activation, "log_softmax");
+TYPE(hardswish, "x relu6(x + 3) / 6 (nn.Hardswish)", no_keys,
+     create_activation, "hardswish");
+TYPE(hardsigmoid, "relu6(x + 3) / 6 (nn.Hardsigmoid)", no_keys,
+     create_activation, "hardsigmoid");
+TYPE(softsign, "x / (1 + |x|) (nn.Softsign)", no_keys, create_activation,
+     "softsign");
+TYPE(selu, "scale (x, or alpha (e^x - 1) for x < 0) (nn.SELU)", no_keys,
+     create_activation, "selu");
+TYPE(mish, "x tanh(softplus(x)) (nn.Mish)", no_keys, create_activation,
+     "mish");
 
 const torc_module_type *const torc__builtin_module_types[] = {
     &type_linear, &type_conv2d, &type_conv_transpose2d, &type_batchnorm1d,
@@ -530,4 +540,6 @@ const torc_module_type *const torc__builtin_module_types[] = {
     &type_embedding, &type_maxpool2d, &type_avgpool2d,
     &type_adaptive_avgpool2d, &type_flatten, &type_identity, &type_relu,
     &type_leaky_relu, &type_elu, &type_gelu, &type_silu, &type_sigmoid,
-    &type_tanh, &type_softplus, &type_softmax, &type_log_softmax, NULL};
+    &type_tanh, &type_softplus, &type_softmax, &type_log_softmax,
+    &type_hardswish, &type_hardsigmoid, &type_softsign, &type_selu,
+    &type_mish, NULL};

@@ -329,6 +329,28 @@ static void test_other_forward(void **state) {
     test_assert_values(y, acts[i].want, 12, 1e-12);
     torc_module_free(m);
   }
+  /* the activations whose values test_optable checks: each type runs its
+   * op, and its repr is PyTorch's (empty) */
+  static const struct {
+    const char *type;
+    torc_tensor *(*f)(const torc_tensor *);
+  } plain[] = {{"hardswish", torc_hardswish},
+               {"hardsigmoid", torc_hardsigmoid},
+               {"softsign", torc_softsign},
+               {"selu", torc_selu},
+               {"mish", torc_mish}};
+  for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+    m = torc_module_build(plain[i].type, NULL);
+    assert_torc(m);
+    y = torc_module_forward(m, a);
+    expect_shape(y, TORC_SHAPE(3, 4));
+    double want[12];
+    assert_ok(torc_to_host(plain[i].f(a), want, sizeof want));
+    test_assert_values(y, want, 12, 0);
+    char repr[64];
+    snprintf(repr, sizeof repr, "%s()", plain[i].type);
+    expect_repr(m, repr);
+  }
   torc_scope_end(s);
 }
 
