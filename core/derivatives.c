@@ -386,6 +386,18 @@ static torc_status hardsigmoid_bw(torc__node *n, torc_tensor *const *gout,
   return DONE(gin[0]);
 }
 
+/* erf: g 2 / sqrt(pi) e^(-x^2). */
+static torc_status erf_bw(torc__node *n, torc_tensor *const *gout,
+                          torc_tensor **gin) {
+  torc_tensor *t[4] = {torc_square(SAVED(0))};
+  t[1] = t[0] ? torc_neg(t[0]) : NULL;
+  t[2] = t[1] ? torc_exp(t[1]) : NULL;
+  t[3] = t[2] ? torc_mul_scalar(t[2], 1.1283791670955125738961589031215) : NULL;
+  gin[0] = t[3] ? torc_mul(G, t[3]) : NULL;
+  drop(t, 4);
+  return DONE(gin[0]);
+}
+
 /* softsign: g / (1 + |x|)^2. */
 static torc_status softsign_bw(torc__node *n, torc_tensor *const *gout,
                                torc_tensor **gin) {

@@ -171,6 +171,7 @@ static void test_unary(void **state) {
       {"softsign", torc_cuda_b_softsign, {1, 0, 0}},
       {"selu", torc_cuda_b_selu, {2, 0, 0}},
       {"mish", torc_cuda_b_mish, {4, 0, 0}},
+      {"erf", torc_cuda_b_erf, {2, 0, 0}},
   };
   float got[sizeof in_x / sizeof in_x[0]], want[sizeof in_x / sizeof in_x[0]];
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -273,7 +274,7 @@ static void test_every_op_covered(void **state) {
   (void)state;
   static const char *const covered =
       " neg abs sign square relu sqrt reciprocal exp log sin cos tanh log1p "
-      "rsqrt sigmoid silu hardswish hardsigmoid softsign selu mish leaky_relu elu gelu softplus clamp add "
+      "rsqrt sigmoid silu hardswish hardsigmoid softsign selu mish erf leaky_relu elu gelu softplus clamp add "
       "sub mul div maximum minimum relu_backward pow gelu_backward ";
 #define CHECK_COVERED(name, set)                                               \
   assert_non_null(strstr(covered, " " #name " "));

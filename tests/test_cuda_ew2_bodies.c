@@ -449,6 +449,7 @@ static tol tol_for(const char *op, const char *what, int dt) {
            {"silu", 4, 0, 0},       {"hardswish", 1, 0, 0},
            {"hardsigmoid", 1, 0, 0}, {"softsign", 1, 0, 0},
            {"selu", 2, 0, 0},       {"mish", 4, 0, 0},
+           {"erf", 2, 0, 0},
            {"elu", 2, 0, 0},        {"gelu", 4, 1e-6, 0},
            {"softplus", 3, 0, 0},   {"pow", 2, 0, 0},
            {"gelu_backward", 6, 1e-6, 1}};
@@ -651,7 +652,8 @@ static void test_dtype_sets_match_ref(void **state) {
   static const char *const family[] = {
       "neg", "abs", "sign", "square", "relu", "exp", "log", "sqrt", "sin",
       "cos", "tanh", "sigmoid", "reciprocal", "log1p", "rsqrt", "silu",
-      "hardswish", "hardsigmoid", "softsign", "selu", "mish", "leaky_relu", "elu", "gelu", "softplus", "clamp", "add",
+      "hardswish", "hardsigmoid", "softsign", "selu", "mish", "erf",
+      "leaky_relu", "elu", "gelu", "softplus", "clamp", "add",
       "sub", "mul", "div", "pow", "maximum", "minimum", "relu_backward",
       "gelu_backward", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
       "logical_or", "logical_not", "copy", "fill_", "where"};

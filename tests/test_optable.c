@@ -272,40 +272,53 @@ static void test_hardswish_gradcheck(void **state) {
   torc_scope_end(s);
 }
 
-/* ---- hardsigmoid, softsign, selu, mish ----
+/* ---- erf, hardsigmoid, softsign, selu, mish ----
  * x, y and dy/dx, worked out by hand from the formulas of PyTorch's
  * documentation: hardsigmoid relu6(x + 3) / 6 (flat and of slope 0 at
  * -3 and 3, as PyTorch's hardsigmoid_backward), softsign x / (1 + |x|),
  * selu scale (x or alpha (e^x - 1)) with slope scale alpha at 0, mish
- * x tanh(softplus(x)) with slope tanh(log 2) = 0.6 at 0. */
+ * x tanh(softplus(x)) with slope tanh(log 2) = 0.6 at 0; erf and its
+ * slope 2 / sqrt(pi) e^-x^2. */
 typedef struct act_case {
   const char *op, *node;
   torc_tensor *(*f)(const torc_tensor *);
   int n;
   double x[7], y[7], dy[7];
+  int int_to_float; /* integers promote (erf), else they are refused */
 } act_case;
 
 static const act_case act_cases[] = {
+    {"erf", "ErfBackward", torc_erf, 6,
+     {-3, -1, -0.25, 0, 0.5, 2},
+     {-0.9999779095030014, -0.8427007929497149, -0.2763263901682369, 0,
+      0.5204998778130465, 0.9953222650189527},
+     {0.00013925305194674786, 0.4151074974205947, 1.0600141293761143,
+      1.1283791670955126, 0.8787825789354448, 0.020666985354092053},
+     1},
     {"hardsigmoid", "HardsigmoidBackward", torc_hardsigmoid, 7,
      {-4, -3, -1.5, 0, 1.5, 3, 4},
      {0, 0, 0.25, 0.5, 0.75, 1, 1},
-     {0, 0, 1.0 / 6, 1.0 / 6, 1.0 / 6, 0, 0}},
+     {0, 0, 1.0 / 6, 1.0 / 6, 1.0 / 6, 0, 0},
+     0},
     {"softsign", "SoftsignBackward", torc_softsign, 5,
      {-3, -1, 0, 0.5, 2},
      {-0.75, -0.5, 0, 1.0 / 3, 2.0 / 3},
-     {1.0 / 16, 0.25, 1, 4.0 / 9, 1.0 / 9}},
+     {1.0 / 16, 0.25, 1, 4.0 / 9, 1.0 / 9},
+     0},
     {"selu", "SeluBackward", torc_selu, 5,
      {-2, -0.5, 0, 1, 2},
      {-1.520166468595695, -0.6917581878028713, 0, 1.0507009873554805,
       2.101401974710961},
      {0.2379328722516818, 1.0663411530445053, 1.7580993408473766,
-      1.0507009873554805, 1.0507009873554805}},
+      1.0507009873554805, 1.0507009873554805},
+     0},
     {"mish", "MishBackward", torc_mish, 6,
      {-3, -1, 0, 1, 3, 30},
      {-0.1456474612756246, -0.30340146137410895, 0, 0.8650983882673103,
       2.9865350049679575, 30},
      {-0.09339311453232084, 0.059216755877395, 0.6, 1.0490362200997922,
-      1.0211069109294435, 1}},
+      1.0211069109294435, 1},
+     0},
 };
 
 static void check_close(const char *what, const char *op, double x,
@@ -342,10 +355,17 @@ static void test_activations_match_formulas(void **state) {
                            (size_t)k->n * sizeof got32[0]));
     for (int i = 0; i < k->n; i++)
       check_close("f32", k->op, k->x[i], got32[i], k->y[i], 5e-7);
-    /* Integers are refused, NaN propagates. */
-    assert_null(k->f(torc_to_dtype(x, TORC_I64)));
-    assert_int_equal(torc_last_status(), TORC_ERR_DTYPE);
-    torc_clear_error();
+    /* Integers promote to the default float or are refused, as in
+     * PyTorch; NaN propagates. */
+    torc_tensor *yi = k->f(torc_to_dtype(x, TORC_I64));
+    if (k->int_to_float) {
+      assert_non_null(yi);
+      assert_int_equal(torc_dtype_of(yi), TORC_F32);
+    } else {
+      assert_null(yi);
+      assert_int_equal(torc_last_status(), TORC_ERR_DTYPE);
+      torc_clear_error();
+    }
     float v;
     assert_ok(torc_to_host(
         k->f(torc_full(TORC_SHAPE(1), NAN, TORC_F32, TORC_CPU)), &v,

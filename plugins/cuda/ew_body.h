@@ -57,7 +57,7 @@ typedef struct torc_cuda_spi {
   X(sin, FLOATS) X(cos, FLOATS) X(tanh, FLOATS) X(sigmoid, FLOATS)             \
   X(reciprocal, FLOATS) X(log1p, FLOATS) X(rsqrt, FLOATS) X(silu, FLOATS)      \
   X(hardswish, FLOATS) X(hardsigmoid, FLOATS) X(softsign, FLOATS)             \
-  X(selu, FLOATS) X(mish, FLOATS)
+  X(selu, FLOATS) X(mish, FLOATS) X(erf, FLOATS)
 #define TORC_CUDA_UNARY_P_OPS(X)                                               \
   X(leaky_relu, FLOATS) X(elu, FLOATS) X(gelu, FLOATS) X(softplus, FLOATS)     \
   X(clamp, NUMERIC)
@@ -171,6 +171,7 @@ static inline uint32_t torc_cuda_ew_dtypes(const char *op) {
     t = t < 0 ? (T)0 : t > 6 ? (T)6 : t;                                       \
     return t / (T)6;                                                           \
   }                                                                            \
+  TORC_CUDA_HD static inline T P##_erf(T x) { return M(erf)(x); }              \
   TORC_CUDA_HD static inline T P##_softsign(T x) {                             \
     return x / ((T)1 + M(fabs)(x));                                            \
   }                                                                            \

@@ -111,6 +111,7 @@ static double f_hardsigmoid(double x) {
   return t / 6;
 }
 UNARY(hardsigmoid, f_hardsigmoid, NULL)
+UNARY(erf, erf, NULL)
 
 static double f_softsign(double x) { return x / (1 + fabs(x)); }
 UNARY(softsign, f_softsign, NULL)
