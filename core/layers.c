@@ -481,6 +481,62 @@ torc_module *torc_conv_transpose2d_new(int64_t in_channels,
   return conv_new(1, in_channels, out_channels, kh, kw, p, bias);
 }
 
+/* ---- nn.PReLU ---- */
+
+typedef struct prelu_state {
+  torc__layer_head head;
+  int64_t num;
+  double init;
+} prelu_state;
+
+static torc_tensor *prelu_forward(torc_module *m, const torc_tensor *const *in,
+                                  int n_in) {
+  if (n_in != 1)
+    return torc__layer_one_input(m, n_in);
+  return torc_prelu(in[0], torc_module_parameter(m, "weight"));
+}
+
+static int prelu_describe(const torc_module *m, char *buf, size_t size) {
+  const prelu_state *s = torc_module_state(m);
+  return snprintf(buf, size, "num_parameters=%lld", (long long)s->num);
+}
+
+/* nn.PReLU's reset_parameters: every slope back to init. */
+static torc_status prelu_reset(torc_module *m, const char *scheme,
+                               torc_generator *gen) {
+  (void)scheme, (void)gen;
+  const prelu_state *s = torc_module_state(m);
+  return torc_init_constant_(torc_module_parameter(m, "weight"), s->init);
+}
+
+static const torc_module_vtable prelu_vt = {
+    sizeof(torc_module_vtable), prelu_forward, torc__layer_destroy,
+    prelu_describe, prelu_reset};
+
+torc_module *torc_prelu_new(int64_t num_parameters, double init) {
+  if (num_parameters < 1) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "prelu: num_parameters is %lld; it must be >= 1 (1, or "
+                   "the input's channels)",
+                   (long long)num_parameters);
+    return NULL;
+  }
+  prelu_state *s = torc__calloc(1, sizeof *s);
+  if (s) {
+    s->num = num_parameters;
+    s->init = init;
+  }
+  torc_module *m = torc__layer_new("prelu", &prelu_vt, s);
+  if (m == NULL)
+    return NULL;
+  torc_tensor *w = torc__layer_param(m, "weight", TORC_SHAPE(num_parameters));
+  if (w == NULL || torc_init_constant_(w, init)) {
+    torc_module_free(m);
+    return NULL;
+  }
+  return m;
+}
+
 /* ---- nn.Embedding ---- */
 
 typedef struct embedding_state {

@@ -415,6 +415,25 @@ static torc_module *create_identity(const char *const *k,
 
 /* ---- activations ---- */
 
+static const torc_module_key prelu_keys[] = {
+    {"num_parameters", "number of slopes: 1, or the input's channels (dim 1)",
+     "1"},
+    {"init", "the initial value of every slope", "0.25"},
+    {NULL, NULL, NULL}};
+
+static torc_module *create_prelu(const char *const *k, const char *const *v,
+                                 int n, void *user) {
+  (void)user;
+  const torc_module_key *keys = prelu_keys;
+  int64_t num = 1;
+  double init = 0.25;
+  if (!p_int("prelu", "num_parameters", GET("num_parameters"), 1, &num) ||
+      !p_num("prelu", "init", GET("init"), -INFINITY, INFINITY, "a number",
+             &init))
+    return NULL;
+  return torc_prelu_new(num, init);
+}
+
 static const torc_module_key leaky_keys[] = {
     {"negative_slope", "slope for x < 0", "0.01"}, {NULL, NULL, NULL}};
 static const torc_module_key elu_keys[] = {
@@ -523,6 +542,8 @@ TYPE(softmax, "e^x normalised to sum to 1 along dim (nn.Softmax)",
      softmax_keys, create_activation, "softmax");
 TYPE(log_softmax, "log of softmax along dim (nn.LogSoftmax)", softmax_keys,
      create_activation, "log_softmax");
+TYPE(prelu, "x, or a learned slope times x for x <= 0 (nn.PReLU)",
+     prelu_keys, create_prelu, NULL);
 TYPE(hardswish, "x relu6(x + 3) / 6 (nn.Hardswish)", no_keys,
      create_activation, "hardswish");
 TYPE(hardsigmoid, "relu6(x + 3) / 6 (nn.Hardsigmoid)", no_keys,
@@ -542,4 +563,4 @@ const torc_module_type *const torc__builtin_module_types[] = {
     &type_leaky_relu, &type_elu, &type_gelu, &type_silu, &type_sigmoid,
     &type_tanh, &type_softplus, &type_softmax, &type_log_softmax,
     &type_hardswish, &type_hardsigmoid, &type_softsign, &type_selu,
-    &type_mish, NULL};
+    &type_mish, &type_prelu, NULL};

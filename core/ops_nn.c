@@ -774,3 +774,58 @@ torc_tensor *torc_embedding(const torc_tensor *indices,
                             const torc_tensor *weight) {
   return torc__ret(embedding(indices, weight));
 }
+
+/* ---- prelu: where(x > 0, x, w x), w along dim 1 ----
+ * A composition of existing ops, so its gradients to x and to the weight
+ * are theirs: g where x > 0 else w g, and the sum of x g where x <= 0
+ * (PyTorch's prelu backward). */
+static torc_tensor *prelu(const torc_tensor *x, const torc_tensor *w) {
+  const char *fn = "torc_prelu";
+  char bx[128], bw[128];
+  if (x == NULL || w == NULL) {
+    torc__null_input(fn);
+    return NULL;
+  }
+  if (!torc_dtype_is_float(x->dtype) || !torc_dtype_is_float(w->dtype)) {
+    torc_set_error(TORC_ERR_DTYPE,
+                   "%s: x is %s and the weight %s; both must be floating "
+                   "(cast with torc_to_dtype)",
+                   fn, torc_dtype_name(x->dtype), torc_dtype_name(w->dtype));
+    return NULL;
+  }
+  int64_t channels = x->ndim >= 2 ? x->shape[1] : 1;
+  int64_t nw = torc__numel(w->shape, w->ndim);
+  if (w->ndim > 1 || (nw != 1 && nw != channels)) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "%s: the weight is %s for x %s; it must hold 1 slope or "
+                   "one per channel (%lld, x's dim 1), as [1] or [%lld]",
+                   fn, SHP(w, bw), SHP(x, bx), (long long)channels,
+                   (long long)channels);
+    return NULL;
+  }
+  const torc_tensor *pair[2] = {x, w};
+  if (torc__same_device(fn, pair, 2))
+    return NULL;
+  /* the weight as [C, 1, ..., 1] over x's dims after the batch */
+  int64_t ws[TORC_MAX_DIMS];
+  int wn = 0;
+  if (nw > 1) {
+    ws[wn++] = nw;
+    while (wn < x->ndim - 1)
+      ws[wn++] = 1;
+  }
+  int scope = torc_scope_begin();
+  torc_tensor *wc = torc_reshape(w, ws, wn);
+  torc_tensor *zero = torc_full(NULL, 0, 0, x->dtype, x->storage->device);
+  torc_tensor *wx = wc ? torc_mul(x, wc) : NULL;
+  torc_tensor *pos = zero ? torc_gt(x, zero) : NULL;
+  torc_tensor *out = wx && pos ? torc_where(pos, x, wx) : NULL;
+  out = torc_scope_keep(out);
+  torc_scope_end(scope);
+  return out;
+}
+
+/* prelu's result comes out of its own scope into the caller's. */
+torc_tensor *torc_prelu(const torc_tensor *x, const torc_tensor *weight) {
+  return prelu(x, weight);
+}

@@ -662,6 +662,77 @@ static void test_no_leak(void **state) {
   torc_release(w);
 }
 
+/* ---- prelu: values worked out by hand from torch.nn.PReLU's formula
+ * (x where x >= 0, else weight x; the slope's gradient is x g where
+ * x <= 0, x's is weight g there, as PyTorch's backward at x = 0) ---- */
+
+static torc_tensor *prelu_fn(torc_tensor *const *in, int n, void *user) {
+  (void)n, (void)user;
+  return torc_prelu(in[0], in[1]);
+}
+
+static void test_prelu(void **state) {
+  (void)state;
+  int s = torc_scope_begin();
+  const double xv[12] = {-2, 1, -1, 0, 3, -0.5, 0.5, -4, 2, -3, -1, 1};
+  const double wv[3] = {0.25, -0.5, 2};
+  const double yv[12] = {-0.5, 1, 0.5, 0, 3, -1, 0.5, -1, 2, 1.5, -2, 1};
+  const double dx[12] = {0.25, 1, -0.5, -0.5, 1, 2, 1, 0.25, 1, -0.5, 2, 1};
+  const double dw[3] = {-6, -4, -1.5};
+  torc_tensor *x = torc_from_host(xv, TORC_SHAPE(2, 3, 2), TORC_F64, TORC_CPU);
+  torc_tensor *w = torc_from_host(wv, TORC_SHAPE(3), TORC_F64, TORC_CPU);
+  assert_ok(torc_set_requires_grad(x, 1));
+  assert_ok(torc_set_requires_grad(w, 1));
+  torc_tensor *y = torc_prelu(x, w);
+  test_assert_values(y, yv, 12, 0);
+  assert_ok(torc_backward(torc_sum(y, NULL, 0, 0), NULL, 0));
+  test_assert_values(torc_grad_of(x), dx, 12, 0);
+  test_assert_values(torc_grad_of(w), dw, 3, 0);
+  /* one slope for every channel, and x without a channel dim */
+  const double x1[2] = {-2, 3}, y1[2] = {-0.5, 3};
+  torc_tensor *one = torc_full(TORC_SHAPE(1), 0.25, TORC_F64, TORC_CPU);
+  test_assert_values(
+      torc_prelu(torc_from_host(x1, TORC_SHAPE(2), TORC_F64, TORC_CPU), one),
+      y1, 2, 0);
+  test_assert_values(torc_prelu(x, one),
+                     (const double[12]){-0.5, 1, -0.25, 0, 3, -0.125, 0.5, -1,
+                                        2, -0.75, -0.25, 1},
+                     12, 0);
+  /* the gradient to both inputs is the finite difference's, away from 0 */
+  const double gx[12] = {-2, 1, -1, 0.3, 3, -0.5, 0.5, -4, 2, -3, -1, 1};
+  torc_tensor *in[2] = {
+      torc_from_host(gx, TORC_SHAPE(2, 3, 2), TORC_F64, TORC_CPU), w};
+  assert_ok(torc_set_requires_grad(in[0], 1));
+  if (torc_gradcheck(prelu_fn, NULL, in, 2, 1e-6, 1e-7, 1e-5)) {
+    print_error("%s\n", torc_last_error());
+    fail();
+  }
+  /* a weight of another size, an integer x */
+  assert_null(torc_prelu(x, torc_zeros(TORC_SHAPE(2), TORC_F64, TORC_CPU)));
+  assert_int_equal(torc_last_status(), TORC_ERR_SHAPE);
+  assert_non_null(strstr(torc_last_error(), "[2] for x [2, 3, 2]"));
+  torc_clear_error();
+  assert_null(torc_prelu(torc_to_dtype(x, TORC_I64), w));
+  assert_int_equal(torc_last_status(), TORC_ERR_DTYPE);
+  torc_clear_error();
+  /* nn.PReLU: parameter "weight", every slope init */
+  torc_module *m = torc_module_build("prelu", "num_parameters=3 init=0.5");
+  assert_non_null(m);
+  const double half[3] = {0.5, 0.5, 0.5};
+  test_assert_values(torc_module_parameter(m, "weight"), half, 3, 0);
+  char *r = torc_module_repr(m);
+  assert_string_equal(r, "prelu(num_parameters=3)");
+  free(r);
+  test_assert_values(torc_module_forward(m, x),
+                     (const double[12]){-1, 1, -0.5, 0, 3, -0.25, 0.5, -2, 2,
+                                        -1.5, -0.5, 1},
+                     12, 0);
+  torc_module_free(m);
+  assert_null(torc_module_build("prelu", "num_parameters=0"));
+  torc_clear_error();
+  torc_scope_end(s);
+}
+
 static int setup(void **state) { return test_setup_ref_sim(state); }
 
 int main(void) {
@@ -674,6 +745,7 @@ int main(void) {
       cmocka_unit_test(test_gradcheck_all),
       cmocka_unit_test(test_sim_equals_cpu),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_prelu),
       cmocka_unit_test(test_no_leak),
   };
   return cmocka_run_group_tests(tests, setup, test_teardown_all);

@@ -337,6 +337,11 @@ TORC_API torc_module *torc_groupnorm_new(int64_t groups, int64_t num_channels,
 /* nn.Dropout(p), using the default generator. */
 TORC_API torc_module *torc_dropout_new(double p);
 
+/* nn.PReLU: parameter "weight" [num_parameters] (1, or the input's
+ * channels, its dim 1), every slope init (PyTorch's default 0.25); forward
+ * is torc_prelu (torc/nn.h). */
+TORC_API torc_module *torc_prelu_new(int64_t num_parameters, double init);
+
 /* nn.Embedding: weight [num_embeddings, dim] ~ N(0, 1). */
 TORC_API torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim);
 

@@ -145,6 +145,13 @@ TORC_API torc_tensor *torc_dropout(const torc_tensor *x, double p,
 TORC_API torc_tensor *torc_embedding(const torc_tensor *indices,
                                      const torc_tensor *weight);
 
+/* PReLU: x where x > 0, else weight x, the weight (floating, [1] or one
+ * slope per channel, [C] with C = x's dim 1) broadcast along dim 1, as
+ * torch.nn.functional.prelu. Differentiable in x and in weight. Another
+ * weight size is TORC_ERR_SHAPE naming both shapes. */
+TORC_API torc_tensor *torc_prelu(const torc_tensor *x,
+                                 const torc_tensor *weight);
+
 /* ---- fused losses ---- */
 
 /* How a loss reduces its per-sample values: their mean (weighted, see
