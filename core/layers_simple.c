@@ -288,12 +288,12 @@ torc_module *torc_identity_new(void) {
 
 enum { A_RELU, A_LEAKY, A_ELU, A_GELU, A_SILU, A_SIGMOID, A_TANH,
        A_SOFTPLUS, A_SOFTMAX, A_LOG_SOFTMAX, A_HARDSWISH, A_HARDSIGMOID,
-       A_SOFTSIGN, A_SELU, A_MISH, A_COUNT };
+       A_SOFTSIGN, A_SELU, A_MISH, A_CELU, A_HARDTANH, A_RELU6, A_COUNT };
 
 static const char *const act_names[A_COUNT] = {
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh",
     "softplus", "softmax", "log_softmax", "hardswish", "hardsigmoid",
-    "softsign", "selu", "mish"};
+    "softsign", "selu", "mish", "celu", "hardtanh", "relu6"};
 
 typedef struct act_state {
   torc__layer_head head;
@@ -323,6 +323,9 @@ static torc_tensor *act_forward(torc_module *m, const torc_tensor *const *in,
   case A_SOFTSIGN: return torc_softsign(x);
   case A_SELU: return torc_selu(x);
   case A_MISH: return torc_mish(x);
+  case A_CELU: return torc_celu(x, s->a);
+  case A_HARDTANH: return torc_hardtanh(x, s->a, s->b);
+  case A_RELU6: return torc_relu6(x);
   default: return torc_log_softmax(x, s->dim);
   }
 }
@@ -336,7 +339,12 @@ static int act_describe(const torc_module *m, char *buf, size_t size) {
     return snprintf(buf, size, "negative_slope=%s",
                     torc__pyfloat(a, sizeof a, s->a));
   case A_ELU:
+  case A_CELU:
     return snprintf(buf, size, "alpha=%s", torc__pyfloat(a, sizeof a, s->a));
+  case A_HARDTANH:
+    return snprintf(buf, size, "min_val=%s, max_val=%s",
+                    torc__pyfloat(a, sizeof a, s->a),
+                    torc__pyfloat(b, sizeof b, s->b));
   case A_GELU:
     return snprintf(buf, size, "approximate='%s'",
                     s->flags ? "tanh" : "none");
@@ -368,6 +376,18 @@ torc_module *torc__activation_new(const char *type, double a, double b,
   if (kind == A_SOFTPLUS && a == 0) {
     torc_set_error(TORC_ERR_INVALID,
                    "softplus: beta is 0; it must not be 0 (PyTorch uses 1)");
+    return NULL;
+  }
+  if (kind == A_CELU && !(a != 0)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "celu: alpha is %g; it must not be 0 (PyTorch uses 1)", a);
+    return NULL;
+  }
+  if (kind == A_HARDTANH && !(a < b)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "hardtanh: min_val %g and max_val %g; min_val must be "
+                   "below max_val (PyTorch uses -1 and 1)",
+                   a, b);
     return NULL;
   }
   if (kind == A_GELU && flags != 0 && flags != 1) {

@@ -439,6 +439,13 @@ static const torc_module_key leaky_keys[] = {
 static const torc_module_key elu_keys[] = {
     {"alpha", "value approached for x -> -inf: alpha (e^x - 1)", "1.0"},
     {NULL, NULL, NULL}};
+static const torc_module_key celu_keys[] = {
+    {"alpha", "alpha (e^(x / alpha) - 1) for x <= 0; not 0", "1.0"},
+    {NULL, NULL, NULL}};
+static const torc_module_key hardtanh_keys[] = {
+    {"min_val", "the lower bound, below max_val", "-1.0"},
+    {"max_val", "the upper bound", "1.0"},
+    {NULL, NULL, NULL}};
 static const torc_module_key gelu_keys[] = {
     {"approximate", "none (the exact erf form) or tanh", "none"},
     {NULL, NULL, NULL}};
@@ -467,6 +474,22 @@ static torc_module *create_activation(const char *const *k,
     keys = elu_keys;
     if (!p_num(t, "alpha", GET("alpha"), -inf, inf, "a number", &a))
       return NULL;
+  } else if (strcmp(t, "celu") == 0) {
+    keys = celu_keys;
+    if (!p_num(t, "alpha", GET("alpha"), -inf, inf, "a number other than 0",
+               &a))
+      return NULL;
+    if (a == 0)
+      return bad(t, "alpha", GET("alpha"), "a number other than 0"), NULL;
+  } else if (strcmp(t, "hardtanh") == 0) {
+    keys = hardtanh_keys;
+    if (!p_num(t, "min_val", GET("min_val"), -inf, inf, "a number", &a) ||
+        !p_num(t, "max_val", GET("max_val"), -inf, inf,
+               "a number above min_val", &b))
+      return NULL;
+    if (!(a < b))
+      return bad(t, "max_val", GET("max_val"), "a number above min_val"),
+             NULL;
   } else if (strcmp(t, "gelu") == 0) {
     keys = gelu_keys;
     const char *s = GET("approximate");
@@ -542,6 +565,12 @@ TYPE(softmax, "e^x normalised to sum to 1 along dim (nn.Softmax)",
      softmax_keys, create_activation, "softmax");
 TYPE(log_softmax, "log of softmax along dim (nn.LogSoftmax)", softmax_keys,
      create_activation, "log_softmax");
+TYPE(celu, "x, or alpha (e^(x / alpha) - 1) for x <= 0 (nn.CELU)", celu_keys,
+     create_activation, "celu");
+TYPE(hardtanh, "x clamped to [min_val, max_val] (nn.Hardtanh)",
+     hardtanh_keys, create_activation, "hardtanh");
+TYPE(relu6, "min(max(x, 0), 6) (nn.ReLU6)", no_keys, create_activation,
+     "relu6");
 TYPE(prelu, "x, or a learned slope times x for x <= 0 (nn.PReLU)",
      prelu_keys, create_prelu, NULL);
 TYPE(hardswish, "x relu6(x + 3) / 6 (nn.Hardswish)", no_keys,
@@ -563,4 +592,4 @@ const torc_module_type *const torc__builtin_module_types[] = {
     &type_leaky_relu, &type_elu, &type_gelu, &type_silu, &type_sigmoid,
     &type_tanh, &type_softplus, &type_softmax, &type_log_softmax,
     &type_hardswish, &type_hardsigmoid, &type_softsign, &type_selu,
-    &type_mish, &type_prelu, NULL};
+    &type_mish, &type_prelu, &type_celu, &type_hardtanh, &type_relu6, NULL};

@@ -45,6 +45,71 @@ torc_tensor *torc_elu(const torc_tensor *x, double alpha) {
   return torc__ret(torc__unary_p(TORC__OP_elu, x, &p, sizeof p));
 }
 
+/* celu, hardtanh and relu6 are compositions of the ops above, each in its
+ * own scope; the result comes out into the caller's. */
+torc_tensor *torc_celu(const torc_tensor *x, double alpha) {
+  if (x == NULL) {
+    torc__null_input("torc_celu");
+    return NULL;
+  }
+  if (!torc_dtype_is_float(x->dtype)) {
+    torc_set_error(TORC_ERR_DTYPE,
+                   "torc_celu: x is %s; it takes floating dtypes only (cast "
+                   "with torc_to_dtype(x, TORC_F32))",
+                   torc_dtype_name(x->dtype));
+    return NULL;
+  }
+  if (!(alpha != 0)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "torc_celu: alpha is %g; it must be a number other than 0 "
+                   "(PyTorch uses 1)",
+                   alpha);
+    return NULL;
+  }
+  int scope = torc_scope_begin();
+  torc_tensor *zero = torc_full(NULL, 0, 0, x->dtype, x->storage->device);
+  torc_tensor *pos = zero ? torc_gt(x, zero) : NULL;
+  torc_tensor *xs = pos ? torc_mul_scalar(x, 1 / alpha) : NULL;
+  torc_tensor *neg = xs ? torc_elu(xs, alpha) : NULL;
+  torc_tensor *out = neg ? torc_where(pos, x, neg) : NULL;
+  out = torc_scope_keep(out);
+  torc_scope_end(scope);
+  return out;
+}
+
+/* where(min < x < max, x, clamp(x) without its gradient): clamp's values,
+ * PyTorch's hardtanh gradient (NaN stays NaN through clamp). */
+torc_tensor *torc_hardtanh(const torc_tensor *x, double min_val,
+                           double max_val) {
+  if (x && !(min_val < max_val)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "torc_hardtanh: min_val %g and max_val %g; min_val must be "
+                   "below max_val",
+                   min_val, max_val);
+    return NULL;
+  }
+  int scope = torc_scope_begin();
+  torc_tensor *c = torc_clamp(x, 1, min_val, 1, max_val);
+  torc_tensor *lo = c ? torc_full(NULL, 0, min_val, c->dtype,
+                                  c->storage->device)
+                      : NULL;
+  torc_tensor *hi = c ? torc_full(NULL, 0, max_val, c->dtype,
+                                  c->storage->device)
+                      : NULL;
+  torc_tensor *above = lo ? torc_gt(x, lo) : NULL;
+  torc_tensor *below = hi ? torc_lt(x, hi) : NULL;
+  torc_tensor *in = above && below ? torc_logical_and(above, below) : NULL;
+  torc_tensor *flat = in ? torc_detach(c) : NULL;
+  torc_tensor *out = flat ? torc_where(in, x, flat) : NULL;
+  out = torc_scope_keep(out);
+  torc_scope_end(scope);
+  return out;
+}
+
+torc_tensor *torc_relu6(const torc_tensor *x) {
+  return torc_hardtanh(x, 0, 6);
+}
+
 torc_tensor *torc_gelu(const torc_tensor *x, int approximate) {
   if (x && approximate != 0 && approximate != 1) {
     torc_set_error(TORC_ERR_INVALID,

@@ -329,6 +329,7 @@ static void test_other_forward(void **state) {
     test_assert_values(y, acts[i].want, 12, 1e-12);
     torc_module_free(m);
   }
+  double want12[12];
   /* the activations whose values test_optable checks: each type runs its
    * op, and its repr is PyTorch's (empty) */
   static const struct {
@@ -338,7 +339,8 @@ static void test_other_forward(void **state) {
                {"hardsigmoid", torc_hardsigmoid},
                {"softsign", torc_softsign},
                {"selu", torc_selu},
-               {"mish", torc_mish}};
+               {"mish", torc_mish},
+               {"relu6", torc_relu6}};
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
     m = torc_module_build(plain[i].type, NULL);
     assert_torc(m);
@@ -351,6 +353,20 @@ static void test_other_forward(void **state) {
     snprintf(repr, sizeof repr, "%s()", plain[i].type);
     expect_repr(m, repr);
   }
+  m = torc_module_build("celu", "alpha=2");
+  assert_torc(m);
+  assert_ok(torc_to_host(torc_celu(a, 2), want12, sizeof want12));
+  test_assert_values(torc_module_forward(m, a), want12, 12, 0);
+  expect_repr(m, "celu(alpha=2.0)");
+  m = torc_module_build("hardtanh", "min_val=-0.5 max_val=2");
+  assert_torc(m);
+  assert_ok(torc_to_host(torc_hardtanh(a, -0.5, 2), want12, sizeof want12));
+  test_assert_values(torc_module_forward(m, a), want12, 12, 0);
+  expect_repr(m, "hardtanh(min_val=-0.5, max_val=2.0)");
+  assert_null(torc_module_build("hardtanh", "min_val=1 max_val=1"));
+  torc_clear_error();
+  assert_null(torc_module_build("celu", "alpha=0"));
+  torc_clear_error();
   torc_scope_end(s);
 }
 

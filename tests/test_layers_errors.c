@@ -237,12 +237,13 @@ static void test_types(void **state) {
       "avgpool2d", "adaptive_avgpool2d", "flatten", "identity", "relu",
       "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softplus",
       "softmax", "log_softmax", "hardswish", "hardsigmoid", "softsign",
-      "selu", "mish", "prelu"};
+      "selu", "mish", "prelu", "celu", "hardtanh", "relu6"};
   static const char *const required[] = {
       "out_features=2", "out_channels=2 kernel=3", "out_channels=2 kernel=3",
       NULL, NULL, NULL, "groups=1", NULL, "num_embeddings=4 embedding_dim=2",
       "kernel=2", "kernel=2", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+      NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+      NULL, NULL, NULL};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     const torc_module_type *t = torc_module_type_find(names[i]);
     if (t == NULL) {

@@ -401,6 +401,86 @@ static void test_activations_gradcheck(void **state) {
   }
 }
 
+/* celu, hardtanh and relu6, compositions of other ops: values and
+ * gradients worked out by hand from PyTorch's documented formulas
+ * (hardtanh's gradient is 0 at both bounds, celu's 1 at 0). */
+static void expect_fn(torc_tensor *(*f)(const torc_tensor *, const void *),
+                      const void *u, const char *what, int n, const double *x,
+                      const double *y, const double *dy) {
+  int s = torc_scope_begin();
+  torc_tensor *xt = torc_from_host(x, TORC_SHAPE(n), TORC_F64, TORC_CPU);
+  assert_ok(torc_set_requires_grad(xt, 1));
+  torc_tensor *yt = f(xt, u);
+  assert_non_null(yt);
+  double got[8];
+  assert_ok(torc_to_host(yt, got, (size_t)n * sizeof got[0]));
+  for (int i = 0; i < n; i++)
+    check_close("f64", what, x[i], got[i], y[i], 1e-15);
+  assert_ok(torc_backward(yt, torc_full(TORC_SHAPE(n), 1, TORC_F64, TORC_CPU),
+                          0));
+  assert_ok(torc_to_host(torc_grad_of(xt), got, (size_t)n * sizeof got[0]));
+  for (int i = 0; i < n; i++)
+    check_close("d/dx", what, x[i], got[i], dy[i], 1e-15);
+  torc_scope_end(s);
+}
+
+static torc_tensor *celu2(const torc_tensor *x, const void *u) {
+  (void)u;
+  return torc_celu(x, 2);
+}
+static torc_tensor *hardtanh_m1_2(const torc_tensor *x, const void *u) {
+  (void)u;
+  return torc_hardtanh(x, -1, 2);
+}
+static torc_tensor *relu6_u(const torc_tensor *x, const void *u) {
+  (void)u;
+  return torc_relu6(x);
+}
+static torc_tensor *composite_fn(torc_tensor *const *in, int n, void *user) {
+  (void)n;
+  return user ? torc_celu(in[0], 2) : torc_hardtanh(in[0], -1, 2);
+}
+
+static void test_composite_activations(void **state) {
+  (void)state;
+  expect_fn(celu2, NULL, "celu(alpha=2)", 4, (const double[]){-4, -1, 0, 1.5},
+            (const double[]){-1.7293294335267746, -0.7869386805747332, 0,
+                             1.5},
+            (const double[]){0.1353352832366127, 0.6065306597126334, 1, 1});
+  expect_fn(hardtanh_m1_2, NULL, "hardtanh(-1, 2)", 5,
+            (const double[]){-3, -1, 0.5, 2, 3},
+            (const double[]){-1, -1, 0.5, 2, 2}, (const double[]){0, 0, 1, 0, 0});
+  expect_fn(relu6_u, NULL, "relu6", 5, (const double[]){-1, 0, 3, 6, 7},
+            (const double[]){0, 0, 3, 6, 6}, (const double[]){0, 0, 1, 0, 0});
+  int s = torc_scope_begin();
+  const double v[6] = {-3.5, -1.5, -0.4, 0.7, 1.6, 2.5};
+  for (int k = 0; k < 2; k++) {
+    torc_tensor *x = torc_from_host(v, TORC_SHAPE(6), TORC_F64, TORC_CPU);
+    assert_ok(torc_set_requires_grad(x, 1));
+    if (torc_gradcheck(composite_fn, k ? (void *)v : NULL, &x, 1, 1e-6, 1e-7,
+                       1e-5)) {
+      print_error("%s: %s\n", k ? "celu" : "hardtanh", torc_last_error());
+      fail();
+    }
+  }
+  torc_tensor *nan = torc_full(TORC_SHAPE(1), NAN, TORC_F32, TORC_CPU);
+  float f;
+  assert_ok(torc_to_host(torc_hardtanh(nan, -1, 1), &f, sizeof f));
+  assert_true(isnan(f));
+  assert_ok(torc_to_host(torc_celu(nan, 1), &f, sizeof f));
+  assert_true(isnan(f));
+  /* bad parameters, integers to celu */
+  assert_null(torc_celu(nan, 0));
+  assert_int_equal(torc_last_status(), TORC_ERR_INVALID);
+  assert_null(torc_hardtanh(nan, 1, 1));
+  assert_int_equal(torc_last_status(), TORC_ERR_INVALID);
+  assert_non_null(strstr(torc_last_error(), "min_val 1 and max_val 1"));
+  assert_null(torc_celu(torc_zeros(TORC_SHAPE(1), TORC_I64, TORC_CPU), 1));
+  assert_int_equal(torc_last_status(), TORC_ERR_DTYPE);
+  torc_clear_error();
+  torc_scope_end(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reference_lists_every_op),
@@ -409,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_hardswish_gradcheck),
       cmocka_unit_test(test_activations_match_formulas),
       cmocka_unit_test(test_activations_gradcheck),
+      cmocka_unit_test(test_composite_activations),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -72,6 +72,18 @@ TORC_API torc_tensor *torc_leaky_relu(const torc_tensor *x,
                                       double negative_slope);
 /* x where x > 0, else alpha * (e^x - 1) (PyTorch's default alpha 1). */
 TORC_API torc_tensor *torc_elu(const torc_tensor *x, double alpha);
+/* x where x > 0, else alpha (e^(x / alpha) - 1) (nn.CELU; PyTorch's default
+ * alpha 1), as x where x > 0 else elu(x (1 / alpha), alpha): its gradient
+ * is theirs. alpha must not be 0. */
+TORC_API torc_tensor *torc_celu(const torc_tensor *x, double alpha);
+/* min_val where x < min_val, max_val where x > max_val, else x
+ * (nn.Hardtanh; PyTorch's defaults -1 and 1); the gradient passes only
+ * where min_val < x < max_val (0 at both bounds, as PyTorch's). min_val
+ * must be below max_val. */
+TORC_API torc_tensor *torc_hardtanh(const torc_tensor *x, double min_val,
+                                    double max_val);
+/* torc_hardtanh(x, 0, 6) (nn.ReLU6). */
+TORC_API torc_tensor *torc_relu6(const torc_tensor *x);
 /* x * Phi(x). approximate 0: the exact erf form, x/2 (1 + erf(x/sqrt 2));
  * 1: the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) —
  * PyTorch's approximate='none' / 'tanh'. Other values are an error. */
