@@ -1,0 +1,121 @@
+/* tests/test_graph.c — torc_trace (torc/graph.h): the nodes recorded for
+ * an MLP and a CNN, their module paths, parameters bound by name, the
+ * printed form, the modes restored, and the argument errors. */
+#include "testutil.h"
+
+/* The graph's printed form in a malloc'ed string. */
+static char *printed(const torc_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  torc_graph_print(g, f);
+  fclose(f);
+  return buf;
+}
+
+static torc_module *mlp_new(void) {
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 8, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(8, 3, 1)), 0);
+  return m;
+}
+
+static void test_trace_mlp(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  torc_module_train(m, 1);
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  assert_non_null(g);
+  assert_true(torc_module_is_training(m));
+  int n = torc_graph_n_nodes(g);
+  assert_true(n >= 3);
+  assert_null(torc_graph_node_op(g, n));
+  assert_null(torc_graph_node_op(g, -1));
+  /* Every node ran inside one of the three layers, in their order. */
+  int last = 0, seen_relu = 0;
+  for (int i = 0; i < n; i++) {
+    const char *path = torc_graph_node_module(g, i);
+    int at = atoi(path);
+    assert_true(path[0] >= '0' && path[0] <= '2');
+    assert_true(at >= last);
+    last = at;
+    if (strcmp(torc_graph_node_op(g, i), "relu") == 0) {
+      assert_string_equal(path, "1");
+      seen_relu = 1;
+    }
+  }
+  assert_true(seen_relu);
+  assert_int_equal(last, 2);
+  char *s = printed(g);
+  assert_contains(s, "input 0: %0 f32[2,4]\n");
+  assert_contains(s, "@0.weight");
+  assert_contains(s, "@2.bias");
+  assert_contains(s, "f32[2,3]  # 2\n");
+  assert_contains(s, "relu(");
+  free(s);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+static void test_trace_cnn(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(
+      torc_sequential_append(m, torc_module_build("conv2d",
+                                                  "in_channels=1 "
+                                                  "out_channels=4 kernel=3 "
+                                                  "padding=1")),
+      0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(
+      torc_sequential_append(m, torc_module_build("maxpool2d", "kernel=2")),
+      0);
+  assert_int_equal(torc_sequential_append(m, torc_flatten_new(1, -1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(64, 5, 1)), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(3, 1, 8, 8), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  char *s = printed(g);
+  assert_contains(s, "conv2d(%0, @0.weight, @0.bias)");
+  assert_contains(s, "f32[3,4,8,8]  # 0\n");
+  assert_contains(s, "max_pool2d(");
+  assert_contains(s, "f32[3,5]  # 4\n");
+  free(s);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+static void test_trace_errors(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  torc_graph *g = (torc_graph *)1;
+  assert_error(torc_trace(m, NULL, 0, &g), "pass at least one example input");
+  assert_null(g);
+  /* A forward that fails: the graph is not returned, nothing leaks. */
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 5), TORC_F32, TORC_CPU, NULL);
+  assert_int_not_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g),
+                       0);
+  assert_null(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_trace_mlp, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_errors, test_live_setup,
+                                      test_live_teardown),
+  };
+  return cmocka_run_group_tests(tests, test_setup_ref_sim, test_teardown_all);
+}
