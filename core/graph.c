@@ -19,6 +19,9 @@ typedef struct {
   int input;    /* graph input index, or -1 */
   char *name;   /* parameter or buffer name, or NULL */
   int view;     /* shares the named tensor's storage but is not it */
+  int base;     /* an earlier value whose storage it views, or -1 */
+  int64_t strides[TORC_MAX_DIMS];
+  int64_t offset; /* storage offset, in elements */
 } gvalue;
 
 typedef struct {
@@ -62,12 +65,18 @@ static int value_of(torc_graph *g, const torc_tensor *t) {
   v->ndim = torc_ndim(t);
   memcpy(v->shape, torc_shape(t), (size_t)v->ndim * sizeof(int64_t));
   v->input = -1;
+  v->base = -1;
+  memcpy(v->strides, torc_strides(t), (size_t)v->ndim * sizeof(int64_t));
+  v->offset = torc_storage_offset(t);
   for (int k = 0; k < g->n_named && v->name == NULL; k++)
     if (g->named[k].tensor == t ||
         torc_shares_storage(g->named[k].tensor, t)) {
       v->name = g->named[k].name;
       v->view = g->named[k].tensor != t;
     }
+  for (int k = 0; k < g->n_values && v->name == NULL && v->base < 0; k++)
+    if (torc_shares_storage(g->values[k].t, t))
+      v->base = k;
   return g->n_values++;
 }
 
@@ -245,11 +254,33 @@ static void print_value(const torc_graph *g, int id, FILE *f) {
     fprintf(f, "%%%d", id);
 }
 
-static void print_type(const gvalue *v, FILE *f) {
-  fprintf(f, "%s[", torc_dtype_name(v->dtype));
-  for (int d = 0; d < v->ndim; d++)
-    fprintf(f, d ? ",%" PRId64 : "%" PRId64, v->shape[d]);
+static void print_dims(const int64_t *d, int n, FILE *f) {
+  fputc('[', f);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s%" PRId64, i ? "," : "", d[i]);
   fputc(']', f);
+}
+
+static void print_type(const gvalue *v, FILE *f) {
+  fputs(torc_dtype_name(v->dtype), f);
+  print_dims(v->shape, v->ndim, f);
+}
+
+/* A line for each view value node i reads, before its first reader. */
+static void print_views(const torc_graph *g, const gnode *n, char *shown,
+                        FILE *f) {
+  for (int k = 0; k < n->n_in; k++) {
+    int id = n->in[k];
+    const gvalue *v = &g->values[id];
+    if (v->base < 0 || v->produced || v->input >= 0 || shown[id])
+      continue;
+    shown[id] = 1;
+    fprintf(f, "%%%d = view(%%%d) {strides=", id, v->base);
+    print_dims(v->strides, v->ndim, f);
+    fprintf(f, " offset=%" PRId64 "} ", v->offset);
+    print_type(v, f);
+    fputc('\n', f);
+  }
 }
 
 void torc_graph_print(const torc_graph *g, FILE *f) {
@@ -261,8 +292,11 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
       print_type(&g->values[i], f);
       fputc('\n', f);
     }
+  char *shown = torc__calloc((size_t)g->n_values + 1, 1);
   for (int i = 0; i < g->n_nodes; i++) {
     const gnode *n = &g->nodes[i];
+    if (shown)
+      print_views(g, n, shown, f);
     for (int k = 0; k < n->n_out; k++) {
       fputs(k ? ", " : "", f);
       print_value(g, n->out[k], f);
@@ -282,4 +316,5 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
     }
     fprintf(f, "  # %s\n", n->module);
   }
+  torc__free(shown);
 }

@@ -86,6 +86,8 @@ static void test_trace_cnn(void **state) {
   assert_contains(s, "conv2d(%0, @0.weight, @0.bias)");
   assert_contains(s, "f32[3,4,8,8]  # 0\n");
   assert_contains(s, "max_pool2d(");
+  /* flatten: a view of the pool's output, read by the linear layer. */
+  assert_contains(s, "= view(%5) {strides=[64,1] offset=0} f32[3,64]\n");
   assert_contains(s, "f32[3,5]  # 4\n");
   free(s);
   torc_graph_free(g);

@@ -44,7 +44,10 @@ TORC_API const char *torc_graph_node_module(const torc_graph *g, int i);
 
 /* Writes the graph readably to f, one line per node:
  * `%3 = matmul(%0, @0.weight) {} f32[8,16]  # 0`, where %N is value N
- * and @name a parameter or buffer; params are shown as hex bytes. */
+ * and @name a parameter or buffer; params are shown as hex bytes. A view
+ * the forward made without a kernel call (reshape, flatten, transpose)
+ * shows as `%7 = view(%5) {strides=[64,1] offset=0} f32[3,64]` before its
+ * first reader. */
 TORC_API void torc_graph_print(const torc_graph *g, FILE *f);
 
 /* Frees g and the references it holds. NULL is ignored. */
