@@ -95,6 +95,39 @@ static void test_trace_cnn(void **state) {
   torc_module_free(m);
 }
 
+/* "retrace": a forward that starts a second trace of its child. */
+static torc_status inner_status;
+static char inner_message[256];
+static torc_tensor *retrace_forward(torc_module *m,
+                                    const torc_tensor *const *in, int n_in) {
+  torc_graph *g = (torc_graph *)1;
+  inner_status = torc_trace(torc_module_child(m, "inner"), in, n_in, &g);
+  assert_null(g);
+  snprintf(inner_message, sizeof inner_message, "%s", torc_last_error());
+  return torc_module_forward(torc_module_child(m, "inner"), in[0]);
+}
+
+static const torc_module_vtable retrace_vt = {sizeof(torc_module_vtable),
+                                              retrace_forward, NULL, NULL,
+                                              NULL};
+
+static void test_trace_nested(void **state) {
+  (void)state;
+  torc_module *m = torc_module_new("retrace", &retrace_vt, NULL);
+  assert_non_null(m);
+  assert_int_equal(torc_module_add_child(m, "inner", mlp_new()), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  assert_int_equal(inner_status, TORC_ERR_INVALID);
+  assert_contains(inner_message, "a trace is already running");
+  /* The outer trace records the inner module's nodes by their path. */
+  assert_string_equal(torc_graph_node_module(g, 0), "inner.0");
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
 static void test_trace_errors(void **state) {
   (void)state;
   torc_module *m = mlp_new();
@@ -115,6 +148,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_trace_mlp, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_nested, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_errors, test_live_setup,
                                       test_live_teardown),
