@@ -26,6 +26,7 @@ typedef struct {
 
 typedef struct {
   int op;
+  torc_dtype kdtype;
   void *params;
   size_t params_size;
   int n_in, n_out;
@@ -40,6 +41,8 @@ struct torc_graph {
   int n_nodes, cap_nodes;
   torc_named_tensor *named;
   int n_named;
+  int n_inputs;
+  int output; /* the forward's result */
   torc_status error; /* the first recording failure (OOM) */
 };
 
@@ -80,7 +83,7 @@ static int value_of(torc_graph *g, const torc_tensor *t) {
   return g->n_values++;
 }
 
-static int record(torc_graph *g, int op, const torc_tensor *const *in,
+static int record(torc_graph *g, int op, torc_dtype kdtype, const torc_tensor *const *in,
                   int n_in, torc_tensor *const *out, int n_out,
                   const void *params, size_t params_size) {
   if (g->n_nodes == g->cap_nodes) {
@@ -94,6 +97,7 @@ static int record(torc_graph *g, int op, const torc_tensor *const *in,
   gnode *n = &g->nodes[g->n_nodes];
   memset(n, 0, sizeof *n);
   n->op = op;
+  n->kdtype = kdtype;
   n->n_in = n_in;
   n->n_out = n_out;
   n->in = torc__calloc((size_t)n_in + (size_t)n_out + 1, sizeof(int));
@@ -134,7 +138,7 @@ torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
       torc__kernel_call(op, kdtype, in, n_in, out, n_out, params, params_size);
   torc__trace_on = g;
   if (st == TORC_OK && g->error == TORC_OK &&
-      record(g, op, in, n_in, out, n_out, params, params_size))
+      record(g, op, kdtype, in, n_in, out, n_out, params, params_size))
     g->error = TORC_ERR_OOM;
   return st;
 }
@@ -208,6 +212,7 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
     else
       g->values[id].input = i;
   }
+  g->n_inputs = n_in;
   if (bad) {
     torc_graph_free(g);
     return torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
@@ -221,7 +226,7 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
   torc_set_grad_mode(mode);
   torc_module_train(m, training);
   torc_status st = y == NULL ? torc_last_status() : g->error;
-  if (st == TORC_OK && value_of(g, y) < 0)
+  if (st == TORC_OK && (g->output = value_of(g, y)) < 0)
     st = torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
   else if (st == TORC_ERR_OOM && y != NULL)
     torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory recording "
@@ -317,4 +322,104 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
     fprintf(f, "  # %s\n", n->module);
   }
   torc__free(shown);
+}
+
+/* The replay's tensor for value id in vals, made on first use: the
+ * caller's input, the recorded parameter, buffer or constant itself, a
+ * view rebuilt from the recorded geometry, or a new tensor for a node's
+ * output. */
+static torc_tensor *replay_value(const torc_graph *g, torc_tensor **vals,
+                                 int id) {
+  if (vals[id])
+    return vals[id];
+  const gvalue *v = &g->values[id];
+  if (v->base >= 0 && v->input < 0) {
+    torc_tensor *b = replay_value(g, vals, v->base);
+    if (b == NULL)
+      return NULL;
+    int64_t off = v->offset - g->values[v->base].offset +
+                  torc_storage_offset(b);
+    vals[id] = torc__view_of(b, v->shape, v->strides, v->ndim, off);
+  } else if (v->produced && v->name == NULL) {
+    vals[id] = torc__empty(v->shape, v->ndim, v->dtype, torc_device_of(v->t));
+  } else {
+    vals[id] = torc_retain(v->t);
+  }
+  return vals[id];
+}
+
+static torc_status replay_oom(void) {
+  return torc_set_error(TORC_ERR_OOM,
+                        "torc_graph_run: out of memory for a value");
+}
+
+static int same_shape(const gvalue *v, const torc_tensor *t) {
+  return torc_ndim(t) == v->ndim &&
+         memcmp(torc_shape(t), v->shape,
+                (size_t)v->ndim * sizeof(int64_t)) == 0;
+}
+
+torc_status torc_graph_run(const torc_graph *g,
+                           const torc_tensor *const *inputs, int n_in,
+                           torc_tensor **outputs, int n_out) {
+  if (outputs)
+    for (int i = 0; i < n_out; i++)
+      outputs[i] = NULL;
+  if (g == NULL || outputs == NULL || (n_in > 0 && inputs == NULL))
+    return torc__null_input("torc_graph_run");
+  if (n_in != g->n_inputs || n_out != 1)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_graph_run: %d inputs and %d outputs given; "
+                          "the graph takes %d inputs and gives 1 output",
+                          n_in, n_out, g->n_inputs);
+  torc_tensor **vals = torc__calloc((size_t)g->n_values + 1, sizeof *vals);
+  if (vals == NULL)
+    return torc_set_error(TORC_ERR_OOM, "torc_graph_run: out of memory");
+  torc_status st = TORC_OK;
+  for (int i = 0; i < g->n_values && st == TORC_OK; i++) {
+    const gvalue *v = &g->values[i];
+    if (v->input < 0)
+      continue;
+    const torc_tensor *t = inputs[v->input];
+    if (t == NULL) {
+      st = torc__null_input("torc_graph_run");
+    } else if (torc_dtype_of(t) != v->dtype || !same_shape(v, t)) {
+      char want[160], got[160];
+      torc__shape_str(v->shape, v->ndim, want, sizeof want);
+      torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
+      st = torc_set_error(TORC_ERR_SHAPE,
+                          "torc_graph_run: input %d is %s%s but the graph "
+                          "was traced with %s%s; pass an input of the "
+                          "traced dtype and shape, or trace again",
+                          v->input, torc_dtype_name(torc_dtype_of(t)), got,
+                          torc_dtype_name(v->dtype), want);
+    } else {
+      vals[i] = torc_retain((torc_tensor *)t);
+    }
+  }
+  for (int i = 0; i < g->n_nodes && st == TORC_OK; i++) {
+    const gnode *n = &g->nodes[i];
+    const torc_tensor *in[TORC__KCALL_MAX_IN];
+    torc_tensor *out[TORC__KCALL_MAX_OUT];
+    for (int k = 0; k < n->n_in && st == TORC_OK; k++)
+      if ((in[k] = replay_value(g, vals, n->in[k])) == NULL)
+        st = replay_oom();
+    for (int k = 0; k < n->n_out && st == TORC_OK; k++)
+      if ((out[k] = replay_value(g, vals, n->out[k])) == NULL)
+        st = replay_oom();
+    if (st == TORC_OK)
+      st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
+                             n->params, n->params_size);
+  }
+  if (st == TORC_OK) {
+    outputs[0] = replay_value(g, vals, g->output);
+    if (outputs[0] == NULL)
+      st = replay_oom();
+    else
+      torc_retain(outputs[0]);
+  }
+  for (int i = 0; i < g->n_values; i++)
+    torc_release(vals[i]);
+  torc__free(vals);
+  return st;
 }

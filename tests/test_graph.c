@@ -23,6 +23,29 @@ static torc_module *mlp_new(void) {
   return m;
 }
 
+/* Replays g on x and asserts the result equals m's eager forward (eval,
+ * inference) bit for bit. */
+static void assert_replay_equal(torc_module *m, const torc_graph *g,
+                                torc_tensor *x) {
+  torc_module_train(m, 0);
+  torc_grad_mode mode = torc_set_grad_mode(TORC_INFERENCE);
+  torc_tensor *want = torc_module_forward(m, x);
+  torc_set_grad_mode(mode);
+  assert_non_null(want);
+  torc_tensor *got = NULL;
+  assert_int_equal(
+      torc_graph_run(g, (const torc_tensor *const *)&x, 1, &got, 1), 0);
+  assert_non_null(got);
+  assert_int_equal(torc_ndim(got), torc_ndim(want));
+  assert_memory_equal(torc_shape(got), torc_shape(want),
+                      (size_t)torc_ndim(want) * sizeof(int64_t));
+  assert_true(torc_is_contiguous(got) && torc_is_contiguous(want));
+  assert_memory_equal(torc_data(got), torc_data(want),
+                      (size_t)torc_numel(want) * sizeof(float));
+  torc_release(got);
+  torc_release(want);
+}
+
 static void test_trace_mlp(void **state) {
   (void)state;
   torc_module *m = mlp_new();
@@ -58,6 +81,22 @@ static void test_trace_mlp(void **state) {
   assert_contains(s, "f32[2,3]  # 2\n");
   assert_contains(s, "relu(");
   free(s);
+  /* On new data of the traced shape. */
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  assert_replay_equal(m, g, x2);
+  torc_tensor *y = (torc_tensor *)1;
+  torc_tensor *bad = torc_randn(TORC_SHAPE(3, 4), TORC_F32, TORC_CPU, NULL);
+  assert_error(torc_graph_run(g, (const torc_tensor *const *)&bad, 1, &y, 1),
+               "input 0 is f32[3, 4] but the graph was traced with "
+               "f32[2, 4]");
+  assert_null(y);
+  torc_tensor *two[2];
+  assert_error(torc_graph_run(g, (const torc_tensor *const *)&bad, 1, two, 2),
+               "the graph takes 1 inputs and gives 1 output");
+  assert_null(two[0]);
+  assert_null(two[1]);
+  torc_release(bad);
+  torc_release(x2);
   torc_graph_free(g);
   torc_release(x);
   torc_module_free(m);
@@ -90,6 +129,10 @@ static void test_trace_cnn(void **state) {
   assert_contains(s, "= view(%5) {strides=[64,1] offset=0} f32[3,64]\n");
   assert_contains(s, "f32[3,5]  # 4\n");
   free(s);
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(3, 1, 8, 8), TORC_F32, TORC_CPU,
+                               NULL);
+  assert_replay_equal(m, g, x2);
+  torc_release(x2);
   torc_graph_free(g);
   torc_release(x);
   torc_module_free(m);

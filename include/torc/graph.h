@@ -50,6 +50,18 @@ TORC_API const char *torc_graph_node_module(const torc_graph *g, int i);
  * first reader. */
 TORC_API void torc_graph_print(const torc_graph *g, FILE *f);
 
+/* Runs g again: each node's kernel is called with its recorded params on
+ * new tensors of the recorded shapes, views are rebuilt from the recorded
+ * geometry, and parameters, buffers and constants are the tensors the
+ * trace read (so the replay follows the module's current weights). The
+ * n_in inputs must have the traced dtypes and shapes (TORC_ERR_SHAPE
+ * otherwise); n_out is 1 and outputs[0] receives the result, which the
+ * caller releases. On error every output is NULL. */
+TORC_API torc_status torc_graph_run(const torc_graph *g,
+                                    const torc_tensor *const *inputs,
+                                    int n_in, torc_tensor **outputs,
+                                    int n_out);
+
 /* Frees g and the references it holds. NULL is ignored. */
 TORC_API void torc_graph_free(torc_graph *g);
 
