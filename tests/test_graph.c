@@ -1,6 +1,7 @@
 /* tests/test_graph.c — torc_trace (torc/graph.h): the nodes recorded for
- * an MLP and a CNN, their module paths, parameters bound by name, the
- * printed form, the modes restored, and the argument errors. */
+ * an MLP, a CNN and a residual block, their module paths, parameters bound
+ * by name, the printed form, the modes restored, the replay equal to the
+ * eager forward bit for bit, and the argument errors. */
 #include "testutil.h"
 
 /* The graph's printed form in a malloc'ed string. */
@@ -138,6 +139,32 @@ static void test_trace_cnn(void **state) {
   torc_module_free(m);
 }
 
+/* A residual block: x + linear(relu(linear(x))), through a skip node. */
+static void test_trace_residual(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 4, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 4, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_add_node_new(-4)), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(5, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  int n = torc_graph_n_nodes(g);
+  assert_string_equal(torc_graph_node_op(g, n - 1), "add");
+  assert_string_equal(torc_graph_node_module(g, n - 1), "3");
+  char *s = printed(g);
+  assert_contains(s, ", %0) {} f32[5,4]  # 3\n");
+  free(s);
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(5, 4), TORC_F32, TORC_CPU, NULL);
+  assert_replay_equal(m, g, x2);
+  torc_release(x2);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
 /* "retrace": a forward that starts a second trace of its child. */
 static torc_status inner_status;
 static char inner_message[256];
@@ -191,6 +218,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_trace_mlp, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_residual, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_nested, test_live_setup,
                                       test_live_teardown),
