@@ -751,6 +751,9 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
                               const torc_tensor *const *in, int n_in,
                               torc_tensor *const *out, int n_out,
                               const void *params, size_t params_size) {
+  if (torc__trace_on)
+    return torc__trace_kernel_call(op, kdtype, in, n_in, out, n_out, params,
+                                   params_size);
   const torc_tensor *all[TORC__KCALL_MAX_IN + TORC__KCALL_MAX_OUT];
   int n_all = 0;
   for (int i = 0; i < n_out; i++)

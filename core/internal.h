@@ -339,6 +339,15 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
                               torc_tensor *const *out, int n_out,
                               const void *params, size_t params_size);
 
+/* The graph torc_trace is recording on this thread, or NULL (core/graph.c):
+ * while set, torc__kernel_call records each call through
+ * torc__trace_kernel_call, which runs the call with recording off. */
+extern _Thread_local struct torc_graph *torc__trace_on;
+torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
+                                    const torc_tensor *const *in, int n_in,
+                                    torc_tensor *const *out, int n_out,
+                                    const void *params, size_t params_size);
+
 /* Untracked elementwise ops by id (the public torc_add etc. wrap these). */
 torc_tensor *torc__unary(int op, const torc_tensor *x);
 torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b);

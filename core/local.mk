@@ -15,7 +15,7 @@ libtorc_la_SOURCES = \
 	core/config_internal.h core/config.c core/config_schema.c \
 	core/config_names.c \
 	core/config_read.c core/config_apply.c \
-	core/runtime.c
+	core/runtime.c core/graph.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
 	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) -I$(top_builddir)/core/onnx
@@ -28,7 +28,7 @@ torcinclude_HEADERS += \
 	include/torc/stream.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
 	include/torc/philox.h include/torc/autograd.h include/torc/nn.h include/torc/safetensors.h include/torc/indexing.h \
-	include/torc/checked.h \
+	include/torc/checked.h include/torc/graph.h \
 	include/torc/ops.def include/torc/ops_nn.def include/torc/ops_index.def \
 	include/torc/ops_fused.def
 include core/onnx.mk

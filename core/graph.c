@@ -1,0 +1,425 @@
+/* core/graph.c — torc_trace: a module's forward recorded as a graph of
+ * kernel calls (torc/graph.h), and its printing. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "internal.h"
+#include "torc/autograd.h"
+#include "torc/graph.h"
+#include "torc/module.h"
+
+/* A value: a tensor the forward read or wrote (a reference is kept until
+ * the graph is freed, so no pointer is reused while tracing). */
+typedef struct {
+  torc_tensor *t;
+  torc_dtype dtype;
+  int ndim;
+  int64_t shape[TORC_MAX_DIMS];
+  int produced; /* a node wrote it */
+  int input;    /* graph input index, or -1 */
+  char *name;   /* parameter or buffer name, or NULL */
+  int view;     /* shares the named tensor's storage but is not it */
+  int base;     /* an earlier value whose storage it views, or -1 */
+  int64_t strides[TORC_MAX_DIMS];
+  int64_t offset; /* storage offset, in elements */
+} gvalue;
+
+typedef struct {
+  int op;
+  torc_dtype kdtype;
+  void *params;
+  size_t params_size;
+  int n_in, n_out;
+  int *in, *out;
+  char *module;
+} gnode;
+
+struct torc_graph {
+  gvalue *values;
+  int n_values, cap_values;
+  gnode *nodes;
+  int n_nodes, cap_nodes;
+  torc_named_tensor *named;
+  int n_named;
+  int n_inputs;
+  int output; /* the forward's result */
+  torc_status error; /* the first recording failure (OOM) */
+};
+
+_Thread_local torc_graph *torc__trace_on; /* internal.h */
+
+/* The id of t's value, added (with a reference) when new; -1 on OOM. */
+static int value_of(torc_graph *g, const torc_tensor *t) {
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i].t == t)
+      return i;
+  if (g->n_values == g->cap_values) {
+    int cap = g->cap_values ? 2 * g->cap_values : 16;
+    gvalue *v = torc__realloc(g->values, (size_t)cap * sizeof *v);
+    if (v == NULL)
+      return -1;
+    g->values = v;
+    g->cap_values = cap;
+  }
+  gvalue *v = &g->values[g->n_values];
+  memset(v, 0, sizeof *v);
+  v->t = torc_retain((torc_tensor *)t);
+  v->dtype = torc_dtype_of(t);
+  v->ndim = torc_ndim(t);
+  memcpy(v->shape, torc_shape(t), (size_t)v->ndim * sizeof(int64_t));
+  v->input = -1;
+  v->base = -1;
+  memcpy(v->strides, torc_strides(t), (size_t)v->ndim * sizeof(int64_t));
+  v->offset = torc_storage_offset(t);
+  for (int k = 0; k < g->n_named && v->name == NULL; k++)
+    if (g->named[k].tensor == t ||
+        torc_shares_storage(g->named[k].tensor, t)) {
+      v->name = g->named[k].name;
+      v->view = g->named[k].tensor != t;
+    }
+  for (int k = 0; k < g->n_values && v->name == NULL && v->base < 0; k++)
+    if (torc_shares_storage(g->values[k].t, t))
+      v->base = k;
+  return g->n_values++;
+}
+
+static int record(torc_graph *g, int op, torc_dtype kdtype, const torc_tensor *const *in,
+                  int n_in, torc_tensor *const *out, int n_out,
+                  const void *params, size_t params_size) {
+  if (g->n_nodes == g->cap_nodes) {
+    int cap = g->cap_nodes ? 2 * g->cap_nodes : 16;
+    gnode *n = torc__realloc(g->nodes, (size_t)cap * sizeof *n);
+    if (n == NULL)
+      return -1;
+    g->nodes = n;
+    g->cap_nodes = cap;
+  }
+  gnode *n = &g->nodes[g->n_nodes];
+  memset(n, 0, sizeof *n);
+  n->op = op;
+  n->kdtype = kdtype;
+  n->n_in = n_in;
+  n->n_out = n_out;
+  n->in = torc__calloc((size_t)n_in + (size_t)n_out + 1, sizeof(int));
+  n->params = torc__malloc(params_size ? params_size : 1);
+  const torc_module *m = torc__grad_scope_key();
+  const char *path = m ? torc_module_path(m) : "";
+  n->module = torc__strdup(path ? path : "");
+  if (n->in == NULL || n->params == NULL || n->module == NULL) {
+    torc__free(n->in);
+    torc__free(n->params);
+    torc__free(n->module);
+    return -1;
+  }
+  g->n_nodes++;
+  n->out = n->in + n_in;
+  if (params_size)
+    memcpy(n->params, params, params_size);
+  n->params_size = params_size;
+  for (int i = 0; i < n_in; i++)
+    if ((n->in[i] = value_of(g, in[i])) < 0)
+      return -1;
+  for (int i = 0; i < n_out; i++) {
+    if ((n->out[i] = value_of(g, out[i])) < 0)
+      return -1;
+    g->values[n->out[i]].produced = 1;
+  }
+  return 0;
+}
+
+torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
+                                    const torc_tensor *const *in, int n_in,
+                                    torc_tensor *const *out, int n_out,
+                                    const void *params, size_t params_size) {
+  torc_graph *g = torc__trace_on;
+  /* Off for the call: the copies it makes inside are not recorded. */
+  torc__trace_on = NULL;
+  torc_status st =
+      torc__kernel_call(op, kdtype, in, n_in, out, n_out, params, params_size);
+  torc__trace_on = g;
+  if (st == TORC_OK && g->error == TORC_OK &&
+      record(g, op, kdtype, in, n_in, out, n_out, params, params_size))
+    g->error = TORC_ERR_OOM;
+  return st;
+}
+
+void torc_graph_free(torc_graph *g) {
+  if (g == NULL)
+    return;
+  for (int i = 0; i < g->n_values; i++)
+    torc_release(g->values[i].t);
+  for (int i = 0; i < g->n_nodes; i++) {
+    torc__free(g->nodes[i].in);
+    torc__free(g->nodes[i].params);
+    torc__free(g->nodes[i].module);
+  }
+  torc__free(g->values);
+  torc__free(g->nodes);
+  torc_named_tensors_free(g->named, g->n_named);
+  torc__free(g);
+}
+
+static int add_named(torc_graph *g, torc_named_tensor *list, int n) {
+  if (n < 0)
+    return -1;
+  torc_named_tensor *all = torc__realloc(
+      g->named, ((size_t)g->n_named + (size_t)n + 1) * sizeof *all);
+  if (all == NULL) {
+    torc_named_tensors_free(list, n);
+    return -1;
+  }
+  g->named = all;
+  if (n)
+    memcpy(all + g->n_named, list, (size_t)n * sizeof *all);
+  g->n_named += n;
+  torc__free(list); /* the names now belong to g->named */
+  return 0;
+}
+
+torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
+                       int n_in, torc_graph **out) {
+  if (out)
+    *out = NULL;
+  if (m == NULL || out == NULL || (n_in > 0 && inputs == NULL))
+    return torc__null_input("torc_trace");
+  if (n_in < 1)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_trace: %d inputs; pass at least one example "
+                          "input",
+                          n_in);
+  for (int i = 0; i < n_in; i++)
+    if (inputs[i] == NULL)
+      return torc__null_input("torc_trace");
+  if (torc__trace_on)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_trace: a trace is already running on this "
+                          "thread; trace one module at a time");
+  torc_graph *g = torc__calloc(1, sizeof *g);
+  if (g == NULL)
+    return torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
+  torc_named_tensor *list = NULL;
+  int n = torc_module_named_parameters(m, &list);
+  int bad = add_named(g, list, n);
+  list = NULL;
+  if (!bad) {
+    n = torc_module_named_buffers(m, 0, &list);
+    bad = add_named(g, list, n);
+  }
+  for (int i = 0; i < n_in && !bad; i++) {
+    int id = value_of(g, inputs[i]);
+    if (id < 0)
+      bad = 1;
+    else
+      g->values[id].input = i;
+  }
+  g->n_inputs = n_in;
+  if (bad) {
+    torc_graph_free(g);
+    return torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
+  }
+  int training = torc_module_is_training(m);
+  torc_module_train(m, 0);
+  torc_grad_mode mode = torc_set_grad_mode(TORC_INFERENCE);
+  torc__trace_on = g;
+  torc_tensor *y = torc_module_forward_n(m, inputs, n_in);
+  torc__trace_on = NULL;
+  torc_set_grad_mode(mode);
+  torc_module_train(m, training);
+  torc_status st = y == NULL ? torc_last_status() : g->error;
+  if (st == TORC_OK && (g->output = value_of(g, y)) < 0)
+    st = torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
+  else if (st == TORC_ERR_OOM && y != NULL)
+    torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory recording "
+                                 "the graph");
+  torc_release(y);
+  if (st) {
+    torc_graph_free(g);
+    return st;
+  }
+  *out = g;
+  return TORC_OK;
+}
+
+int torc_graph_n_nodes(const torc_graph *g) { return g ? g->n_nodes : 0; }
+
+const char *torc_graph_node_op(const torc_graph *g, int i) {
+  return g && i >= 0 && i < g->n_nodes ? torc__ops[g->nodes[i].op].name
+                                       : NULL;
+}
+
+const char *torc_graph_node_module(const torc_graph *g, int i) {
+  return g && i >= 0 && i < g->n_nodes ? g->nodes[i].module : NULL;
+}
+
+static void print_value(const torc_graph *g, int id, FILE *f) {
+  const gvalue *v = &g->values[id];
+  if (v->name && !v->produced)
+    fprintf(f, "@%s%s", v->name, v->view ? "(view)" : "");
+  else
+    fprintf(f, "%%%d", id);
+}
+
+static void print_dims(const int64_t *d, int n, FILE *f) {
+  fputc('[', f);
+  for (int i = 0; i < n; i++)
+    fprintf(f, "%s%" PRId64, i ? "," : "", d[i]);
+  fputc(']', f);
+}
+
+static void print_type(const gvalue *v, FILE *f) {
+  fputs(torc_dtype_name(v->dtype), f);
+  print_dims(v->shape, v->ndim, f);
+}
+
+/* A line for each view value node i reads, before its first reader. */
+static void print_views(const torc_graph *g, const gnode *n, char *shown,
+                        FILE *f) {
+  for (int k = 0; k < n->n_in; k++) {
+    int id = n->in[k];
+    const gvalue *v = &g->values[id];
+    if (v->base < 0 || v->produced || v->input >= 0 || shown[id])
+      continue;
+    shown[id] = 1;
+    fprintf(f, "%%%d = view(%%%d) {strides=", id, v->base);
+    print_dims(v->strides, v->ndim, f);
+    fprintf(f, " offset=%" PRId64 "} ", v->offset);
+    print_type(v, f);
+    fputc('\n', f);
+  }
+}
+
+void torc_graph_print(const torc_graph *g, FILE *f) {
+  if (g == NULL || f == NULL)
+    return;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i].input >= 0) {
+      fprintf(f, "input %d: %%%d ", g->values[i].input, i);
+      print_type(&g->values[i], f);
+      fputc('\n', f);
+    }
+  char *shown = torc__calloc((size_t)g->n_values + 1, 1);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const gnode *n = &g->nodes[i];
+    if (shown)
+      print_views(g, n, shown, f);
+    for (int k = 0; k < n->n_out; k++) {
+      fputs(k ? ", " : "", f);
+      print_value(g, n->out[k], f);
+    }
+    fprintf(f, " = %s(", torc__ops[n->op].name);
+    for (int k = 0; k < n->n_in; k++) {
+      fputs(k ? ", " : "", f);
+      print_value(g, n->in[k], f);
+    }
+    fputs(") {", f);
+    for (size_t b = 0; b < n->params_size; b++)
+      fprintf(f, "%02x", ((const unsigned char *)n->params)[b]);
+    fputs("} ", f);
+    for (int k = 0; k < n->n_out; k++) {
+      fputs(k ? ", " : "", f);
+      print_type(&g->values[n->out[k]], f);
+    }
+    fprintf(f, "  # %s\n", n->module);
+  }
+  torc__free(shown);
+}
+
+/* The replay's tensor for value id in vals, made on first use: the
+ * caller's input, the recorded parameter, buffer or constant itself, a
+ * view rebuilt from the recorded geometry, or a new tensor for a node's
+ * output. */
+static torc_tensor *replay_value(const torc_graph *g, torc_tensor **vals,
+                                 int id) {
+  if (vals[id])
+    return vals[id];
+  const gvalue *v = &g->values[id];
+  if (v->base >= 0 && v->input < 0) {
+    torc_tensor *b = replay_value(g, vals, v->base);
+    if (b == NULL)
+      return NULL;
+    int64_t off = v->offset - g->values[v->base].offset +
+                  torc_storage_offset(b);
+    vals[id] = torc__view_of(b, v->shape, v->strides, v->ndim, off);
+  } else if (v->produced && v->name == NULL) {
+    vals[id] = torc__empty(v->shape, v->ndim, v->dtype, torc_device_of(v->t));
+  } else {
+    vals[id] = torc_retain(v->t);
+  }
+  return vals[id];
+}
+
+static torc_status replay_oom(void) {
+  return torc_set_error(TORC_ERR_OOM,
+                        "torc_graph_run: out of memory for a value");
+}
+
+static int same_shape(const gvalue *v, const torc_tensor *t) {
+  return torc_ndim(t) == v->ndim &&
+         memcmp(torc_shape(t), v->shape,
+                (size_t)v->ndim * sizeof(int64_t)) == 0;
+}
+
+torc_status torc_graph_run(const torc_graph *g,
+                           const torc_tensor *const *inputs, int n_in,
+                           torc_tensor **outputs, int n_out) {
+  if (outputs)
+    for (int i = 0; i < n_out; i++)
+      outputs[i] = NULL;
+  if (g == NULL || outputs == NULL || (n_in > 0 && inputs == NULL))
+    return torc__null_input("torc_graph_run");
+  if (n_in != g->n_inputs || n_out != 1)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_graph_run: %d inputs and %d outputs given; "
+                          "the graph takes %d inputs and gives 1 output",
+                          n_in, n_out, g->n_inputs);
+  torc_tensor **vals = torc__calloc((size_t)g->n_values + 1, sizeof *vals);
+  if (vals == NULL)
+    return torc_set_error(TORC_ERR_OOM, "torc_graph_run: out of memory");
+  torc_status st = TORC_OK;
+  for (int i = 0; i < g->n_values && st == TORC_OK; i++) {
+    const gvalue *v = &g->values[i];
+    if (v->input < 0)
+      continue;
+    const torc_tensor *t = inputs[v->input];
+    if (t == NULL) {
+      st = torc__null_input("torc_graph_run");
+    } else if (torc_dtype_of(t) != v->dtype || !same_shape(v, t)) {
+      char want[160], got[160];
+      torc__shape_str(v->shape, v->ndim, want, sizeof want);
+      torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
+      st = torc_set_error(TORC_ERR_SHAPE,
+                          "torc_graph_run: input %d is %s%s but the graph "
+                          "was traced with %s%s; pass an input of the "
+                          "traced dtype and shape, or trace again",
+                          v->input, torc_dtype_name(torc_dtype_of(t)), got,
+                          torc_dtype_name(v->dtype), want);
+    } else {
+      vals[i] = torc_retain((torc_tensor *)t);
+    }
+  }
+  for (int i = 0; i < g->n_nodes && st == TORC_OK; i++) {
+    const gnode *n = &g->nodes[i];
+    const torc_tensor *in[TORC__KCALL_MAX_IN];
+    torc_tensor *out[TORC__KCALL_MAX_OUT];
+    for (int k = 0; k < n->n_in && st == TORC_OK; k++)
+      if ((in[k] = replay_value(g, vals, n->in[k])) == NULL)
+        st = replay_oom();
+    for (int k = 0; k < n->n_out && st == TORC_OK; k++)
+      if ((out[k] = replay_value(g, vals, n->out[k])) == NULL)
+        st = replay_oom();
+    if (st == TORC_OK)
+      st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
+                             n->params, n->params_size);
+  }
+  if (st == TORC_OK) {
+    outputs[0] = replay_value(g, vals, g->output);
+    if (outputs[0] == NULL)
+      st = replay_oom();
+    else
+      torc_retain(outputs[0]);
+  }
+  for (int i = 0; i < g->n_values; i++)
+    torc_release(vals[i]);
+  torc__free(vals);
+  return st;
+}

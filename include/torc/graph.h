@@ -1,0 +1,70 @@
+/* torc/graph.h — a module's forward recorded as a static graph.
+ *
+ * torc_trace runs a module's forward once on example inputs and records
+ * every kernel call it makes (the outermost ones: copies a kernel call
+ * makes internally are not recorded) as a node: the op's name, its params
+ * bytes as passed, the values it read and wrote, and the module path it
+ * ran in. Values that the forward read without a node producing them are
+ * the graph's inputs, the module's parameters and buffers (by their
+ * state-dict names, also when read through a view of their storage), or
+ * other tensors, shown as views or constants.
+ */
+#ifndef TORC_GRAPH_H
+#define TORC_GRAPH_H
+
+#include <stdio.h>
+
+#include "torc/error.h"
+#include "torc/module.h"
+#include "torc/tensor.h"
+
+TORC_BEGIN_DECLS
+
+/* A recorded forward; free with torc_graph_free. */
+typedef struct torc_graph torc_graph;
+
+/* Runs m's forward once on the n_in inputs and records it into *out.
+ * The forward runs in inference mode (TORC_INFERENCE) with m in eval
+ * mode; both modes are restored afterwards. Control flow that depends on
+ * the data is frozen into the one branch taken. Returns TORC_OK, or the
+ * forward's error (then *out is NULL). */
+TORC_API torc_status torc_trace(torc_module *m,
+                                const torc_tensor *const *inputs, int n_in,
+                                torc_graph **out);
+
+/* The number of nodes (kernel calls recorded). */
+TORC_API int torc_graph_n_nodes(const torc_graph *g);
+
+/* Node i's op name ("matmul"), or NULL when i is out of range. */
+TORC_API const char *torc_graph_node_op(const torc_graph *g, int i);
+
+/* The path of the module node i ran in ("features.3"; "" for the root),
+ * or NULL when i is out of range. */
+TORC_API const char *torc_graph_node_module(const torc_graph *g, int i);
+
+/* Writes the graph readably to f, one line per node:
+ * `%3 = matmul(%0, @0.weight) {} f32[8,16]  # 0`, where %N is value N
+ * and @name a parameter or buffer; params are shown as hex bytes. A view
+ * the forward made without a kernel call (reshape, flatten, transpose)
+ * shows as `%7 = view(%5) {strides=[64,1] offset=0} f32[3,64]` before its
+ * first reader. */
+TORC_API void torc_graph_print(const torc_graph *g, FILE *f);
+
+/* Runs g again: each node's kernel is called with its recorded params on
+ * new tensors of the recorded shapes, views are rebuilt from the recorded
+ * geometry, and parameters, buffers and constants are the tensors the
+ * trace read (so the replay follows the module's current weights). The
+ * n_in inputs must have the traced dtypes and shapes (TORC_ERR_SHAPE
+ * otherwise); n_out is 1 and outputs[0] receives the result, which the
+ * caller releases. On error every output is NULL. */
+TORC_API torc_status torc_graph_run(const torc_graph *g,
+                                    const torc_tensor *const *inputs,
+                                    int n_in, torc_tensor **outputs,
+                                    int n_out);
+
+/* Frees g and the references it holds. NULL is ignored. */
+TORC_API void torc_graph_free(torc_graph *g);
+
+TORC_END_DECLS
+
+#endif

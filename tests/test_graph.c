@@ -1,0 +1,230 @@
+/* tests/test_graph.c — torc_trace (torc/graph.h): the nodes recorded for
+ * an MLP, a CNN and a residual block, their module paths, parameters bound
+ * by name, the printed form, the modes restored, the replay equal to the
+ * eager forward bit for bit, and the argument errors. */
+#include "testutil.h"
+
+/* The graph's printed form in a malloc'ed string. */
+static char *printed(const torc_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  torc_graph_print(g, f);
+  fclose(f);
+  return buf;
+}
+
+static torc_module *mlp_new(void) {
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 8, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(8, 3, 1)), 0);
+  return m;
+}
+
+/* Replays g on x and asserts the result equals m's eager forward (eval,
+ * inference) bit for bit. */
+static void assert_replay_equal(torc_module *m, const torc_graph *g,
+                                torc_tensor *x) {
+  torc_module_train(m, 0);
+  torc_grad_mode mode = torc_set_grad_mode(TORC_INFERENCE);
+  torc_tensor *want = torc_module_forward(m, x);
+  torc_set_grad_mode(mode);
+  assert_non_null(want);
+  torc_tensor *got = NULL;
+  assert_int_equal(
+      torc_graph_run(g, (const torc_tensor *const *)&x, 1, &got, 1), 0);
+  assert_non_null(got);
+  assert_int_equal(torc_ndim(got), torc_ndim(want));
+  assert_memory_equal(torc_shape(got), torc_shape(want),
+                      (size_t)torc_ndim(want) * sizeof(int64_t));
+  assert_true(torc_is_contiguous(got) && torc_is_contiguous(want));
+  assert_memory_equal(torc_data(got), torc_data(want),
+                      (size_t)torc_numel(want) * sizeof(float));
+  torc_release(got);
+  torc_release(want);
+}
+
+static void test_trace_mlp(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  torc_module_train(m, 1);
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  assert_non_null(g);
+  assert_true(torc_module_is_training(m));
+  int n = torc_graph_n_nodes(g);
+  assert_true(n >= 3);
+  assert_null(torc_graph_node_op(g, n));
+  assert_null(torc_graph_node_op(g, -1));
+  /* Every node ran inside one of the three layers, in their order. */
+  int last = 0, seen_relu = 0;
+  for (int i = 0; i < n; i++) {
+    const char *path = torc_graph_node_module(g, i);
+    int at = atoi(path);
+    assert_true(path[0] >= '0' && path[0] <= '2');
+    assert_true(at >= last);
+    last = at;
+    if (strcmp(torc_graph_node_op(g, i), "relu") == 0) {
+      assert_string_equal(path, "1");
+      seen_relu = 1;
+    }
+  }
+  assert_true(seen_relu);
+  assert_int_equal(last, 2);
+  char *s = printed(g);
+  assert_contains(s, "input 0: %0 f32[2,4]\n");
+  assert_contains(s, "@0.weight");
+  assert_contains(s, "@2.bias");
+  assert_contains(s, "f32[2,3]  # 2\n");
+  assert_contains(s, "relu(");
+  free(s);
+  /* On new data of the traced shape. */
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  assert_replay_equal(m, g, x2);
+  torc_tensor *y = (torc_tensor *)1;
+  torc_tensor *bad = torc_randn(TORC_SHAPE(3, 4), TORC_F32, TORC_CPU, NULL);
+  assert_error(torc_graph_run(g, (const torc_tensor *const *)&bad, 1, &y, 1),
+               "input 0 is f32[3, 4] but the graph was traced with "
+               "f32[2, 4]");
+  assert_null(y);
+  torc_tensor *two[2];
+  assert_error(torc_graph_run(g, (const torc_tensor *const *)&bad, 1, two, 2),
+               "the graph takes 1 inputs and gives 1 output");
+  assert_null(two[0]);
+  assert_null(two[1]);
+  torc_release(bad);
+  torc_release(x2);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+static void test_trace_cnn(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(
+      torc_sequential_append(m, torc_module_build("conv2d",
+                                                  "in_channels=1 "
+                                                  "out_channels=4 kernel=3 "
+                                                  "padding=1")),
+      0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(
+      torc_sequential_append(m, torc_module_build("maxpool2d", "kernel=2")),
+      0);
+  assert_int_equal(torc_sequential_append(m, torc_flatten_new(1, -1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(64, 5, 1)), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(3, 1, 8, 8), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  char *s = printed(g);
+  assert_contains(s, "conv2d(%0, @0.weight, @0.bias)");
+  assert_contains(s, "f32[3,4,8,8]  # 0\n");
+  assert_contains(s, "max_pool2d(");
+  /* flatten: a view of the pool's output, read by the linear layer. */
+  assert_contains(s, "= view(%5) {strides=[64,1] offset=0} f32[3,64]\n");
+  assert_contains(s, "f32[3,5]  # 4\n");
+  free(s);
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(3, 1, 8, 8), TORC_F32, TORC_CPU,
+                               NULL);
+  assert_replay_equal(m, g, x2);
+  torc_release(x2);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+/* A residual block: x + linear(relu(linear(x))), through a skip node. */
+static void test_trace_residual(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 4, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 4, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_add_node_new(-4)), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(5, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  int n = torc_graph_n_nodes(g);
+  assert_string_equal(torc_graph_node_op(g, n - 1), "add");
+  assert_string_equal(torc_graph_node_module(g, n - 1), "3");
+  char *s = printed(g);
+  assert_contains(s, ", %0) {} f32[5,4]  # 3\n");
+  free(s);
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(5, 4), TORC_F32, TORC_CPU, NULL);
+  assert_replay_equal(m, g, x2);
+  torc_release(x2);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+/* "retrace": a forward that starts a second trace of its child. */
+static torc_status inner_status;
+static char inner_message[256];
+static torc_tensor *retrace_forward(torc_module *m,
+                                    const torc_tensor *const *in, int n_in) {
+  torc_graph *g = (torc_graph *)1;
+  inner_status = torc_trace(torc_module_child(m, "inner"), in, n_in, &g);
+  assert_null(g);
+  snprintf(inner_message, sizeof inner_message, "%s", torc_last_error());
+  return torc_module_forward(torc_module_child(m, "inner"), in[0]);
+}
+
+static const torc_module_vtable retrace_vt = {sizeof(torc_module_vtable),
+                                              retrace_forward, NULL, NULL,
+                                              NULL};
+
+static void test_trace_nested(void **state) {
+  (void)state;
+  torc_module *m = torc_module_new("retrace", &retrace_vt, NULL);
+  assert_non_null(m);
+  assert_int_equal(torc_module_add_child(m, "inner", mlp_new()), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  assert_int_equal(inner_status, TORC_ERR_INVALID);
+  assert_contains(inner_message, "a trace is already running");
+  /* The outer trace records the inner module's nodes by their path. */
+  assert_string_equal(torc_graph_node_module(g, 0), "inner.0");
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+static void test_trace_errors(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  torc_graph *g = (torc_graph *)1;
+  assert_error(torc_trace(m, NULL, 0, &g), "pass at least one example input");
+  assert_null(g);
+  /* A forward that fails: the graph is not returned, nothing leaks. */
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 5), TORC_F32, TORC_CPU, NULL);
+  assert_int_not_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g),
+                       0);
+  assert_null(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_trace_mlp, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_residual, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_nested, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_errors, test_live_setup,
+                                      test_live_teardown),
+  };
+  return cmocka_run_group_tests(tests, test_setup_ref_sim, test_teardown_all);
+}
