@@ -287,7 +287,11 @@ torc_onnx_model *torc_onnx_load_buffer(const void *buf, size_t len,
   if (m->opset < 0) {
     /* IR version 3 and later must import the default domain; before it
      * the opset was 1. */
-    if (m->proto->has_ir_version && m->proto->ir_version >= 3 && g->n_node) {
+    int default_nodes = 0;
+    for (size_t i = 0; i < g->n_node; i++)
+      if (!g->node[i]->domain || !g->node[i]->domain[0])
+        default_nodes++;
+    if (m->proto->has_ir_version && m->proto->ir_version >= 3 && default_nodes) {
       torc_set_error(TORC_ERR_INVALID,
                      "ONNX model '%s' imports no opset of the default domain; "
                      "re-export it with an opset_import for \"\"",

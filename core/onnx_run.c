@@ -326,11 +326,23 @@ static torc_status op_thresholded_relu(onode *n) {
 static torc_status op_prelu(onode *n) {
   NEED_IN(0);
   NEED_IN(1);
+  torc_tensor *slope = n->in[1];
+  int nd = torc_ndim(n->in[0]);
+  /* a slope of one value per channel [C] applies along dim 1 (the
+   * exporters' per-channel PRelu) */
+  if (torc_ndim(slope) == 1 && nd > 2 && torc_numel(slope) > 1 &&
+      torc_numel(slope) == torc_size(n->in[0], 1)) {
+    int64_t s[TORC_MAX_DIMS];
+    s[0] = torc_numel(slope);
+    for (int i = 1; i < nd - 1; i++)
+      s[i] = 1;
+    CHECK(slope = torc_reshape(slope, s, nd - 1));
+  }
   torc_tensor *z = torc_zeros(NULL, 0, torc_dtype_of(n->in[0]), TORC_CPU);
   CHECK(z);
   torc_tensor *c = torc_lt(n->in[0], z);
   CHECK(c);
-  CHECK(n->out[0] = torc_where(c, torc_mul(n->in[0], n->in[1]), n->in[0]));
+  CHECK(n->out[0] = torc_where(c, torc_mul(n->in[0], slope), n->in[0]));
   return TORC_OK;
 }
 
@@ -639,6 +651,10 @@ static torc_status pool(onode *n, int is_max) {
     /* ONNX counts indices over the whole flattened tensor */
     const int64_t *s = torc_shape(x);
     CHECK(idx = torc_add(idx, torc_reshape(torc_mul_scalar(torc_arange(0, (double)(s[0] * s[1]), 1, TORC_I64, TORC_CPU), (double)(s[2] * s[3])), (int64_t[]){s[0], s[1], 1, 1}, 4)));
+  } else if (is_max && !torc_dtype_is_float(torc_dtype_of(x))) {
+    /* integers pooled exactly in f64 */
+    CHECK(y = torc_max_pool2d(torc_to_dtype(x, TORC_F64), &p));
+    CHECK(y = torc_to_dtype(y, torc_dtype_of(x)));
   } else if (is_max) {
     CHECK(y = torc_max_pool2d(x, &p));
   } else {
