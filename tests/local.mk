@@ -110,6 +110,7 @@ include tests/fast.mk
 include tests/docs.mk
 include tests/decline.mk
 include tests/memory.mk
+include tests/onnx.mk
 include tests/old_plugin.mk
 include tests/cuda.mk
 include tests/graph.mk

@@ -39,6 +39,10 @@ extern const char torc_tool__usage_bench[];
 int torc_tool__cmd_memory(int argc, char **argv);
 extern const char torc_tool__usage_memory[];
 
+/* `torc onnx-test DIR...` (onnx_test_cmd.c). */
+int torc_tool__cmd_onnx_test(int argc, char **argv);
+extern const char torc_tool__usage_onnx_test[];
+
 /* `torc plugins` (plugins_cmd.c). */
 int torc_tool__cmd_plugins(int argc, char **argv);
 extern const char torc_tool__usage_plugins[];

@@ -41,6 +41,8 @@ const char torc_tool__usage_main[] =
     "                           time its training steps, per op and layer\n"
     "  memory FILE.ini [--steps N] [--device D]\n"
     "                           the device memory its training steps take\n"
+    "  onnx-test [--strict] DIR...\n"
+    "                           run ONNX backend test cases with torc\n"
     "  export                   reserved: not available yet in this version\n"
     "\n"
     "Options:\n"
@@ -91,6 +93,8 @@ static int run(int argc, char **argv) {
     return torc_tool__cmd_bench(argc - 1, argv + 1);
   if (strcmp(cmd, "memory") == 0)
     return torc_tool__cmd_memory(argc - 1, argv + 1);
+  if (strcmp(cmd, "onnx-test") == 0)
+    return torc_tool__cmd_onnx_test(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);

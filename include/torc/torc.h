@@ -17,6 +17,7 @@
 #include "torc/module.h"
 #include "torc/nn.h"
 #include "torc/ops.h"
+#include "torc/onnx.h"
 #include "torc/optim.h"
 #include "torc/runtime.h"
 #include "torc/safetensors.h"

@@ -1,0 +1,87 @@
+/* torc/onnx.h — ONNX models: reading a .onnx file or a serialized
+ * TensorProto, and running the model's graph with torc's ops (so autograd
+ * works through it). docs/onnx.md lists the operators supported. */
+#ifndef TORC_ONNX_H
+#define TORC_ONNX_H
+
+#include <stddef.h>
+
+#include "torc/tensor.h"
+
+TORC_BEGIN_DECLS
+
+/* A loaded ONNX model: its graph, initializers (as cpu tensors) and the
+ * opset of the default domain. Not thread-safe: one thread at a time. */
+typedef struct torc_onnx_model torc_onnx_model;
+
+/* The largest .onnx or .pb file torc_onnx_load and torc_onnx_read_tensor
+ * read (1 GiB). */
+#define TORC_ONNX_MAX_FILE ((size_t)1 << 30)
+
+/* Reads the ONNX model at `path`. Returns a new model (free it with
+ * torc_onnx_free) or NULL with one message naming the file: TORC_ERR_IO
+ * (cannot be read, or larger than TORC_ONNX_MAX_FILE), TORC_ERR_INVALID
+ * (not a ModelProto, no graph, an initializer with bad dims or data),
+ * TORC_ERR_UNSUPPORTED (external data, an element type torc lacks). */
+TORC_API torc_onnx_model *torc_onnx_load(const char *path);
+
+/* As torc_onnx_load, from `len` bytes at `buf` (copied where needed);
+ * `name` names the source in messages. */
+TORC_API torc_onnx_model *torc_onnx_load_buffer(const void *buf, size_t len,
+                                                const char *name);
+
+/* Frees a model (NULL is a no-op). */
+TORC_API void torc_onnx_free(torc_onnx_model *m);
+
+/* The opset version of the default ("" or "ai.onnx") domain. */
+TORC_API int64_t torc_onnx_opset(const torc_onnx_model *m);
+
+/* The graph's runtime inputs (its inputs that are not initializers), in
+ * order, and its outputs. Names belong to the model. */
+TORC_API int torc_onnx_n_inputs(const torc_onnx_model *m);
+TORC_API const char *torc_onnx_input_name(const torc_onnx_model *m, int i);
+TORC_API int torc_onnx_n_outputs(const torc_onnx_model *m);
+TORC_API const char *torc_onnx_output_name(const torc_onnx_model *m, int i);
+
+/* The initializers (name and tensor, borrowed from the model). */
+TORC_API int torc_onnx_n_initializers(const torc_onnx_model *m);
+TORC_API const char *torc_onnx_initializer_name(const torc_onnx_model *m,
+                                                int i);
+TORC_API torc_tensor *torc_onnx_initializer(const torc_onnx_model *m, int i);
+
+/* Checks that every node's operator is supported for the model's opset
+ * and that nodes come in topological order. TORC_OK, or
+ * TORC_ERR_UNSUPPORTED with one message listing every unsupported op
+ * type with its node names ("unsupported ONNX operators: Foo (node n1),
+ * Bar (node n2)"), or TORC_ERR_INVALID naming the node whose input is not
+ * defined by an earlier node, an initializer or a graph input. */
+TORC_API torc_status torc_onnx_check(const torc_onnx_model *m);
+
+/* The number of nodes whose operator torc does not run at the model's
+ * opset; their list ("Foo (node n1), Bar (node n2)", each op type once
+ * with all its nodes, truncated to size) into buf when buf is not NULL. */
+TORC_API int torc_onnx_unsupported(const torc_onnx_model *m, char *buf,
+                                   size_t size);
+
+/* Runs the graph: inputs[i] is the value of torc_onnx_input_name(m, i)
+ * (n_inputs must equal torc_onnx_n_inputs), outputs receives
+ * torc_onnx_n_outputs new references (n_outputs of them). An initializer
+ * may be replaced for this call by giving a non-NULL `params` of
+ * torc_onnx_n_initializers tensors (NULL entries keep the model's).
+ * Errors: torc_onnx_check's, and those of the op a node runs, prefixed
+ * with the node's name and op type; on error no output is written. */
+TORC_API torc_status torc_onnx_run(const torc_onnx_model *m,
+                                   const torc_tensor *const *inputs,
+                                   int n_inputs,
+                                   torc_tensor *const *params,
+                                   torc_tensor **outputs, int n_outputs);
+
+/* Reads a serialized TensorProto (.pb) file into a new cpu tensor; the
+ * tensor's name, when name_out is not NULL, is copied into name_out
+ * (size name_size, truncated). Errors as torc_onnx_load. */
+TORC_API torc_tensor *torc_onnx_read_tensor(const char *path, char *name_out,
+                                            size_t name_size);
+
+TORC_END_DECLS
+
+#endif /* TORC_ONNX_H */
