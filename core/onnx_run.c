@@ -155,6 +155,7 @@ UNARY_ROW(op_sign, torc_sign)
 UNARY_ROW(op_reciprocal, torc_reciprocal)
 UNARY_ROW(op_not, torc_logical_not)
 UNARY_ROW(op_hardswish, torc_hardswish)
+UNARY_ROW(op_erf, torc_erf)
 
 #define BINARY_ROW(fname, op)                                                  \
   static torc_status fname(onode *n) {                                         \
@@ -1596,6 +1597,7 @@ static const op_row op_table[] = {
     {"Div", ANY, op_div},
     {"Dropout", ANY, op_dropout},
     {"Elu", ANY, op_elu},
+    {"Erf", ANY, op_erf},
     {"Equal", ANY, op_equal},
     {"Exp", ANY, op_exp},
     {"Expand", ANY, op_expand},
