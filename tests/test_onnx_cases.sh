@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test_onnx.sh — `torc onnx-test` over ONNX's own backend test cases
+# tests/test_onnx_cases.sh — `torc onnx-test` over ONNX's own backend test cases
 # (Debian's libonnx-testdata): no case fails on pytorch-operator,
 # pytorch-converted and node, and each passes at least as many cases as
 # measured when the interpreter was written (so support cannot regress);
