@@ -25,6 +25,11 @@ struct torc_onnx_model {
 torc_status torc__onnx_tensor(const Onnx__TensorProto *tp, const char *src,
                               torc_tensor **out);
 
+/* The torc dtype of ONNX's TensorProto.DataType t in *dt: 1, or 0 when
+ * torc has none (INT8, INT16, the unsigned ones above 8 bits, STRING,
+ * COMPLEX). */
+int torc__onnx_dtype(int64_t t, torc_dtype *dt);
+
 /* The interpreter's row for op_type at `opset`: 1 if supported, else 0. */
 int torc__onnx_op_supported(const char *op_type, int64_t opset);
 

@@ -62,7 +62,7 @@ static const char *onnx_type_name(int t) {
                                                                : "unknown";
 }
 
-static int dtype_of_onnx(int t, torc_dtype *dt) {
+int torc__onnx_dtype(int64_t t, torc_dtype *dt) {
   switch (t) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *dt = TORC_F32; return 1;
   case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *dt = TORC_F64; return 1;
@@ -94,7 +94,7 @@ torc_status torc__onnx_tensor(const Onnx__TensorProto *tp, const char *src,
                           "read; save it as one tensor",
                           src, nm);
   torc_dtype dt;
-  if (!dtype_of_onnx(tp->data_type, &dt))
+  if (!torc__onnx_dtype(tp->data_type, &dt))
     return torc_set_error(
         TORC_ERR_UNSUPPORTED,
         "%s: tensor '%s' has element type %s (%d), which torc lacks; torc "

@@ -1333,13 +1333,12 @@ static torc_status op_where(onode *n) {
   return TORC_OK;
 }
 
-static int onnx_to_torc(int64_t t, torc_dtype *dt);
 
 static torc_status op_cast(onode *n) {
   NEED_IN(0);
   int64_t to = attr_i(n, "to", -1);
   torc_dtype dt;
-  if (!onnx_to_torc(to, &dt))
+  if (!torc__onnx_dtype(to, &dt))
     return torc_set_error(TORC_ERR_UNSUPPORTED,
                           "Cast to ONNX type %lld, which torc lacks", (long long)to);
   CHECK(n->out[0] = torc_to_dtype(n->in[0], dt));
@@ -1683,20 +1682,6 @@ static const op_row *find_op(const char *op_type, int64_t opset) {
 
 int torc__onnx_op_supported(const char *op_type, int64_t opset) {
   return find_op(op_type, opset) != NULL;
-}
-
-static int onnx_to_torc(int64_t t, torc_dtype *dt) {
-  switch (t) {
-  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *dt = TORC_F32; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *dt = TORC_F64; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *dt = TORC_F16; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *dt = TORC_BF16; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *dt = TORC_I32; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *dt = TORC_I64; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *dt = TORC_U8; return 1;
-  case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *dt = TORC_BOOL; return 1;
-  default: return 0;
-  }
 }
 
 /* ---- running ---- */
