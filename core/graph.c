@@ -3,48 +3,12 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "internal.h"
+#include "graph_internal.h"
 #include "torc/autograd.h"
-#include "torc/graph.h"
 #include "torc/module.h"
 
-/* A value: a tensor the forward read or wrote (a reference is kept until
- * the graph is freed, so no pointer is reused while tracing). */
-typedef struct {
-  torc_tensor *t;
-  torc_dtype dtype;
-  int ndim;
-  int64_t shape[TORC_MAX_DIMS];
-  int produced; /* a node wrote it */
-  int input;    /* graph input index, or -1 */
-  char *name;   /* parameter or buffer name, or NULL */
-  int view;     /* shares the named tensor's storage but is not it */
-  int base;     /* an earlier value whose storage it views, or -1 */
-  int64_t strides[TORC_MAX_DIMS];
-  int64_t offset; /* storage offset, in elements */
-} gvalue;
-
-typedef struct {
-  int op;
-  torc_dtype kdtype;
-  void *params;
-  size_t params_size;
-  int n_in, n_out;
-  int *in, *out;
-  char *module;
-} gnode;
-
-struct torc_graph {
-  gvalue *values;
-  int n_values, cap_values;
-  gnode *nodes;
-  int n_nodes, cap_nodes;
-  torc_named_tensor *named;
-  int n_named;
-  int n_inputs;
-  int output; /* the forward's result */
-  torc_status error; /* the first recording failure (OOM) */
-};
+typedef torc__gvalue gvalue;
+typedef torc__gnode gnode;
 
 _Thread_local torc_graph *torc__trace_on; /* internal.h */
 
