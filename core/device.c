@@ -103,7 +103,9 @@ static int register_locked(torc__plugin *owner, const torc_device_ops *ops,
   d->owner = owner;
   int count = ops->count(ops->user);
   d->count = count < 0 ? 0 : count;
-  d->allocated = torc__calloc((size_t)(d->count > 0 ? d->count : 1), sizeof(size_t));
+  size_t n_idx = (size_t)(d->count > 0 ? d->count : 1);
+  d->allocated = torc__calloc(2 * n_idx, sizeof(size_t));
+  d->limit = d->allocated ? d->allocated + n_idx : NULL;
   if (d->allocated == NULL) { /* -1, not the status: callers want an id */
     torc_set_error(TORC_ERR_OOM, "out of memory registering device %s",
                    ops->type);
@@ -402,6 +404,22 @@ size_t torc_device_memory_allocated(torc_device dev) {
   if (d == NULL || dev.index < 0 || dev.index >= d->count)
     return 0;
   return d->allocated[dev.index];
+}
+
+torc_status torc_device_set_memory_limit(torc_device dev, size_t bytes) {
+  torc_status st = torc__device_check(dev, "torc_device_set_memory_limit");
+  if (st)
+    return st;
+  torc__devtype *d = torc__devtype_get(dev.type);
+  d->limit[dev.index] = bytes;
+  return TORC_OK;
+}
+
+size_t torc_device_memory_limit(torc_device dev) {
+  torc__devtype *d = torc__devtype_get(dev.type);
+  if (d == NULL || dev.index < 0 || dev.index >= d->count)
+    return 0;
+  return d->limit[dev.index];
 }
 
 void *torc_host_alloc(torc_device dev, size_t nbytes) {

@@ -107,6 +107,7 @@ typedef struct torc__devtype {
   torc__plugin *owner; /* NULL for the built-in cpu */
   int count;
   _Atomic size_t *allocated; /* bytes allocated, per index */
+  _Atomic size_t *limit; /* torc_device_set_memory_limit, per index; 0 none */
   struct torc__cache *cache; /* caching allocator per index, or NULL */
 } torc__devtype;
 

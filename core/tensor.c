@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc_internal.h"
 #include "internal.h"
 #include "stream_internal.h"
 #include "tensor_internal.h"
@@ -19,13 +20,39 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
   if (torc__device_check(dev, "allocate"))
     return NULL;
   torc__devtype *d = torc__devtype_get(dev.type);
+  size_t limit = d->limit[dev.index];
+  if (limit) {
+    /* Counted first, so that threads allocating at once cannot together
+     * pass the limit; given back when the storage is not made. */
+    size_t had = atomic_fetch_add(&d->allocated[dev.index], nbytes);
+    if (nbytes > limit || had > limit - nbytes) {
+      atomic_fetch_sub(&d->allocated[dev.index], nbytes);
+      char want[32], lim[32], in_use[32];
+      torc__mem_human(nbytes, want, sizeof want);
+      torc__mem_human(limit, lim, sizeof lim);
+      torc__mem_human(had, in_use, sizeof in_use);
+      torc_set_error(TORC_ERR_OOM,
+                     "out of memory on %s:%d: allocating %zu bytes (%s) "
+                     "would pass the memory limit of %zu bytes (%s) set by "
+                     "torc_device_set_memory_limit, with %zu bytes (%s) "
+                     "allocated; lower the batch size or the model's size, "
+                     "or raise the limit",
+                     d->name, dev.index, nbytes, want, limit, lim, had,
+                     in_use);
+      return NULL;
+    }
+  }
   torc_storage *s = torc__obj_alloc(TORC__POOL_STORAGE, sizeof *s);
   if (s == NULL) {
+    if (limit)
+      atomic_fetch_sub(&d->allocated[dev.index], nbytes);
     torc_set_error(TORC_ERR_OOM, "out of host memory for a tensor header");
     return NULL;
   }
   void *p = NULL;
   if (torc__mem_alloc(d, dev.index, nbytes, &p) != TORC_OK) {
+    if (limit)
+      atomic_fetch_sub(&d->allocated[dev.index], nbytes);
     torc__obj_free(TORC__POOL_STORAGE, s);
     return NULL;
   }
@@ -34,7 +61,8 @@ torc_storage *torc__storage_new(torc_device dev, size_t nbytes) {
   s->ptr = p;
   s->nbytes = nbytes;
   s->alloc_stream = torc__stream_current(dev.type, dev.index);
-  atomic_fetch_add(&d->allocated[dev.index], nbytes);
+  if (!limit)
+    atomic_fetch_add(&d->allocated[dev.index], nbytes);
   return s;
 }
 

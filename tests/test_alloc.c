@@ -137,6 +137,38 @@ static void test_errors(void **state) {
   assert_error(TORC_ERR_INVALID, "out is NULL");
 }
 
+/* A memory limit fails the storage that would pass it, with the figures,
+ * keeps what is allocated, and counts nothing for the failed request. */
+static void test_memory_limit(void **state) {
+  (void)state;
+  assert_int_equal(torc_device_memory_limit(TORC_CPU), 0);
+  size_t base = torc_device_memory_allocated(TORC_CPU);
+  assert_ok(torc_device_set_memory_limit(TORC_CPU, base + 64 * 1024));
+  int64_t small[1] = {1024}, big[1] = {64 * 1024};
+  torc_tensor *a = torc_zeros(small, 1, TORC_F32, TORC_CPU);
+  assert_non_null(a);
+  assert_int_equal(torc_device_memory_allocated(TORC_CPU), base + 4096);
+  torc_tensor *b = torc_zeros(big, 1, TORC_F32, TORC_CPU);
+  assert_null(b);
+  assert_error(TORC_ERR_OOM, "would pass the memory limit of");
+  assert_error(TORC_ERR_OOM, "262144 bytes");
+  assert_int_equal(torc_device_memory_allocated(TORC_CPU), base + 4096);
+  torc_release(a);
+  assert_int_equal(torc_device_memory_allocated(TORC_CPU), base);
+  /* A request near SIZE_MAX does not wrap around the check. */
+  assert_ok(torc_device_set_memory_limit(TORC_CPU, base + 1));
+  int64_t huge[1] = {(int64_t)1 << 60};
+  assert_null(torc_empty(huge, 1, TORC_U8, TORC_CPU));
+  torc_clear_error();
+  assert_ok(torc_device_set_memory_limit(TORC_CPU, 0));
+  b = torc_zeros(big, 1, TORC_F32, TORC_CPU);
+  assert_non_null(b);
+  torc_release(b);
+  torc_device bad = {.type = 60, .index = 0};
+  assert_int_not_equal(torc_device_set_memory_limit(bad, 1), TORC_OK);
+  assert_error(TORC_ERR_DEVICE, "torc_device_set_memory_limit");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_steady_state_takes_nothing, setup,
@@ -145,6 +177,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_cross_thread, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_memory_limit, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,19 @@ TORC_API torc_status torc_synchronize(torc_device dev);
  * and memory reports. */
 TORC_API size_t torc_device_memory_allocated(torc_device dev);
 
+/* Caps the bytes of tensor storage torc allocates on `dev` (0: no cap,
+ * the default), as torch.cuda.set_per_process_memory_fraction: a storage
+ * that would take torc_device_memory_allocated past `bytes` fails with
+ * TORC_ERR_OOM and a message giving the request, the limit and what is
+ * allocated. Storages already allocated are kept. Meant for sharing a
+ * device, and for running untrusted models (an ONNX file whose shapes ask
+ * for more) within a budget. Errors: an unknown device. */
+TORC_API torc_status torc_device_set_memory_limit(torc_device dev,
+                                                  size_t bytes);
+
+/* The limit set by torc_device_set_memory_limit for `dev` (0: none). */
+TORC_API size_t torc_device_memory_limit(torc_device dev);
+
 /* What the caching allocator of a device holds and has done. Freed tensor
  * storage goes back to a per-device cache of size-classed blocks, so a
  * training loop's steady state takes no memory from the OS; a request the
