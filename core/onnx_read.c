@@ -183,11 +183,12 @@ torc_status torc__onnx_tensor(const Onnx__TensorProto *tp, const char *src,
     const uint8_t *b = torc_data(t);
     for (size_t i = 0; i < n; i++)
       if (b[i] > 1) {
+        unsigned bad = b[i];
         torc_release(t);
         return torc_set_error(TORC_ERR_INVALID,
                               "%s: tensor '%s' has a BOOL byte %u at element "
                               "%zu; bools are 0 or 1",
-                              src, nm, b[i], i);
+                              src, nm, bad, i);
       }
   }
   *out = t;

@@ -1156,7 +1156,12 @@ static torc_status op_tile(onode *n) {
       return torc_set_error(TORC_ERR_INVALID, "repeats[%d] is negative", i);
     s1[2 * i] = 1, s1[2 * i + 1] = torc_size(n->in[0], i);
     s2[2 * i] = reps[i], s2[2 * i + 1] = s1[2 * i + 1];
-    s3[i] = reps[i] * s1[2 * i + 1];
+    if (__builtin_mul_overflow(reps[i], s1[2 * i + 1], &s3[i]))
+      return torc_set_error(TORC_ERR_SHAPE,
+                            "repeats[%d] = %lld times dim %d of size %lld "
+                            "overflows 64 bits",
+                            i, (long long)reps[i], i,
+                            (long long)s1[2 * i + 1]);
   }
   torc_tensor *y = torc_reshape(n->in[0], s1, 2 * nd);
   CHECK(y);

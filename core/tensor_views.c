@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "tensor_internal.h"
+#include "torc/checked.h"
 
 /* ---- views ---- */
 
@@ -64,13 +65,25 @@ static torc_status infer_shape(const torc_tensor *t, const int64_t *shape,
     } else if (shape[i] < 0) {
       return torc_set_error(TORC_ERR_SHAPE, "%s: invalid size %lld at dim %d",
                             fn, (long long)shape[i], i);
-    } else {
-      known *= shape[i];
     }
     out[i] = shape[i];
   }
-  int64_t numel = torc__numel(t->shape, t->ndim);
   char a[128], b[128];
+  /* The known dims' product, refused when it overflows (also past a zero
+   * dim, so that no later stride computation can overflow). */
+  int64_t rest[TORC_MAX_DIMS];
+  int n_rest = 0;
+  for (int i = 0; i < ndim; i++)
+    if (i != infer)
+      rest[n_rest++] = shape[i];
+  uint64_t prod;
+  if (torc_checked_numel(rest, n_rest, INT64_MAX, &prod))
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "%s: shape %s has more elements than a tensor can "
+                          "hold (over 2^63); pass the shape you meant",
+                          fn, torc__shape_str(shape, ndim, a, sizeof a));
+  known = (int64_t)prod;
+  int64_t numel = torc__numel(t->shape, t->ndim);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
       return torc_set_error(

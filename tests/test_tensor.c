@@ -160,6 +160,13 @@ static void test_view_errors(void **state) {
                                "tensor of shape [4, 5] (20 elements)");
   assert_null(torc_reshape(t, TORC_SHAPE(-1, -1)));
   assert_error(TORC_ERR_SHAPE, "only one dimension can be -1");
+  /* Dims whose product overflows 64 bits are refused, with or without a
+   * -1 or a zero among them. */
+  int64_t big = (int64_t)1 << 40;
+  assert_null(torc_reshape(t, TORC_SHAPE(big, big, -1)));
+  assert_error(TORC_ERR_SHAPE, "more elements than a tensor can hold");
+  assert_null(torc_reshape(t, TORC_SHAPE(0, big, big)));
+  assert_error(TORC_ERR_SHAPE, "more elements than a tensor can hold");
   assert_null(torc_reshape(t, TORC_SHAPE(3, -1)));
   assert_error(TORC_ERR_SHAPE, "[3, -1] is invalid");
   assert_null(torc_expand(t, TORC_SHAPE(4, 6)));

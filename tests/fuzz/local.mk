@@ -1,16 +1,16 @@
 # tests/fuzz/local.mk — libFuzzer harnesses of every reader a user feeds
 # (safetensors and checkpoints, INI files and the model builder, idx, csv,
-# npy, PNG/JPEG, ELF plugin files). Built only by ./configure
+# npy, PNG/JPEG, ONNX models and tensors, ELF plugin files). Built only by ./configure
 # --enable-fuzzers (CC=clang); `make fuzz FUZZ_TIME=60` runs each on a copy
 # of its seed corpus (tests/fuzz/corpus/NAME) and fails on any finding.
 # Not part of `make check`. docs/fuzzing.md tells how to use them.
-FUZZ_SRC_HARNESSES = safetensors ini idx csv npy image
+FUZZ_SRC_HARNESSES = safetensors ini idx csv npy image onnx
 if HAVE_ELF_CHECK
 FUZZ_SRC_HARNESSES += elf
 endif
 FUZZ_HARNESS_PROGS = tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_ini \
 	tests/fuzz/fuzz_idx tests/fuzz/fuzz_csv tests/fuzz/fuzz_npy \
-	tests/fuzz/fuzz_image
+	tests/fuzz/fuzz_image tests/fuzz/fuzz_onnx
 if HAVE_ELF_CHECK
 FUZZ_HARNESS_PROGS += tests/fuzz/fuzz_elf
 endif
@@ -49,6 +49,10 @@ tests_fuzz_fuzz_image_SOURCES = tests/fuzz/fuzz_image.c \
 tests_fuzz_fuzz_image_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_image_LDFLAGS = $(FUZZ_LINK_FLAGS)
 tests_fuzz_fuzz_image_LDADD = $(FUZZ_LIBS)
+tests_fuzz_fuzz_onnx_SOURCES = tests/fuzz/fuzz_onnx.c tests/fuzz/fuzz_common.h
+tests_fuzz_fuzz_onnx_CPPFLAGS = $(FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_onnx_LDFLAGS = $(FUZZ_LINK_FLAGS)
+tests_fuzz_fuzz_onnx_LDADD = $(FUZZ_LIBS)
 # The ELF check is compiled into its harness (its symbol is internal to
 # libtorc); it reads the file descriptor it is given and nothing else.
 tests_fuzz_fuzz_elf_SOURCES = tests/fuzz/fuzz_elf.c core/elf_check.c
@@ -84,7 +88,8 @@ clean-local-fuzz:
 .PHONY: clean-local-fuzz
 EXTRA_DIST += tests/fuzz/run.sh tests/fuzz/corpus tests/fuzz/ini.dict \
 	tests/fuzz/npy.dict tests/fuzz/idx.dict \
-	tests/fuzz/safetensors.dict tests/fuzz/fuzz_elf.c
+	tests/fuzz/safetensors.dict tests/fuzz/fuzz_elf.c \
+	tests/fuzz/onnx_seeds.py
 # The seeds' generator (run by hand, never by make): any build can make it.
 EXTRA_PROGRAMS += tests/fuzz/gen_corpus
 tests_fuzz_gen_corpus_SOURCES = tests/fuzz/gen_corpus.c
