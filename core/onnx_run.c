@@ -1569,6 +1569,111 @@ static torc_status depth_space(onode *n, int to_space) {
 static torc_status op_depth_to_space(onode *n) { return depth_space(n, 1); }
 static torc_status op_space_to_depth(onode *n) { return depth_space(n, 0); }
 
+/* ---- losses ---- */
+
+/* NegativeLogLikelihoodLoss on log-probabilities x [N, C, d1..dk] and
+ * targets t [N, d1..dk]: loss = -x[n, t, d] * weight[t], 0 where t is
+ * ignore_index; reduction "none", "sum" or "mean" (the sum over the
+ * weights of the targets counted), as torch.nn.NLLLoss. */
+static torc_status nll_loss(onode *n, torc_tensor *x, torc_tensor *t,
+                            torc_tensor *w, torc_tensor **out) {
+  char red[16];
+  attr_s(n, "reduction", "mean", red, sizeof red);
+  int mode = strcmp(red, "none") == 0 ? 0 : strcmp(red, "sum") == 0 ? 1
+             : strcmp(red, "mean") == 0 ? 2 : -1;
+  if (mode < 0)
+    return torc_set_error(TORC_ERR_INVALID, "reduction '%s' is not one of "
+                          "none, sum, mean", red);
+  int nd = torc_ndim(x);
+  if (nd < 2 || torc_ndim(t) != nd - 1 || torc_size(t, 0) != torc_size(x, 0))
+    return torc_set_error(TORC_ERR_SHAPE, "input has %d dims and target %d; "
+                          "the input is [N, C, d1..dk] and the target "
+                          "[N, d1..dk]", nd, torc_ndim(t));
+  for (int i = 2; i < nd; i++)
+    if (torc_size(t, i - 1) != torc_size(x, i))
+      return torc_set_error(TORC_ERR_SHAPE, "target dim %d is %lld, input "
+                            "dim %d is %lld", i - 1,
+                            (long long)torc_size(t, i - 1), i,
+                            (long long)torc_size(x, i));
+  int64_t c = torc_size(x, 1);
+  if (w && (torc_ndim(w) != 1 || torc_size(w, 0) != c))
+    return torc_set_error(TORC_ERR_SHAPE, "weight must be [%lld] (C)",
+                          (long long)c);
+  CHECK(t = torc_to_dtype(t, TORC_I64));
+  const Onnx__AttributeProto *ia =
+      attr(n, "ignore_index", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  torc_tensor *keep = NULL, *zero = torc_zeros(NULL, 0, TORC_I64, TORC_CPU);
+  CHECK(zero);
+  if (ia) {
+    torc_tensor *ii = torc_full(NULL, 0, (double)ia->i, TORC_I64, TORC_CPU);
+    CHECK(ii);
+    CHECK(keep = torc_ne(t, ii));
+    CHECK(t = torc_where(keep, t, zero));
+  }
+  /* Every target counted must name a class. */
+  torc_tensor *lo = torc_lt(t, zero), *hi = torc_ge(t, torc_full(
+      NULL, 0, (double)c, TORC_I64, TORC_CPU));
+  CHECK(lo && hi);
+  double bad = 0;
+  torc_tensor *any = torc_sum(torc_logical_or(lo, hi), NULL, 0, 0);
+  CHECK(any);
+  torc_status st = torc_item(any, &bad);
+  if (st != TORC_OK)
+    return st;
+  if (bad > 0)
+    return torc_set_error(TORC_ERR_RANGE, "%.0f targets are outside the "
+                          "%lld classes [0, %lld)", bad, (long long)c,
+                          (long long)c);
+  torc_tensor *g = torc_gather(x, 1, torc_unsqueeze(t, 1));
+  CHECK(g);
+  CHECK(g = torc_neg(torc_squeeze(g, 1)));
+  torc_tensor *wt = NULL;
+  if (w) {
+    torc_tensor *flat = torc_reshape(t, (int64_t[]){-1}, 1);
+    CHECK(flat);
+    CHECK(wt = torc_index_select(w, 0, flat));
+    CHECK(wt = torc_reshape(wt, torc_shape(t), torc_ndim(t)));
+  }
+  if (keep) {
+    torc_tensor *k = torc_to_dtype(keep, torc_dtype_of(x));
+    CHECK(k);
+    CHECK(wt = wt ? torc_mul(wt, k) : k);
+  }
+  if (wt)
+    CHECK(g = torc_mul(g, wt));
+  if (mode == 0)
+    *out = g;
+  else if (mode == 1 || !wt)
+    CHECK(*out = mode == 1 ? torc_sum(g, NULL, 0, 0) : torc_mean(g, NULL, 0, 0));
+  else
+    CHECK(*out = torc_div(torc_sum(g, NULL, 0, 0), torc_sum(wt, NULL, 0, 0)));
+  return TORC_OK;
+}
+
+static torc_status op_nll_loss(onode *n) {
+  NEED_IN(0);
+  NEED_IN(1);
+  return nll_loss(n, n->in[0], n->in[1], n->n_in > 2 ? n->in[2] : NULL,
+                  &n->out[0]);
+}
+
+/* SoftmaxCrossEntropyLoss: log_softmax over dim 1, then the NLL loss;
+ * the second output, when asked for, is the log-probabilities. */
+static torc_status op_softmax_cross_entropy(onode *n) {
+  NEED_IN(0);
+  NEED_IN(1);
+  if (torc_ndim(n->in[0]) < 2)
+    return torc_set_error(TORC_ERR_SHAPE, "scores have %d dims; they are "
+                          "[N, C, d1..dk]", torc_ndim(n->in[0]));
+  torc_tensor *lp = torc_log_softmax(n->in[0], 1);
+  CHECK(lp);
+  torc_status st = nll_loss(n, lp, n->in[1], n->n_in > 2 ? n->in[2] : NULL,
+                            &n->out[0]);
+  if (st == TORC_OK && n->n_out > 1)
+    n->out[1] = lp;
+  return st;
+}
+
 /* ---- the table ---- */
 
 typedef struct op_row {
@@ -1625,6 +1730,7 @@ static const op_row op_table[] = {
     {"LessOrEqual", ANY, op_less_equal},
     {"Log", ANY, op_log},
     {"LogSoftmax", ANY, op_log_softmax},
+    {"NegativeLogLikelihoodLoss", 12, 99, op_nll_loss},
     {"MatMul", ANY, op_matmul},
     {"Max", ANY, op_max},
     {"MaxPool", ANY, op_max_pool},
@@ -1659,6 +1765,7 @@ static const op_row op_table[] = {
     {"Size", ANY, op_size},
     {"Slice", ANY, op_slice},
     {"Softmax", ANY, op_softmax},
+    {"SoftmaxCrossEntropyLoss", 12, 99, op_softmax_cross_entropy},
     {"Softplus", ANY, op_softplus},
     {"Softsign", ANY, op_softsign},
     {"SpaceToDepth", ANY, op_space_to_depth},
