@@ -43,8 +43,8 @@ if [ "${TORC_VALGRIND:-0}" = 1 ]; then
     "$D/node/test_transpose_default"
 else
   check_set pytorch-operator 35 "$D/pytorch-operator"
-  check_set pytorch-converted 69 "$D/pytorch-converted"
-  check_set node 597 "$D/node"
+  check_set pytorch-converted 82 "$D/pytorch-converted"
+  check_set node 599 "$D/node"
 fi
 
 # A garbage model and a truncated one: one "fail" line each, status 1.
