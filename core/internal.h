@@ -774,4 +774,20 @@ torc_status torc__ensure_init(void);
 void torc__log_v(int level, const char *fmt, va_list ap);
 
 
+/* A 3-D window op's geometry (core/ops_nn_nd.c): kernel, stride,
+ * dilation and the pads before and after each of depth, height, width;
+ * groups for convolution; exclude_pad for average pooling. */
+typedef struct torc__window3d {
+  int64_t k[3], s[3], d[3], pb[3], pe[3];
+  int64_t groups;
+  int exclude_pad;
+} torc__window3d;
+enum { TORC__W3_CONV, TORC__W3_MAX, TORC__W3_AVG };
+/* Convolution (w [O, C/groups, kD, kH, kW], bias b or NULL), max or
+ * average pooling of x [N, C, D, H, W] with g, pads applied explicitly
+ * (so they may be uneven); the result comes out of its own scope. */
+torc_tensor *torc__window3d_run(const torc_tensor *x, const torc_tensor *w,
+                                const torc_tensor *b, int kind,
+                                const torc__window3d *g);
+
 #endif /* TORC_INTERNAL_H */

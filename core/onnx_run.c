@@ -498,53 +498,10 @@ static torc_tensor *pad_explicit(const torc_tensor *x, const geom *g,
   return torc_pad(x, pads, 4, TORC_PAD_CONSTANT, value);
 }
 
-/* 3-D windows (inputs [N, C, D, H, W]) as 2-D ones over depth slices: for
- * each kernel depth offset, the input's depth positions it reads are
- * sliced out, folded into the batch and run through the 2-D op, and the
- * results summed (Conv, AveragePool) or maxed (MaxPool). Pads are applied
- * explicitly; AveragePool without count_include_pad divides by the count
- * of real elements in each window, computed the same way on ones. */
-enum { W3_CONV, W3_MAX, W3_AVG };
-
-/* One pass of the slicing over xp (padded) for kernel depth kd_n. */
-static torc_tensor *window3d_pass(const torc_tensor *xp, const torc_tensor *w,
-                                  int kind, int64_t kdn, int64_t sd,
-                                  int64_t dd, int64_t dout,
-                                  const torc_conv2d_params *cp,
-                                  const torc_pool2d_params *pp) {
-  const int64_t *s = torc_shape(xp);
-  int64_t nb = s[0], c = s[1];
-  torc_tensor *acc = NULL;
-  for (int64_t kd = 0; kd < kdn; kd++) {
-    torc_tensor *xs = torc_slice(xp, 2, kd * dd, kd * dd + (dout - 1) * sd + 1,
-                                 sd);
-    int perm[5] = {0, 2, 1, 3, 4};
-    xs = torc_permute(xs, perm, 5);
-    int64_t s4[4] = {nb * dout, c, s[3], s[4]};
-    xs = torc_reshape(xs, s4, 4);
-    torc_tensor *r = NULL;
-    if (xs && kind == W3_CONV)
-      r = torc_conv2d(xs, torc_select(w, 2, kd), NULL, cp);
-    else if (xs && kind == W3_MAX)
-      r = torc_max_pool2d(xs, pp);
-    else if (xs)
-      r = torc_mul_scalar(torc_avg_pool2d(xs, pp),
-                          (double)(pp->kernel[0] * pp->kernel[1]));
-    if (r == NULL)
-      return NULL;
-    acc = acc == NULL ? r : kind == W3_MAX ? torc_maximum(acc, r)
-                                           : torc_add(acc, r);
-    if (acc == NULL)
-      return NULL;
-  }
-  const int64_t *rs = torc_shape(acc);
-  int64_t s5[5] = {nb, dout, rs[1], rs[2], rs[3]};
-  int perm[5] = {0, 2, 1, 3, 4};
-  return torc_contiguous(torc_permute(torc_reshape(acc, s5, 5), perm, 5));
-}
-
+/* 3-D windows (inputs [N, C, D, H, W]) through torc__window3d_run, which
+ * takes uneven pads. */
 static torc_status window3d(onode *n, int kind) {
-  torc_tensor *x = n->in[0], *w = kind == W3_CONV ? n->in[1] : NULL;
+  torc_tensor *x = n->in[0], *w = kind == TORC__W3_CONV ? n->in[1] : NULL;
   if (w && torc_ndim(w) != 5)
     return torc_set_error(TORC_ERR_SHAPE, "W has %d dims, X 5",
                           torc_ndim(w));
@@ -585,45 +542,17 @@ static torc_status window3d(onode *n, int kind) {
                             (long long)dl[i], (long long)pb[i],
                             (long long)pe[i]);
   }
-  int64_t span = dl[0] * (k[0] - 1) + 1, dp = sp[0] + pb[0] + pe[0];
-  if (span > dp)
-    return torc_set_error(TORC_ERR_SHAPE, "the dilated kernel depth %lld is "
-                          "larger than the padded depth %lld",
-                          (long long)span, (long long)dp);
-  int64_t dout = (dp - span) / st[0] + 1;
-  double fillv = kind == W3_MAX ? -INFINITY : 0.0;
-  int64_t pads[6] = {pb[2], pe[2], pb[1], pe[1], pb[0], pe[0]};
-  torc_tensor *xp = torc_pad(x, pads, 6, TORC_PAD_CONSTANT, fillv);
-  CHECK(xp);
-  torc_conv2d_params cp = {0};
-  torc_pool2d_params pp;
-  memset(&pp, 0, sizeof pp);
-  for (int i = 0; i < 2; i++) {
-    cp.stride[i] = pp.stride[i] = st[1 + i];
-    cp.dilation[i] = pp.dilation[i] = dl[1 + i];
-    pp.kernel[i] = k[1 + i];
+  torc__window3d g;
+  memset(&g, 0, sizeof g);
+  for (int i = 0; i < 3; i++) {
+    g.k[i] = k[i], g.s[i] = st[i], g.d[i] = dl[i];
+    g.pb[i] = pb[i], g.pe[i] = pe[i];
   }
-  cp.groups = attr_i(n, "group", 1);
-  torc_tensor *y = window3d_pass(xp, w, kind, k[0], st[0], dl[0], dout, &cp,
-                                 &pp);
+  g.groups = attr_i(n, "group", 1);
+  g.exclude_pad = !attr_i(n, "count_include_pad", 0);
+  torc_tensor *y = torc__window3d_run(
+      x, w, kind == TORC__W3_CONV && n->n_in > 2 ? n->in[2] : NULL, kind, &g);
   CHECK(y);
-  if (kind == W3_CONV && n->n_in > 2 && n->in[2]) {
-    int64_t bs[5] = {1, -1, 1, 1, 1};
-    CHECK(y = torc_add(y, torc_reshape(n->in[2], bs, 5)));
-  } else if (kind == W3_AVG) {
-    if (attr_i(n, "count_include_pad", 0)) {
-      CHECK(y = torc_div_scalar(y, (double)(k[0] * k[1] * k[2])));
-    } else {
-      int64_t one[5] = {1, 1, sp[0], sp[1], sp[2]};
-      torc_tensor *ones = torc_full(one, 5, 1.0, torc_dtype_of(x), TORC_CPU);
-      CHECK(ones);
-      torc_tensor *cnt = torc_pad(ones, pads, 6, TORC_PAD_CONSTANT, 0.0);
-      CHECK(cnt);
-      CHECK(cnt = window3d_pass(cnt, NULL, kind, k[0], st[0], dl[0], dout,
-                                &cp, &pp));
-      CHECK(y = torc_div(y, cnt));
-    }
-  }
   n->out[0] = y;
   return TORC_OK;
 }
@@ -632,7 +561,7 @@ static torc_status op_conv(onode *n) {
   NEED_IN(0);
   NEED_IN(1);
   if (torc_ndim(n->in[0]) == 5)
-    return window3d(n, W3_CONV);
+    return window3d(n, TORC__W3_CONV);
   torc_tensor *x = n->in[0], *w = n->in[1];
   const torc_tensor *b = n->n_in > 2 ? n->in[2] : NULL;
   int one_d = torc_ndim(x) == 3;
@@ -739,7 +668,7 @@ static torc_status op_conv_transpose(onode *n) {
 static torc_status pool(onode *n, int is_max) {
   NEED_IN(0);
   if (torc_ndim(n->in[0]) == 5)
-    return window3d(n, is_max ? W3_MAX : W3_AVG);
+    return window3d(n, is_max ? TORC__W3_MAX : TORC__W3_AVG);
   torc_tensor *x = n->in[0];
   int one_d = torc_ndim(x) == 3;
   geom g;

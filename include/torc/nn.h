@@ -94,6 +94,81 @@ TORC_API torc_tensor *torc_max_pool2d_with_indices(const torc_tensor *x,
 TORC_API torc_tensor *torc_avg_pool2d(const torc_tensor *x,
                                       const torc_pool2d_params *p);
 
+/* ---- 1-D and 3-D convolution and pooling ----
+ * Composed of the 2-D ops, so they run wherever those do and are
+ * differentiable: a 1-D op is the 2-D one on a height of 1; a 3-D one runs
+ * the 2-D op over depth slices and sums (or maxes) the results. */
+
+/* Geometry of a 1-D convolution; zero fields take PyTorch's defaults
+ * (stride 1, padding 0, dilation 1, groups 1). */
+typedef struct torc_conv1d_params {
+  int64_t stride, padding, dilation, groups;
+} torc_conv1d_params;
+
+/* 1-D convolution (torch.nn.functional.conv1d): x [N, C, L], weight
+ * [O, C/groups, k], bias [O] or NULL; returns [N, O, OL] with
+ * OL = (L + 2 pad - dil (k - 1) - 1) / stride + 1. p may be NULL. */
+TORC_API torc_tensor *torc_conv1d(const torc_tensor *x,
+                                  const torc_tensor *weight,
+                                  const torc_tensor *bias,
+                                  const torc_conv1d_params *p);
+
+/* Geometry of 1-D pooling: kernel required; stride 0 = kernel; padding at
+ * most half the (dilated) kernel; dilation (max only) 0 = 1; ceil_mode and
+ * exclude_pad as in torc_pool2d_params. */
+typedef struct torc_pool1d_params {
+  int64_t kernel, stride, padding, dilation;
+  int ceil_mode;
+  int exclude_pad;
+} torc_pool1d_params;
+
+/* Max pooling of x [N, C, L] (torch.nn.functional.max_pool1d). */
+TORC_API torc_tensor *torc_max_pool1d(const torc_tensor *x,
+                                      const torc_pool1d_params *p);
+
+/* Average pooling of x [N, C, L] (torch.nn.functional.avg_pool1d). */
+TORC_API torc_tensor *torc_avg_pool1d(const torc_tensor *x,
+                                      const torc_pool1d_params *p);
+
+/* Geometry of a 3-D convolution, each triple {depth, height, width}; zero
+ * fields take PyTorch's defaults (stride 1, padding 0, dilation 1, groups
+ * 1). */
+typedef struct torc_conv3d_params {
+  int64_t stride[3];
+  int64_t padding[3];
+  int64_t dilation[3];
+  int64_t groups;
+} torc_conv3d_params;
+
+/* 3-D convolution (torch.nn.functional.conv3d): x [N, C, D, H, W],
+ * weight [O, C/groups, kD, kH, kW], bias [O] or NULL; returns
+ * [N, O, OD, OH, OW], each as conv2d's. p may be NULL. */
+TORC_API torc_tensor *torc_conv3d(const torc_tensor *x,
+                                  const torc_tensor *weight,
+                                  const torc_tensor *bias,
+                                  const torc_conv3d_params *p);
+
+/* Geometry of 3-D pooling, each triple {depth, height, width}: kernel
+ * required; stride 0 = kernel; padding at most half the (dilated) kernel;
+ * dilation (max only) 0 = 1; exclude_pad as count_include_pad=False.
+ * ceil_mode is not supported (an error). */
+typedef struct torc_pool3d_params {
+  int64_t kernel[3];
+  int64_t stride[3];
+  int64_t padding[3];
+  int64_t dilation[3];
+  int ceil_mode;
+  int exclude_pad;
+} torc_pool3d_params;
+
+/* Max pooling of a floating x [N, C, D, H, W] (max_pool3d). */
+TORC_API torc_tensor *torc_max_pool3d(const torc_tensor *x,
+                                      const torc_pool3d_params *p);
+
+/* Average pooling of a floating x [N, C, D, H, W] (avg_pool3d). */
+TORC_API torc_tensor *torc_avg_pool3d(const torc_tensor *x,
+                                      const torc_pool3d_params *p);
+
 /* Adaptive average pooling of x [N, C, H, W] to [N, C, out_h, out_w]:
  * output row i averages input rows floor(i H / out_h) to
  * ceil((i + 1) H / out_h) - 1 (likewise for columns). */
