@@ -481,6 +481,246 @@ torc_module *torc_conv_transpose2d_new(int64_t in_channels,
   return conv_new(1, in_channels, out_channels, kh, kw, p, bias);
 }
 
+/* ---- nn.Conv1d and nn.Conv3d ---- */
+
+typedef struct convnd_state {
+  torc__layer_head head;
+  int dims; /* 1 or 3 */
+  int64_t in, out; /* in 0 until inferred */
+  int64_t k[3], stride[3], padding[3], dilation[3], groups;
+  int bias;
+} convnd_state;
+
+static const char *convnd_type(const convnd_state *s) {
+  return s->dims == 1 ? "conv1d" : "conv3d";
+}
+
+/* weight [out, in/groups, k...] */
+static torc_status convnd_create(torc_module *m, convnd_state *s) {
+  int64_t shape[5] = {s->out, s->in / s->groups, s->k[0], s->k[1], s->k[2]};
+  return create_weight_bias(m, shape, 2 + s->dims, s->bias, s->out);
+}
+
+static torc_tensor *convnd_apply(torc_module *m, const torc_tensor *x) {
+  const convnd_state *s = torc_module_state(m);
+  const torc_tensor *w = torc_module_parameter(m, "weight");
+  const torc_tensor *b = torc_module_parameter(m, "bias");
+  if (s->dims == 1) {
+    torc_conv1d_params p = {s->stride[0], s->padding[0], s->dilation[0],
+                            s->groups};
+    return torc_conv1d(x, w, b, &p);
+  }
+  torc_conv3d_params p;
+  memset(&p, 0, sizeof p);
+  for (int i = 0; i < 3; i++) {
+    p.stride[i] = s->stride[i];
+    p.padding[i] = s->padding[i];
+    p.dilation[i] = s->dilation[i];
+  }
+  p.groups = s->groups;
+  return torc_conv3d(x, w, b, &p);
+}
+
+static torc_tensor *convnd_forward(torc_module *m,
+                                   const torc_tensor *const *in, int n_in) {
+  if (n_in != 1)
+    return torc__layer_one_input(m, n_in);
+  convnd_state *s = torc_module_state(m);
+  const torc_tensor *x = in[0];
+  char b[128];
+  int nd = torc_ndim(x), want = s->dims + 2;
+  if (nd != want && nd != want - 1) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "%s: expected a %d-D input %s (or one unbatched %s), got "
+                   "shape %s; reshape the input before this layer",
+                   convnd_type(s), want,
+                   s->dims == 1 ? "[N, C, L]" : "[N, C, D, H, W]",
+                   s->dims == 1 ? "[C, L]" : "[C, D, H, W]",
+                   shape_of(x, b, sizeof b));
+    return NULL;
+  }
+  int64_t c = torc_size(x, nd - s->dims - 1);
+  if (s->in == 0) {
+    if (c == 0 || c % s->groups) {
+      torc_set_error(TORC_ERR_SHAPE,
+                     "%s: input has %lld channels (shape %s), which groups "
+                     "%lld does not divide; give an input with a multiple of "
+                     "%lld channels or change groups",
+                     convnd_type(s), (long long)c, shape_of(x, b, sizeof b),
+                     (long long)s->groups, (long long)s->groups);
+      return NULL;
+    }
+    s->in = c;
+    if (convnd_create(m, s)) {
+      s->in = 0;
+      return NULL;
+    }
+  } else if (c != s->in) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "%s: input has %lld channels (shape %s) but in_channels "
+                   "is %lld; set in_channels to %lld, or to 0 to infer it at "
+                   "the first forward",
+                   convnd_type(s), (long long)c, shape_of(x, b, sizeof b),
+                   (long long)s->in, (long long)c);
+    return NULL;
+  }
+  if (nd == want)
+    return convnd_apply(m, x);
+  int scope = torc_scope_begin();
+  torc_tensor *y = convnd_apply(m, torc_unsqueeze(x, 0));
+  if (y)
+    y = torc_scope_keep(torc_squeeze(y, 0));
+  torc_scope_end(scope);
+  return y;
+}
+
+/* A Python tuple of n ints: "(3,)" or "(3, 3, 3)". */
+static char *tuple_str(char *buf, size_t size, const int64_t *v, int n) {
+  if (n == 1) {
+    snprintf(buf, size, "(%lld,)", (long long)v[0]);
+    return buf;
+  }
+  snprintf(buf, size, "(%lld, %lld, %lld)", (long long)v[0], (long long)v[1],
+           (long long)v[2]);
+  return buf;
+}
+
+static int any_not(const int64_t *v, int n, int64_t x) {
+  for (int i = 0; i < n; i++)
+    if (v[i] != x)
+      return 1;
+  return 0;
+}
+
+/* PyTorch's _ConvNd.extra_repr. */
+static int convnd_describe(const torc_module *m, char *buf, size_t size) {
+  const convnd_state *s = torc_module_state(m);
+  int n = s->dims;
+  char k[48], st[48], t[48], pad[64] = "", dil[64] = "", g[32] = "";
+  if (any_not(s->padding, n, 0))
+    snprintf(pad, sizeof pad, ", padding=%s",
+             tuple_str(t, sizeof t, s->padding, n));
+  if (any_not(s->dilation, n, 1))
+    snprintf(dil, sizeof dil, ", dilation=%s",
+             tuple_str(t, sizeof t, s->dilation, n));
+  if (s->groups != 1)
+    snprintf(g, sizeof g, ", groups=%lld", (long long)s->groups);
+  return snprintf(buf, size, "%lld, %lld, kernel_size=%s, stride=%s%s%s%s%s",
+                  (long long)s->in, (long long)s->out,
+                  tuple_str(k, sizeof k, s->k, n),
+                  tuple_str(st, sizeof st, s->stride, n), pad, dil, g,
+                  s->bias ? "" : ", bias=False");
+}
+
+static const torc_module_vtable convnd_vt = {
+    sizeof(torc_module_vtable), convnd_forward, torc__layer_destroy,
+    convnd_describe, init_weight_bias};
+
+static torc_module *convnd_new(convnd_state *tmp) {
+  const char *t = convnd_type(tmp);
+  int n = tmp->dims;
+  if (tmp->in < 0 || tmp->out < 1) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: in_channels %lld and out_channels %lld; "
+                   "out_channels must be >= 1 and in_channels >= 1 (or 0 to "
+                   "infer it at the first forward)",
+                   t, (long long)tmp->in, (long long)tmp->out);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    if (tmp->k[i] < 1 || tmp->stride[i] < 0 || tmp->padding[i] < 0 ||
+        tmp->dilation[i] < 0) {
+      torc_set_error(TORC_ERR_INVALID,
+                     "%s: kernel %lld, stride %lld, padding %lld, dilation "
+                     "%lld (dim %d); the kernel must be >= 1, the others >= 0 "
+                     "(0 takes the default)",
+                     t, (long long)tmp->k[i], (long long)tmp->stride[i],
+                     (long long)tmp->padding[i], (long long)tmp->dilation[i],
+                     i);
+      return NULL;
+    }
+    if (tmp->stride[i] == 0)
+      tmp->stride[i] = 1;
+    if (tmp->dilation[i] == 0)
+      tmp->dilation[i] = 1;
+  }
+  if (tmp->groups < 0) {
+    torc_set_error(TORC_ERR_INVALID, "%s: groups %lld is negative; it must be "
+                   ">= 1", t, (long long)tmp->groups);
+    return NULL;
+  }
+  if (tmp->groups == 0)
+    tmp->groups = 1;
+  if (tmp->out % tmp->groups || tmp->in % tmp->groups) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: groups %lld must divide in_channels %lld and "
+                   "out_channels %lld",
+                   t, (long long)tmp->groups, (long long)tmp->in,
+                   (long long)tmp->out);
+    return NULL;
+  }
+  convnd_state *s = torc__malloc(sizeof *s);
+  if (s)
+    *s = *tmp;
+  torc_module *m = torc__layer_new(t, &convnd_vt, s);
+  if (m == NULL)
+    return NULL;
+  if (tmp->in == 0)
+    torc__module_set_lazy(m, 1);
+  else if (convnd_create(m, s)) {
+    torc_module_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+torc_module *torc_conv1d_new(int64_t in_channels, int64_t out_channels,
+                             int64_t kernel, const torc_conv1d_params *p,
+                             int bias) {
+  convnd_state tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.dims = 1;
+  tmp.in = in_channels;
+  tmp.out = out_channels;
+  tmp.k[0] = kernel;
+  tmp.k[1] = tmp.k[2] = 1;
+  if (p) {
+    tmp.stride[0] = p->stride;
+    tmp.padding[0] = p->padding;
+    tmp.dilation[0] = p->dilation;
+    tmp.groups = p->groups;
+  }
+  tmp.bias = bias != 0;
+  return convnd_new(&tmp);
+}
+
+torc_module *torc_conv3d_new(int64_t in_channels, int64_t out_channels,
+                             const int64_t kernel[3],
+                             const torc_conv3d_params *p, int bias) {
+  if (kernel == NULL) {
+    torc_set_error(TORC_ERR_INVALID, "conv3d: the kernel size is NULL; pass "
+                   "three sizes {kD, kH, kW}");
+    return NULL;
+  }
+  convnd_state tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.dims = 3;
+  tmp.in = in_channels;
+  tmp.out = out_channels;
+  for (int i = 0; i < 3; i++) {
+    tmp.k[i] = kernel[i];
+    if (p) {
+      tmp.stride[i] = p->stride[i];
+      tmp.padding[i] = p->padding[i];
+      tmp.dilation[i] = p->dilation[i];
+    }
+  }
+  if (p)
+    tmp.groups = p->groups;
+  tmp.bias = bias != 0;
+  return convnd_new(&tmp);
+}
+
 /* ---- nn.PReLU ---- */
 
 typedef struct prelu_state {

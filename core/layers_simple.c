@@ -1,5 +1,5 @@
 /* core/layers_simple.c — the layers without parameters: nn.Dropout, the
- * pools (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d), nn.Flatten,
+ * pools (MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool2d), nn.Flatten,
  * nn.Identity, and one module per activation op of torc/ops.h.
  */
 #include <stdio.h>
@@ -174,6 +174,184 @@ torc_module *torc_maxpool2d_new(const torc_pool2d_params *p) {
 
 torc_module *torc_avgpool2d_new(const torc_pool2d_params *p) {
   return pool_new(0, p);
+}
+
+/* ---- nn.MaxPool1d, nn.AvgPool1d, nn.MaxPool3d, nn.AvgPool3d ---- */
+
+typedef struct poolnd_state {
+  torc__layer_head head;
+  int dims; /* 1 or 3 */
+  int max;
+  torc_pool1d_params p1;
+  torc_pool3d_params p3;
+} poolnd_state;
+
+static const char *poolnd_type(int dims, int max) {
+  return dims == 1 ? (max ? "maxpool1d" : "avgpool1d")
+                   : (max ? "maxpool3d" : "avgpool3d");
+}
+
+static torc_tensor *poolnd_apply(const poolnd_state *s, const torc_tensor *x) {
+  if (s->dims == 1)
+    return s->max ? torc_max_pool1d(x, &s->p1) : torc_avg_pool1d(x, &s->p1);
+  return s->max ? torc_max_pool3d(x, &s->p3) : torc_avg_pool3d(x, &s->p3);
+}
+
+static torc_tensor *poolnd_forward(torc_module *m,
+                                   const torc_tensor *const *in, int n_in) {
+  if (n_in != 1)
+    return torc__layer_one_input(m, n_in);
+  const poolnd_state *s = torc_module_state(m);
+  const torc_tensor *x = in[0];
+  int nd = torc_ndim(x), want = s->dims + 2;
+  if (nd == want)
+    return poolnd_apply(s, x);
+  if (nd != want - 1) {
+    char b[128];
+    torc_set_error(TORC_ERR_SHAPE,
+                   "%s: expected a %d-D input %s (or one unbatched %s), got "
+                   "shape %s",
+                   poolnd_type(s->dims, s->max), want,
+                   s->dims == 1 ? "[N, C, L]" : "[N, C, D, H, W]",
+                   s->dims == 1 ? "[C, L]" : "[C, D, H, W]",
+                   shape_of(x, b, sizeof b));
+    return NULL;
+  }
+  int scope = torc_scope_begin();
+  torc_tensor *y = poolnd_apply(s, torc_unsqueeze(x, 0));
+  if (y)
+    y = torc_scope_keep(torc_squeeze(y, 0));
+  torc_scope_end(scope);
+  return y;
+}
+
+/* n ints as PyTorch prints what it was given: one int when all are equal,
+ * else a tuple; `tuple` forces the tuple ("(3,)"), as AvgPool1d does. */
+static char *ints_str(char *buf, size_t size, const int64_t *v, int n,
+                      int tuple) {
+  int same = 1;
+  for (int i = 1; i < n; i++)
+    same &= v[i] == v[0];
+  if (tuple && n == 1)
+    snprintf(buf, size, "(%lld,)", (long long)v[0]);
+  else if (same && !tuple)
+    snprintf(buf, size, "%lld", (long long)v[0]);
+  else
+    snprintf(buf, size, "(%lld, %lld, %lld)", (long long)v[0],
+             (long long)v[1], (long long)v[2]);
+  return buf;
+}
+
+static int poolnd_describe(const torc_module *m, char *buf, size_t size) {
+  const poolnd_state *s = torc_module_state(m);
+  int n = s->dims, tuple = n == 1 && !s->max;
+  int64_t k[3], st[3], pad[3], dil[3];
+  if (n == 1) {
+    k[0] = s->p1.kernel, st[0] = s->p1.stride, pad[0] = s->p1.padding;
+    dil[0] = s->p1.dilation;
+  } else {
+    memcpy(k, s->p3.kernel, sizeof k);
+    memcpy(st, s->p3.stride, sizeof st);
+    memcpy(pad, s->p3.padding, sizeof pad);
+    memcpy(dil, s->p3.dilation, sizeof dil);
+  }
+  char a[48], b[48], c[48], d[48];
+  ints_str(a, sizeof a, k, n, tuple);
+  ints_str(b, sizeof b, st, n, tuple);
+  ints_str(c, sizeof c, pad, n, tuple);
+  if (s->max)
+    return snprintf(buf, size,
+                    "kernel_size=%s, stride=%s, padding=%s, dilation=%s, "
+                    "ceil_mode=%s",
+                    a, b, c, ints_str(d, sizeof d, dil, n, 0),
+                    torc__pybool(n == 1 ? s->p1.ceil_mode : 0));
+  return snprintf(buf, size, "kernel_size=%s, stride=%s, padding=%s", a, b, c);
+}
+
+static const torc_module_vtable poolnd_vt = {
+    sizeof(torc_module_vtable), poolnd_forward, torc__layer_destroy,
+    poolnd_describe, NULL};
+
+/* Checks one dim's geometry and fills its defaults. */
+static int poolnd_dim(const char *t, int max, int64_t k, int64_t *stride,
+                      int64_t pad, int64_t *dil) {
+  if (k < 1 || *stride < 0 || pad < 0 || *dil < 0) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: kernel %lld, stride %lld, padding %lld, dilation "
+                   "%lld; the kernel must be >= 1 and the others >= 0 (0 "
+                   "takes the default)",
+                   t, (long long)k, (long long)*stride, (long long)pad,
+                   (long long)*dil);
+    return 0;
+  }
+  if (*stride == 0)
+    *stride = k;
+  if (*dil == 0)
+    *dil = 1;
+  if (!max && *dil != 1) {
+    torc_set_error(TORC_ERR_INVALID, "%s: dilation %lld is not supported; "
+                   "average pooling has no dilation (leave it 1)", t,
+                   (long long)*dil);
+    return 0;
+  }
+  int64_t eff = *dil * (k - 1) + 1;
+  if (pad > eff / 2) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: padding %lld is more than half the kernel size %lld; "
+                   "use padding <= %lld",
+                   t, (long long)pad, (long long)eff, (long long)(eff / 2));
+    return 0;
+  }
+  return 1;
+}
+
+static torc_module *poolnd_new(int dims, int max, const torc_pool1d_params *p1,
+                               const torc_pool3d_params *p3) {
+  const char *t = poolnd_type(dims, max);
+  if ((dims == 1 && p1 == NULL) || (dims == 3 && p3 == NULL)) {
+    torc_set_error(TORC_ERR_INVALID, "%s: params are NULL; the kernel size "
+                   "is required", t);
+    return NULL;
+  }
+  poolnd_state tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.dims = dims;
+  tmp.max = max;
+  if (dims == 1) {
+    tmp.p1 = *p1;
+    if (!poolnd_dim(t, max, tmp.p1.kernel, &tmp.p1.stride, tmp.p1.padding,
+                    &tmp.p1.dilation))
+      return NULL;
+  } else {
+    tmp.p3 = *p3;
+    if (tmp.p3.ceil_mode) {
+      torc_set_error(TORC_ERR_UNSUPPORTED, "%s: ceil_mode is not supported "
+                     "for 3-D pooling; leave it off (pad the input to round "
+                     "the output up)", t);
+      return NULL;
+    }
+    for (int i = 0; i < 3; i++)
+      if (!poolnd_dim(t, max, tmp.p3.kernel[i], &tmp.p3.stride[i],
+                      tmp.p3.padding[i], &tmp.p3.dilation[i]))
+        return NULL;
+  }
+  poolnd_state *s = torc__malloc(sizeof *s);
+  if (s)
+    *s = tmp;
+  return torc__layer_new(t, &poolnd_vt, s);
+}
+
+torc_module *torc_maxpool1d_new(const torc_pool1d_params *p) {
+  return poolnd_new(1, 1, p, NULL);
+}
+torc_module *torc_avgpool1d_new(const torc_pool1d_params *p) {
+  return poolnd_new(1, 0, p, NULL);
+}
+torc_module *torc_maxpool3d_new(const torc_pool3d_params *p) {
+  return poolnd_new(3, 1, NULL, p);
+}
+torc_module *torc_avgpool3d_new(const torc_pool3d_params *p) {
+  return poolnd_new(3, 0, NULL, p);
 }
 
 /* ---- nn.AdaptiveAvgPool2d ---- */

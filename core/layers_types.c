@@ -137,6 +137,34 @@ static int p_pair(const char *type, const char *key, const char *s,
   return 1;
 }
 
+/* One integer >= min for all three dims, or three separated by commas
+ * (depth,height,width). */
+static int p_triple(const char *type, const char *key, const char *s,
+                    int64_t min, int64_t out[3]) {
+  char acc[112];
+  snprintf(acc, sizeof acc,
+           "one integer >= %lld or three separated by commas "
+           "(depth,height,width)",
+           (long long)min);
+  if (s == NULL)
+    return missing(type, key);
+  const char *p = s;
+  if (!scan_int(&p, &out[0]))
+    return bad(type, key, s, acc);
+  out[1] = out[2] = out[0];
+  if (*p == ',') {
+    p++;
+    if (!scan_int(&p, &out[1]) || *p != ',')
+      return bad(type, key, s, acc);
+    p++;
+    if (!scan_int(&p, &out[2]))
+      return bad(type, key, s, acc);
+  }
+  if (*p || out[0] < min || out[1] < min || out[2] < min)
+    return bad(type, key, s, acc);
+  return 1;
+}
+
 /* ---- create functions ---- */
 
 #define GET(name) get(k, v, n, keys, name)
@@ -206,6 +234,132 @@ static torc_module *create_conv(const char *const *k, const char *const *v,
   return transposed ? torc_conv_transpose2d_new(in, out, kern[0], kern[1], &p,
                                                 bias)
                     : torc_conv2d_new(in, out, kern[0], kern[1], &p, bias);
+}
+
+static const torc_module_key conv1d_keys[] = {
+    {"in_channels", "input channels, >= 1; 0 = infer from the first input",
+     "0"},
+    {"out_channels", "output channels, >= 1", NULL},
+    {"kernel", "kernel size, >= 1", NULL},
+    {"stride", "stride, >= 1", "1"},
+    {"padding", "zero padding on each side", "0"},
+    {"dilation", "spacing of the kernel elements, >= 1", "1"},
+    {"groups", "blocked connections; must divide both channel counts", "1"},
+    {"bias", "learn an additive bias: yes or no", "yes"},
+    {NULL, NULL, NULL}};
+
+static const torc_module_key conv3d_keys[] = {
+    {"in_channels", "input channels, >= 1; 0 = infer from the first input",
+     "0"},
+    {"out_channels", "output channels, >= 1", NULL},
+    {"kernel", "kernel size: k, or kd,kh,kw", NULL},
+    {"stride", "stride: s, or sd,sh,sw", "1"},
+    {"padding", "zero padding on each side: p, or pd,ph,pw", "0"},
+    {"dilation", "spacing of the kernel elements: d, or dd,dh,dw", "1"},
+    {"groups", "blocked connections; must divide both channel counts", "1"},
+    {"bias", "learn an additive bias: yes or no", "yes"},
+    {NULL, NULL, NULL}};
+
+static torc_module *create_convnd(const char *const *k, const char *const *v,
+                                  int n, void *user) {
+  int dims = user ? 3 : 1;
+  const char *t = dims == 1 ? "conv1d" : "conv3d";
+  const torc_module_key *keys = dims == 1 ? conv1d_keys : conv3d_keys;
+  int64_t in = 0, out = 0, groups = 1;
+  int bias = 1;
+  if (!p_int(t, "in_channels", GET("in_channels"), 0, &in) ||
+      !p_int(t, "out_channels", GET("out_channels"), 1, &out) ||
+      !p_int(t, "groups", GET("groups"), 1, &groups) ||
+      !p_bool(t, "bias", GET("bias"), &bias))
+    return NULL;
+  if (dims == 1) {
+    int64_t kern;
+    torc_conv1d_params p = {0, 0, 0, groups};
+    if (!p_int(t, "kernel", GET("kernel"), 1, &kern) ||
+        !p_int(t, "stride", GET("stride"), 1, &p.stride) ||
+        !p_int(t, "padding", GET("padding"), 0, &p.padding) ||
+        !p_int(t, "dilation", GET("dilation"), 1, &p.dilation))
+      return NULL;
+    return torc_conv1d_new(in, out, kern, &p, bias);
+  }
+  int64_t kern[3];
+  torc_conv3d_params p;
+  memset(&p, 0, sizeof p);
+  p.groups = groups;
+  if (!p_triple(t, "kernel", GET("kernel"), 1, kern) ||
+      !p_triple(t, "stride", GET("stride"), 1, p.stride) ||
+      !p_triple(t, "padding", GET("padding"), 0, p.padding) ||
+      !p_triple(t, "dilation", GET("dilation"), 1, p.dilation))
+    return NULL;
+  return torc_conv3d_new(in, out, kern, &p, bias);
+}
+
+static const torc_module_key maxpool1d_keys[] = {
+    {"kernel", "window size, >= 1", NULL},
+    {"stride", "stride; 0 = the kernel size", "0"},
+    {"padding", "implicit -inf padding (at most half the kernel)", "0"},
+    {"dilation", "spacing of the window elements, >= 1", "1"},
+    {"ceil_mode", "round the output size up: yes or no", "no"},
+    {NULL, NULL, NULL}};
+static const torc_module_key avgpool1d_keys[] = {
+    {"kernel", "window size, >= 1", NULL},
+    {"stride", "stride; 0 = the kernel size", "0"},
+    {"padding", "implicit zero padding (at most half the kernel)", "0"},
+    {"ceil_mode", "round the output size up: yes or no", "no"},
+    {"count_include_pad", "count the padding in the average: yes or no",
+     "yes"},
+    {NULL, NULL, NULL}};
+static const torc_module_key maxpool3d_keys[] = {
+    {"kernel", "window size: k, or kd,kh,kw", NULL},
+    {"stride", "stride: s, or sd,sh,sw; 0 = the kernel size", "0"},
+    {"padding", "implicit -inf padding: p, or pd,ph,pw (at most half the "
+                "kernel)", "0"},
+    {"dilation", "spacing of the window elements: d, or dd,dh,dw", "1"},
+    {NULL, NULL, NULL}};
+static const torc_module_key avgpool3d_keys[] = {
+    {"kernel", "window size: k, or kd,kh,kw", NULL},
+    {"stride", "stride: s, or sd,sh,sw; 0 = the kernel size", "0"},
+    {"padding", "implicit zero padding: p, or pd,ph,pw (at most half the "
+                "kernel)", "0"},
+    {"count_include_pad", "count the padding in the average: yes or no",
+     "yes"},
+    {NULL, NULL, NULL}};
+
+/* user: "m1", "a1", "m3", "a3" (max or average, 1-D or 3-D). */
+static torc_module *create_poolnd(const char *const *k, const char *const *v,
+                                  int n, void *user) {
+  const char *u = user;
+  int max = u[0] == 'm', dims = u[1] - '0';
+  const char *t = dims == 1 ? (max ? "maxpool1d" : "avgpool1d")
+                            : (max ? "maxpool3d" : "avgpool3d");
+  const torc_module_key *keys = dims == 1
+                                    ? (max ? maxpool1d_keys : avgpool1d_keys)
+                                    : (max ? maxpool3d_keys : avgpool3d_keys);
+  int incl = 1, ceil = 0;
+  if (!max && !p_bool(t, "count_include_pad", GET("count_include_pad"), &incl))
+    return NULL;
+  if (dims == 1) {
+    torc_pool1d_params p;
+    memset(&p, 0, sizeof p);
+    if (!p_int(t, "kernel", GET("kernel"), 1, &p.kernel) ||
+        !p_int(t, "stride", GET("stride"), 0, &p.stride) ||
+        !p_int(t, "padding", GET("padding"), 0, &p.padding) ||
+        (max && !p_int(t, "dilation", GET("dilation"), 1, &p.dilation)) ||
+        !p_bool(t, "ceil_mode", GET("ceil_mode"), &ceil))
+      return NULL;
+    p.ceil_mode = ceil;
+    p.exclude_pad = !incl;
+    return max ? torc_maxpool1d_new(&p) : torc_avgpool1d_new(&p);
+  }
+  torc_pool3d_params p;
+  memset(&p, 0, sizeof p);
+  if (!p_triple(t, "kernel", GET("kernel"), 1, p.kernel) ||
+      !p_triple(t, "stride", GET("stride"), 0, p.stride) ||
+      !p_triple(t, "padding", GET("padding"), 0, p.padding) ||
+      (max && !p_triple(t, "dilation", GET("dilation"), 1, p.dilation)))
+    return NULL;
+  p.exclude_pad = !incl;
+  return max ? torc_maxpool3d_new(&p) : torc_avgpool3d_new(&p);
 }
 
 static const torc_module_key bn_keys[] = {
@@ -525,6 +679,18 @@ TYPE(conv2d, "2-D convolution over [N, C, H, W] (nn.Conv2d)", conv_keys,
      create_conv, NULL);
 TYPE(conv_transpose2d, "2-D transposed convolution (nn.ConvTranspose2d)",
      convt_keys, create_conv, 1);
+TYPE(conv1d, "1-D convolution over [N, C, L] (nn.Conv1d)", conv1d_keys,
+     create_convnd, NULL);
+TYPE(conv3d, "3-D convolution over [N, C, D, H, W] (nn.Conv3d)", conv3d_keys,
+     create_convnd, 1);
+TYPE(maxpool1d, "1-D max pooling (nn.MaxPool1d)", maxpool1d_keys,
+     create_poolnd, "m1");
+TYPE(avgpool1d, "1-D average pooling (nn.AvgPool1d)", avgpool1d_keys,
+     create_poolnd, "a1");
+TYPE(maxpool3d, "3-D max pooling (nn.MaxPool3d)", maxpool3d_keys,
+     create_poolnd, "m3");
+TYPE(avgpool3d, "3-D average pooling (nn.AvgPool3d)", avgpool3d_keys,
+     create_poolnd, "a3");
 TYPE(batchnorm1d, "batch normalisation of [N, C] or [N, C, L] "
      "(nn.BatchNorm1d)", bn_keys, create_bn, NULL);
 TYPE(batchnorm2d, "batch normalisation of [N, C, H, W] (nn.BatchNorm2d)",
@@ -592,4 +758,6 @@ const torc_module_type *const torc__builtin_module_types[] = {
     &type_leaky_relu, &type_elu, &type_gelu, &type_silu, &type_sigmoid,
     &type_tanh, &type_softplus, &type_softmax, &type_log_softmax,
     &type_hardswish, &type_hardsigmoid, &type_softsign, &type_selu,
-    &type_mish, &type_prelu, &type_celu, &type_hardtanh, &type_relu6, NULL};
+    &type_mish, &type_prelu, &type_celu, &type_hardtanh, &type_relu6,
+    &type_conv1d, &type_conv3d, &type_maxpool1d, &type_avgpool1d,
+    &type_maxpool3d, &type_avgpool3d, NULL};

@@ -24,6 +24,8 @@ fi
 cat >"$tmp/deliberate" <<'EOF'
 layer linear in_features 0 infers it from the first input (as LazyLinear); PyTorch requires it
 layer conv2d in_channels 0 infers it from the first input (as LazyConv2d); PyTorch requires it
+layer conv1d in_channels 0 infers it from the first input (as LazyConv1d); PyTorch requires it
+layer conv3d in_channels 0 infers it from the first input (as LazyConv3d); PyTorch requires it
 layer conv_transpose2d in_channels 0 infers it from the first input (as LazyConvTranspose2d); PyTorch requires it
 layer batchnorm1d num_features 0 infers it from the first input (as LazyBatchNorm1d); PyTorch requires it
 layer batchnorm2d num_features 0 infers it from the first input (as LazyBatchNorm2d); PyTorch requires it
@@ -31,6 +33,10 @@ layer groupnorm num_channels 0 infers it from the first input; PyTorch requires 
 layer layernorm normalized_shape 0 takes the last dim of the first input; PyTorch requires it
 layer maxpool2d stride 0 stands for PyTorch's None: the kernel size
 layer avgpool2d stride 0 stands for PyTorch's None: the kernel size
+layer maxpool1d stride 0 stands for PyTorch's None: the kernel size
+layer avgpool1d stride 0 stands for PyTorch's None: the kernel size
+layer maxpool3d stride 0 stands for PyTorch's None: the kernel size
+layer avgpool3d stride 0 stands for PyTorch's None: the kernel size
 layer avgpool2d divisor_override 0 stands for PyTorch's None: off
 layer adaptive_avgpool2d output_size 1 is global pooling, the common use; PyTorch requires it
 layer softmax dim -1 is the last dim; PyTorch's None picks a dim implicitly, with a deprecation warning

@@ -583,9 +583,9 @@ static void test_model_config_errors(void **state) {
   struct {
     const char *from, *to, *want;
   } cases[] = {
-      {"type = conv2d", "type = conv3d",
-       "net.ini:4: key 'type' in [layer]: layer 0 (conv3d): unknown module "
-       "type 'conv3d' (did you mean 'conv2d'?)"},
+      {"type = conv2d", "type = convv2d",
+       "net.ini:4: key 'type' in [layer]: layer 0 (convv2d): unknown module "
+       "type 'convv2d' (did you mean 'conv2d'?)"},
       {"kernel = 3", "kernal = 3",
        "net.ini:6: key 'kernal' in [layer]: layer 0 (conv2d): conv2d: "
        "unknown key 'kernal' (did you mean 'kernel'?)"},

@@ -1,7 +1,8 @@
-/* tests/test_nn_nd.c — 1-D and 3-D convolution and pooling (torc/nn.h):
- * each against a direct loop over the definition (strides, padding,
- * dilation, groups, bias, count_include_pad), the gradients against
- * finite differences, and the errors a caller can make. */
+/* tests/test_nn_nd.c — 1-D and 3-D convolution and pooling (torc/nn.h)
+ * and their layers: each op against a direct loop over the definition
+ * (strides, padding, dilation, groups, bias, count_include_pad), the
+ * gradients against finite differences, the errors a caller can make; the
+ * layers' PyTorch reprs, parameters and INI keys. */
 #include <math.h>
 
 #include "testutil.h"
@@ -334,6 +335,155 @@ static void test_errors(void **state) {
   torc_scope_end(scope);
 }
 
+
+/* 1 when a and b have one shape and agree within tol (relative). */
+static int close_t(const torc_tensor *a, const torc_tensor *b, double tol) {
+  if (a == NULL || b == NULL || torc_numel(a) != torc_numel(b) ||
+      torc_ndim(a) != torc_ndim(b))
+    return 0;
+  double *x = host(a), *y = host(b);
+  int ok = 1;
+  for (int64_t i = 0; i < torc_numel(a); i++)
+    ok &= fabs(x[i] - y[i]) <= tol * (1 + fabs(y[i]));
+  free(x);
+  free(y);
+  return ok;
+}
+
+/* Asserts m's repr (its first line: "conv1d(...)") is want. */
+static void assert_repr(const torc_module *m, const char *want) {
+  char *r = torc_module_repr(m);
+  assert_non_null(r);
+  if (strcmp(r, want) != 0) {
+    print_error("repr \"%s\", want \"%s\"\n", r, want);
+    free(r);
+    fail();
+  }
+  free(r);
+}
+
+/* The layers: PyTorch's reprs (printed by torch 1.13 for the same
+ * arguments), state-dict shapes, lazy in_channels, unbatched inputs, a
+ * forward equal to the functional op, and the INI keys. */
+static void test_layers(void **state) {
+  (void)state;
+  int scope = torc_scope_begin();
+  torc_conv1d_params p1 = {2, 1, 2, 2};
+  torc_module *c1 = torc_conv1d_new(0, 6, 3, &p1, 1);
+  assert_non_null(c1);
+  torc_tensor *x = rnd(TORC_SHAPE(2, 4, 11), 21, TORC_F32);
+  torc_tensor *y = torc_module_forward(c1, x);
+  assert_non_null(y);
+  torc_tensor *w = torc_module_parameter(c1, "weight");
+  assert_int_equal(torc_ndim(w), 3);
+  assert_int_equal(torc_size(w, 1), 2);
+  assert_repr(c1, "conv1d(4, 6, kernel_size=(3,), stride=(2,), "
+                  "padding=(1,), dilation=(2,), groups=2)");
+  torc_tensor *want = torc_conv1d(x, w, torc_module_parameter(c1, "bias"), &p1);
+  assert_true(close_t(y, want, 0));
+  /* one unbatched sample */
+  torc_tensor *y1 = torc_module_forward(c1, torc_select(x, 0, 1));
+  assert_non_null(y1);
+  assert_true(close_t(y1, torc_select(want, 0, 1), 1e-6));
+  assert_null(torc_module_forward(c1, rnd(TORC_SHAPE(2, 4, 3, 3), 1, TORC_F32)));
+  assert_error(TORC_ERR_SHAPE, "conv1d: expected a 3-D input [N, C, L]");
+  assert_null(torc_module_forward(c1, rnd(TORC_SHAPE(2, 5, 9), 1, TORC_F32)));
+  assert_error(TORC_ERR_SHAPE, "input has 5 channels");
+  torc_module_free(c1);
+
+  int64_t k3[3] = {3, 2, 3};
+  torc_conv3d_params p3 = {{0}, {1, 1, 1}, {0}, 0};
+  torc_module *c3 = torc_conv3d_new(2, 4, k3, &p3, 0);
+  assert_non_null(c3);
+  assert_repr(c3, "conv3d(2, 4, kernel_size=(3, 2, 3), stride=(1, 1, 1), "
+                  "padding=(1, 1, 1), bias=False)");
+  assert_int_equal(torc_ndim(torc_module_parameter(c3, "weight")), 5);
+  assert_null(torc_module_parameter(c3, "bias"));
+  y = torc_module_forward(c3, rnd(TORC_SHAPE(1, 2, 4, 4, 4), 22, TORC_F32));
+  assert_non_null(y);
+  assert_int_equal(torc_size(y, 3), 5);
+  torc_module_free(c3);
+  torc_conv3d_params pg = {{0}, {0}, {0}, 2};
+  assert_null(torc_conv3d_new(3, 4, k3, &pg, 1));
+  assert_error(TORC_ERR_INVALID, "groups 2 must divide in_channels 3");
+  assert_null(torc_conv1d_new(2, 4, 0, NULL, 1));
+  assert_error(TORC_ERR_INVALID, "the kernel must be >= 1");
+
+  torc_pool1d_params q1 = {3, 2, 1, 0, 0, 0};
+  torc_module *mp1 = torc_maxpool1d_new(&q1), *ap1 = torc_avgpool1d_new(&q1);
+  assert_repr(mp1, "maxpool1d(kernel_size=3, stride=2, padding=1, "
+                   "dilation=1, ceil_mode=False)");
+  assert_repr(ap1, "avgpool1d(kernel_size=(3,), stride=(2,), padding=(1,))");
+  assert_true(close_t(torc_module_forward(mp1, x), torc_max_pool1d(x, &q1), 0));
+  torc_module_free(mp1);
+  torc_module_free(ap1);
+  torc_pool3d_params q3 = {{2, 2, 2}, {0}, {0}, {0}, 0, 0};
+  torc_module *mp3 = torc_maxpool3d_new(&q3);
+  assert_repr(mp3, "maxpool3d(kernel_size=2, stride=2, padding=0, "
+                   "dilation=1, ceil_mode=False)");
+  torc_module_free(mp3);
+  torc_pool3d_params q3b = {{2, 3, 2}, {1, 1, 1}, {0}, {0}, 0, 0};
+  torc_module *ap3 = torc_avgpool3d_new(&q3b);
+  assert_repr(ap3, "avgpool3d(kernel_size=(2, 3, 2), stride=1, padding=0)");
+  torc_module_free(ap3);
+  q3.ceil_mode = 1;
+  assert_null(torc_maxpool3d_new(&q3));
+  assert_error(TORC_ERR_UNSUPPORTED, "ceil_mode is not supported");
+  q1.padding = 2;
+  assert_null(torc_avgpool1d_new(&q1));
+  assert_error(TORC_ERR_INVALID, "more than half the kernel size");
+  torc_scope_end(scope);
+}
+
+/* The INI types: a 1-D and a 3-D model build and fit their samples; a bad
+ * triple is one message naming the key. */
+static void test_config(void **state) {
+  (void)state;
+  const char *ini1 =
+      "[model]\ninput = 3,32\n"
+      "[layer]\ntype = conv1d\nout_channels = 8\nkernel = 5\npadding = 2\n"
+      "[layer]\ntype = relu\n"
+      "[layer]\ntype = maxpool1d\nkernel = 2\n"
+      "[layer]\ntype = avgpool1d\nkernel = 2\ncount_include_pad = no\n"
+      "[layer]\ntype = flatten\n"
+      "[layer]\ntype = linear\nout_features = 4\n";
+  torc_config *cfg = torc_config_parse(ini1, "seq.ini");
+  assert_non_null(cfg);
+  torc_module *m = torc_module_from_config(cfg, NULL, NULL);
+  torc_config_free(cfg);
+  if (m == NULL) {
+    print_error("%s\n", torc_last_error());
+    fail();
+  }
+  torc_tensor *w = torc_module_parameter(torc_module_child(m, "5"), "weight");
+  assert_int_equal(torc_size(w, 1), 8 * 8);
+  torc_module_free(m);
+  const char *ini3 =
+      "[model]\ninput = 1,8,8,8\n"
+      "[layer]\ntype = conv3d\nout_channels = 2\nkernel = 3,3,1\n"
+      "padding = 1,1,0\n"
+      "[layer]\ntype = maxpool3d\nkernel = 2\n"
+      "[layer]\ntype = avgpool3d\nkernel = 2,2,1\nstride = 1\n"
+      "[layer]\ntype = flatten\n";
+  cfg = torc_config_parse(ini3, "vol.ini");
+  assert_non_null(cfg);
+  int64_t shape[TORC_MAX_DIMS];
+  int nd = 0;
+  m = torc_module_from_config(cfg, shape, &nd);
+  torc_config_free(cfg);
+  if (m == NULL) {
+    print_error("%s\n", torc_last_error());
+    fail();
+  }
+  torc_module_free(m);
+  cfg = torc_config_parse("[model]\ninput = 1,8,8,8\n[layer]\ntype = conv3d\n"
+                          "out_channels = 2\nkernel = 3,3\n", "bad.ini");
+  assert_null(torc_module_from_config(cfg, NULL, NULL));
+  assert_error(TORC_ERR_CONFIG, "key 'kernel' = '3,3' is not one integer >= 1 "
+                                "or three separated by commas");
+  torc_config_free(cfg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_conv3d, setup, teardown),
@@ -341,6 +491,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_1d, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gradients, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_layers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_config, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

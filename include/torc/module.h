@@ -316,6 +316,21 @@ TORC_API torc_module *torc_conv_transpose2d_new(int64_t in_channels,
                                                 const torc_conv2d_params *p,
                                                 int bias);
 
+/* nn.Conv1d: weight [out, in/groups, kernel], bias [out]; input
+ * [N, C, L] or one unbatched [C, L]; geometry as torc_conv1d (nn.h; NULL =
+ * the defaults). in_channels 0 infers it at the first forward. */
+TORC_API torc_module *torc_conv1d_new(int64_t in_channels,
+                                      int64_t out_channels, int64_t kernel,
+                                      const torc_conv1d_params *p, int bias);
+
+/* nn.Conv3d: weight [out, in/groups, kD, kH, kW] (kernel {kD, kH, kW}),
+ * bias [out]; input [N, C, D, H, W] or one unbatched [C, D, H, W];
+ * geometry as torc_conv3d (nn.h; NULL = the defaults). */
+TORC_API torc_module *torc_conv3d_new(int64_t in_channels,
+                                      int64_t out_channels,
+                                      const int64_t kernel[3],
+                                      const torc_conv3d_params *p, int bias);
+
 /* nn.BatchNorm1d / nn.BatchNorm2d with affine weight/bias and running
  * statistics (running_mean, running_var, num_batches_tracked). momentum
  * 0.1 and eps 1e-5 are PyTorch's defaults. */
@@ -349,6 +364,14 @@ TORC_API torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim);
  * nn.AdaptiveAvgPool2d to out_h x out_w. */
 TORC_API torc_module *torc_maxpool2d_new(const torc_pool2d_params *p);
 TORC_API torc_module *torc_avgpool2d_new(const torc_pool2d_params *p);
+
+/* nn.MaxPool1d / nn.AvgPool1d over [N, C, L] (or [C, L]), and
+ * nn.MaxPool3d / nn.AvgPool3d over [N, C, D, H, W] (or [C, D, H, W]);
+ * geometry as nn.h's torc_pool1d_params / torc_pool3d_params. */
+TORC_API torc_module *torc_maxpool1d_new(const torc_pool1d_params *p);
+TORC_API torc_module *torc_avgpool1d_new(const torc_pool1d_params *p);
+TORC_API torc_module *torc_maxpool3d_new(const torc_pool3d_params *p);
+TORC_API torc_module *torc_avgpool3d_new(const torc_pool3d_params *p);
 TORC_API torc_module *torc_adaptive_avgpool2d_new(int64_t out_h,
                                                   int64_t out_w);
 
