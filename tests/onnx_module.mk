@@ -3,7 +3,8 @@
 # in an INI file through torc describe, train and eval.
 TESTS += tests/test_onnx_import.sh
 EXTRA_DIST += tests/test_onnx_import.sh tests/fixtures/onnx/make_fixture.py \
-	tests/fixtures/onnx/cnn.onnx tests/fixtures/onnx/cnn_io.safetensors
+	tests/fixtures/onnx/cnn.onnx tests/fixtures/onnx/cnn_io.safetensors \
+	tests/fixtures/onnx/unsupported.onnx
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_onnx_module
 TESTS += tests/test_onnx_module
