@@ -1,7 +1,8 @@
 /* core/config_model.c — the model an INI file describes: [model] (the
  * sample shape, the init scheme) and one [layer] section per module, in
- * file order, each built through the module type registry; errors carry
- * the file and line of the layer and key at fault.
+ * file order, each built through the module type registry, or [model]
+ * onnx = FILE imported (torc_onnx_module_new); errors carry the file and
+ * line of the layer and key at fault.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,8 @@
 
 const torc__config_row torc__model_rows[] = {
     {"model", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
-     "the model: the shape of one sample, then its [layer] sections"},
+     "the model: the shape of one sample, then its [layer] sections (or "
+     "onnx = an ONNX file)"},
     {"model", "input", TORC__CFG_STRING, NULL,
      "the sizes of one sample, e.g. 1,28,28 (C,H,W) or 784",
      TORC__CFG_REQUIRED,
