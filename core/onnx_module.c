@@ -58,10 +58,11 @@ static torc_tensor *onnx_forward(torc_module *m, const torc_tensor *const *in,
   onnx_mod *s = torc_module_state(m);
   int n_want = torc_onnx_n_inputs(s->model);
   if (n_in != n_want) {
+    const char *first = torc_onnx_input_name(s->model, 0);
     torc_set_error(TORC_ERR_INVALID,
                    "%s takes %d inputs (%s%s), given %d; call "
                    "torc_module_forward_n with all of them",
-                   s->path, n_want, torc_onnx_input_name(s->model, 0),
+                   s->path, n_want, first ? first : "none",
                    n_want > 1 ? ", ..." : "", n_in);
     return NULL;
   }
@@ -75,8 +76,9 @@ static torc_tensor *onnx_forward(torc_module *m, const torc_tensor *const *in,
   }
   int training = torc_module_is_training(m);
   int n_out = torc_onnx_n_outputs(s->model);
+  /* checked by torc_onnx_module_new: not again at every forward */
   if (torc__onnx_run_mode(s->model, in, n_in, s->bind, s->outputs, n_out,
-                          training) != TORC_OK)
+                          training, 1) != TORC_OK)
     return NULL;
   torc_tensor *y = s->outputs[0];
   for (int i = 1; i < n_out; i++)

@@ -4,7 +4,8 @@
  * updates its running statistics as PyTorch does, names its parameters and
  * buffers as PyTorch's state dict, fine-tunes with an optimizer, and saves
  * and loads; initializer names that are not state-dict names are
- * sanitised; garbage and unsupported operators are one message each. */
+ * sanitised; Dropout follows the module's mode; garbage and unsupported
+ * operators are one message each. */
 #include <math.h>
 #include <unistd.h>
 
@@ -338,6 +339,33 @@ static void test_sanitised_names(void **state) {
   torc_module_free(m);
 }
 
+/* Dropout drops in training mode (ratio 0.5, the kept ones doubled) and is
+ * the identity in eval mode. */
+static void test_dropout_modes(void **state) {
+  (void)state;
+  const char *const nodes[1][4] = {{"Dropout", "x", NULL, "z"}};
+  char path[64];
+  write_model(path, nodes, 1, NULL, 0);
+  torc_module *m = NULL;
+  assert_ok(torc_onnx_module_new(path, &m));
+  unlink(path);
+  int scope = torc_scope_begin();
+  torc_tensor *x = torc_ones(TORC_SHAPE(1000), TORC_F32, TORC_CPU);
+  double *v = test_values(torc_module_forward(m, x));
+  int zeros = 0, twos = 0;
+  for (int i = 0; i < 1000; i++) {
+    zeros += v[i] == 0;
+    twos += v[i] == 2;
+  }
+  free(v);
+  assert_int_equal(zeros + twos, 1000);
+  assert_true(zeros > 400 && zeros < 600);
+  torc_module_train(m, 0);
+  assert_true(max_abs_diff(torc_module_forward(m, x), x) == 0);
+  torc_scope_end(scope);
+  torc_module_free(m);
+}
+
 static void test_errors(void **state) {
   (void)state;
   torc_module *m = (torc_module *)&m;
@@ -409,6 +437,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_state_roundtrip, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_sanitised_names, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_dropout_modes, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_errors, test_live_setup,
                                       test_live_teardown),
