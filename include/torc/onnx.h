@@ -1,6 +1,7 @@
 /* torc/onnx.h — ONNX models: reading a .onnx file or a serialized
- * TensorProto, and running the model's graph with torc's ops (so autograd
- * works through it). docs/onnx.md lists the operators supported. */
+ * TensorProto, running the model's graph with torc's ops (so autograd
+ * works through it), and importing it as a module to fine-tune
+ * (torc_onnx_module_new). docs/onnx.md lists the operators supported. */
 #ifndef TORC_ONNX_H
 #define TORC_ONNX_H
 
