@@ -1,7 +1,8 @@
 /* core/config_model.c — the model an INI file describes: [model] (the
  * sample shape, the init scheme) and one [layer] section per module, in
- * file order, each built through the module type registry; errors carry
- * the file and line of the layer and key at fault.
+ * file order, each built through the module type registry, or [model]
+ * onnx = FILE imported (torc_onnx_module_new); errors carry the file and
+ * line of the layer and key at fault.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,12 @@
 #include "module_internal.h"
 #include "torc/autograd.h"
 #include "torc/config.h"
+#include "torc/onnx.h"
 
 const torc__config_row torc__model_rows[] = {
     {"model", NULL, TORC__CFG_SECTION, NULL, NULL, 0,
-     "the model: the shape of one sample, then its [layer] sections"},
+     "the model: the shape of one sample, then its [layer] sections (or "
+     "onnx = an ONNX file)"},
     {"model", "input", TORC__CFG_STRING, NULL,
      "the sizes of one sample, e.g. 1,28,28 (C,H,W) or 784",
      TORC__CFG_REQUIRED,
@@ -25,6 +28,9 @@ const torc__config_row torc__model_rows[] = {
      "orthogonal",
      0, "default: each layer's PyTorch init; or one scheme for every "
         "linear/conv weight (biases zeroed)"},
+    {"model", "onnx", TORC__CFG_PATH, NULL, NULL, 0,
+     "an ONNX file the model is imported from (its initializers are the "
+     "weights), in place of [layer] sections"},
     {"layer", NULL, TORC__CFG_SECTION, NULL, NULL, TORC__CFG_REPEAT,
      "one module of the model, in order; state-dict keys are \"0.weight\", "
      "\"3.bias\", ... as in nn.Sequential"},
@@ -34,6 +40,39 @@ const torc__config_row torc__model_rows[] = {
     {"layer", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the type's keys (`torc layers` lists them)"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
+
+/* The model of `[model] onnx = path` (path resolved): refused beside
+ * [layer] sections and with an init scheme other than default. */
+static torc_module *onnx_model(const torc_config *cfg, int mi,
+                               const char *path) {
+  for (int i = 0; i < torc_config_section_count(cfg); i++)
+    if (strcmp(torc_config_section_name(cfg, i), "layer") == 0) {
+      torc__config_error(cfg, i, NULL, TORC_ERR_CONFIG,
+                         "[model] onnx = %s builds the model from the ONNX "
+                         "file, and [layer] sections build another; remove "
+                         "the [layer] sections to use the ONNX model, or "
+                         "the onnx key to build the model from them",
+                         torc_config_section_get(cfg, mi, "onnx"));
+      return NULL;
+    }
+  const char *scheme = torc__config_value(cfg, mi, "init");
+  if (scheme && strcmp(scheme, "default") != 0) {
+    torc__config_error(cfg, mi, "init", TORC_ERR_CONFIG,
+                       "init = %s would overwrite the weights of the ONNX "
+                       "model (onnx = %s); remove init, or set it to default",
+                       scheme, torc_config_section_get(cfg, mi, "onnx"));
+    return NULL;
+  }
+  torc_module *m = NULL;
+  if (torc_onnx_module_new(path, &m) != TORC_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", torc_last_error());
+    torc__config_error(cfg, mi, "onnx", torc__config_rewrap_status(), "%s",
+                       msg);
+    return NULL;
+  }
+  return m;
+}
 
 /* The key of section i that the message names ("key 'k'"), or NULL. */
 static const char *key_named(const torc_config *cfg, int i, const char *msg) {
@@ -102,11 +141,12 @@ torc_module *torc_module_from_config(const torc_config *cfg,
                        in ? in : "");
     return NULL;
   }
-  torc_module *seq = torc_sequential_new();
+  const char *onnx = torc__config_value(cfg, mi, "onnx");
+  torc_module *seq = onnx ? onnx_model(cfg, mi, onnx) : torc_sequential_new();
   if (seq == NULL)
     return NULL;
   int n_layers = 0, cap = 0, *where = NULL;
-  for (int i = 0; i < torc_config_section_count(cfg); i++) {
+  for (int i = 0; !onnx && i < torc_config_section_count(cfg); i++) {
     if (strcmp(torc_config_section_name(cfg, i), "layer") != 0)
       continue;
     if (n_layers == cap) { /* doubling: n layers cost O(n) copies */
@@ -149,10 +189,11 @@ torc_module *torc_module_from_config(const torc_config *cfg,
     }
     n_layers++;
   }
-  if (n_layers == 0) {
+  if (n_layers == 0 && !onnx) {
     torc__config_error(cfg, mi, NULL, TORC_ERR_CONFIG,
                        "the model has no layers; add a [layer] section with "
-                       "type = ... for each, in order");
+                       "type = ... for each, in order, or import a model "
+                       "with [model] onnx = FILE.onnx");
     goto fail;
   }
 

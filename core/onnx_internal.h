@@ -33,4 +33,14 @@ int torc__onnx_dtype(int64_t t, torc_dtype *dt);
 /* The interpreter's row for op_type at `opset`: 1 if supported, else 0. */
 int torc__onnx_op_supported(const char *op_type, int64_t opset);
 
+/* torc_onnx_run, with `training` 1 for a module in training mode:
+ * BatchNormalization normalises with batch statistics and updates its
+ * running ones (inputs 3 and 4) in place, Dropout drops. `checked` 1: the
+ * model passed torc_onnx_check already (it is not checked again). */
+torc_status torc__onnx_run_mode(const torc_onnx_model *m,
+                                const torc_tensor *const *inputs, int n_inputs,
+                                torc_tensor *const *params,
+                                torc_tensor **outputs, int n_outputs,
+                                int training, int checked);
+
 #endif /* TORC_CORE_ONNX_INTERNAL_H */

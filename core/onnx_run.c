@@ -24,6 +24,8 @@ typedef struct onode {
   torc_tensor *in[MAX_IO];
   torc_tensor *out[MAX_IO];
   torc_status st; /* an attribute error, checked by the runner */
+  int training;   /* run as a module in training mode (BatchNormalization's
+                     batch statistics, Dropout's mask) */
 } onode;
 
 typedef torc_status (*onnx_fn)(onode *n);
@@ -755,17 +757,34 @@ static torc_status op_global_max_pool(onode *n) { return global_pool(n, 1); }
 
 /* ---- normalisation ---- */
 
+/* In inference, the running statistics normalise. A module in training
+ * mode (torc_onnx_module_new) normalises with the batch's statistics and
+ * updates the running ones in place, as torch.nn.BatchNorm2d: ONNX's
+ * momentum m (running = running * m + batch * (1 - m)) is PyTorch's
+ * 1 - m. */
 static torc_status op_batch_norm(onode *n) {
   for (int i = 0; i < 5; i++)
     NEED_IN(i);
-  if (attr_i(n, "training_mode", 0) || n->n_out > 1)
+  if (n->n_out > 1)
     return torc_set_error(TORC_ERR_UNSUPPORTED,
                           "BatchNormalization in training mode (running "
                           "statistics as outputs); export the model in eval "
                           "mode");
+  if (attr_i(n, "training_mode", 0) && !n->training)
+    return torc_set_error(TORC_ERR_UNSUPPORTED,
+                          "BatchNormalization with training_mode 1 outside "
+                          "a module in training mode; export the model in "
+                          "eval mode, or import it with "
+                          "torc_onnx_module_new");
   double eps = attr_f(n, "epsilon", 1e-5);
+  double momentum = attr_f(n, "momentum", 0.9);
+  if (!(momentum >= 0 && momentum <= 1))
+    return torc_set_error(TORC_ERR_INVALID,
+                          "momentum %g; ONNX's momentum is between 0 and 1 "
+                          "(0.9 is PyTorch's 0.1)",
+                          momentum);
   CHECK(n->out[0] = torc_batch_norm(n->in[0], n->in[3], n->in[4], n->in[1],
-                                    n->in[2], 0, 0.1, eps));
+                                    n->in[2], n->training, 1 - momentum, eps));
   return TORC_OK;
 }
 
@@ -811,22 +830,49 @@ static torc_status op_identity(onode *n) {
   return TORC_OK;
 }
 
+/* Identity in inference; in a module in training mode each element is
+ * zeroed with probability `ratio` (input 1 from opset 12, else the
+ * attribute; 0.5 by default) and the rest scaled by 1 / (1 - ratio), as
+ * torch.nn.Dropout. The graph's own training_mode input is overridden by
+ * the module's mode. */
 static torc_status op_dropout(onode *n) {
   NEED_IN(0);
-  if (n->n_in > 2 && n->in[2]) {
+  torc_status st;
+  if (n->n_in > 2 && n->in[2] && !n->training) {
     double t;
-    torc_status st = scalar_of(n->in[2], &t);
-    if (st != TORC_OK)
+    if ((st = scalar_of(n->in[2], &t)) != TORC_OK)
       return st;
     if (t != 0)
       return torc_set_error(TORC_ERR_UNSUPPORTED,
-                            "Dropout with training_mode true (torc runs "
-                            "ONNX models for inference)");
+                            "Dropout with training_mode true outside a "
+                            "module in training mode (torc_onnx_run is "
+                            "inference; import the model with "
+                            "torc_onnx_module_new to train it)");
   }
-  n->out[0] = n->in[0];
-  if (n->n_out > 1)
-    CHECK(n->out[1] = torc_ones(torc_shape(n->in[0]), torc_ndim(n->in[0]),
-                                TORC_BOOL, TORC_CPU));
+  double ratio = attr_f(n, "ratio", 0.5);
+  if (n->opset >= 12 && n->n_in > 1 && n->in[1] &&
+      (st = scalar_of(n->in[1], &ratio)) != TORC_OK)
+    return st;
+  if (!n->training || ratio == 0) {
+    n->out[0] = n->in[0];
+    if (n->n_out > 1)
+      CHECK(n->out[1] = torc_ones(torc_shape(n->in[0]), torc_ndim(n->in[0]),
+                                  TORC_BOOL, torc_device_of(n->in[0])));
+    return TORC_OK;
+  }
+  if (!(ratio >= 0 && ratio < 1))
+    return torc_set_error(TORC_ERR_INVALID,
+                          "ratio %g; Dropout's ratio is in [0, 1)", ratio);
+  CHECK(n->out[0] = torc_dropout(n->in[0], ratio, 1, NULL));
+  if (n->n_out > 1) {
+    /* kept: a nonzero output, or a zero input (kept or not, it reads 0) */
+    torc_tensor *z = torc_zeros(torc_shape(n->in[0]), torc_ndim(n->in[0]),
+                                torc_dtype_of(n->in[0]),
+                                torc_device_of(n->in[0]));
+    CHECK(z);
+    CHECK(n->out[1] = torc_logical_or(torc_ne(n->out[0], z),
+                                      torc_eq(n->in[0], z)));
+  }
   return TORC_OK;
 }
 
@@ -1998,6 +2044,15 @@ torc_status torc_onnx_run(const torc_onnx_model *m,
                           const torc_tensor *const *inputs, int n_inputs,
                           torc_tensor *const *params, torc_tensor **outputs,
                           int n_outputs) {
+  return torc__onnx_run_mode(m, inputs, n_inputs, params, outputs, n_outputs,
+                             0, 0);
+}
+
+torc_status torc__onnx_run_mode(const torc_onnx_model *m,
+                                const torc_tensor *const *inputs, int n_inputs,
+                                torc_tensor *const *params,
+                                torc_tensor **outputs, int n_outputs,
+                                int training, int checked) {
   if (!m || (n_inputs && !inputs) || (n_outputs && !outputs))
     return torc__null_input("torc_onnx_run");
   if (n_inputs != m->n_inputs || n_outputs != m->n_outputs)
@@ -2009,7 +2064,7 @@ torc_status torc_onnx_run(const torc_onnx_model *m,
   for (int i = 0; i < n_inputs; i++)
     if (!inputs[i])
       return torc__null_input("torc_onnx_run");
-  torc_status st = torc_onnx_check(m);
+  torc_status st = checked ? TORC_OK : torc_onnx_check(m);
   if (st != TORC_OK)
     return st;
   const Onnx__GraphProto *g = m->proto->graph;
@@ -2030,6 +2085,7 @@ torc_status torc_onnx_run(const torc_onnx_model *m,
     memset(n, 0, sizeof *n);
     n->nd = nd;
     n->opset = m->opset;
+    n->training = training;
     n->n_in = (int)nd->n_input;
     n->n_out = (int)nd->n_output;
     for (int j = 0; j < n->n_in; j++)

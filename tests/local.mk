@@ -111,6 +111,7 @@ include tests/docs.mk
 include tests/decline.mk
 include tests/memory.mk
 include tests/onnx.mk
+include tests/onnx_module.mk
 include tests/old_plugin.mk
 include tests/cuda.mk
 include tests/graph.mk

@@ -463,7 +463,9 @@ struct torc_config;
  * be NULL). Errors: TORC_ERR_CONFIG "FILE:LINE: key 'k' in [layer]: layer
  * 3 (conv2d): ..." naming the layer's index and type and the key at fault
  * (the section's line when no key is), including a layer that does not fit
- * the shape reaching it. */
+ * the shape reaching it. With [model] onnx = FILE.onnx the model is
+ * torc_onnx_module_new's import of that file instead (torc/onnx.h), and
+ * [layer] sections or an init scheme are TORC_ERR_CONFIG. */
 TORC_API torc_module *torc_module_from_config(const struct torc_config *cfg,
                                               int64_t *sample_shape,
                                               int *sample_ndim);

@@ -1,6 +1,7 @@
 /* torc/onnx.h — ONNX models: reading a .onnx file or a serialized
- * TensorProto, and running the model's graph with torc's ops (so autograd
- * works through it). docs/onnx.md lists the operators supported. */
+ * TensorProto, running the model's graph with torc's ops (so autograd
+ * works through it), and importing it as a module to fine-tune
+ * (torc_onnx_module_new). docs/onnx.md lists the operators supported. */
 #ifndef TORC_ONNX_H
 #define TORC_ONNX_H
 
@@ -81,6 +82,32 @@ TORC_API torc_status torc_onnx_run(const torc_onnx_model *m,
  * (size name_size, truncated). Errors as torc_onnx_load. */
 TORC_API torc_tensor *torc_onnx_read_tensor(const char *path, char *name_out,
                                             size_t name_size);
+
+/* ---- importing a model as a module ---- */
+
+struct torc_module;
+
+/* Reads the ONNX model at `path` into *out: a new root module (type
+ * "onnx"; free it with torc_module_free) whose forward runs the graph
+ * with torc's ops, taking the graph's inputs in order
+ * (torc_module_forward_n for more than one) and returning its first
+ * output. The model's float initializers become parameters (requires
+ * grad, in named_parameters and the state dict), except the running mean
+ * and variance a BatchNormalization node reads (its inputs 3 and 4),
+ * which are persistent buffers with a num_batches_tracked counter beside
+ * a "...running_mean"; integer initializers stay constants. Names are the
+ * initializers': a dotted one ("features.0.weight") is the same path of
+ * child modules, so the state dict's keys are PyTorch's; a character
+ * other than a letter, digit, '_' or '.' becomes '_', and a name that
+ * still does not fit the tree goes flat at the root with its dots as '_'
+ * (a suffix _2, _3, ... when taken). In training mode (the default, as
+ * torc_module_train) BatchNormalization normalises with the batch's
+ * statistics and updates the running ones, and Dropout drops; in eval
+ * mode both are inference. Errors: torc_onnx_load's and torc_onnx_check's
+ * (every unsupported operator, with its nodes, in one message), and
+ * TORC_ERR_INVALID for a model without outputs; *out is then NULL. */
+TORC_API torc_status torc_onnx_module_new(const char *path,
+                                          struct torc_module **out);
 
 TORC_END_DECLS
 
