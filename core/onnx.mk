@@ -21,5 +21,6 @@ core/onnx/onnx.pb-c.h: core/onnx/onnx.pb-c.c
 	@test -f $@ || { rm -f core/onnx/onnx.pb-c.c; $(MAKE) $(AM_MAKEFLAGS) core/onnx/onnx.pb-c.c; }
 
 # The reader and the interpreter, in libtorc (core/onnx_*.c).
-libtorc_la_SOURCES += core/onnx_internal.h core/onnx_read.c core/onnx_run.c
+libtorc_la_SOURCES += core/onnx_internal.h core/onnx_read.c core/onnx_run.c \
+	core/onnx_write.c
 torcinclude_HEADERS += include/torc/onnx.h
