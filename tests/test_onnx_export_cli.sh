@@ -1,0 +1,117 @@
+#!/bin/sh
+# tests/test_onnx_export_cli.sh — `torc export` on every example model
+# (fashion-mnist mlp, cnn, resnet; tabular wine, diabetes): weights saved
+# by tests/onnx_export_ref (batch-norm statistics and biases away from
+# their defaults), exported with a dynamic batch, then (a) onnx.checker
+# (full_check) and strict shape inference under Debian's python3 and the
+# python3 on PATH, (b) onnxruntime on fixed inputs at batch sizes 3 and 7
+# (traced at 2) against torc's own outputs, within 1e-5 relative
+# (tests/onnx_export_check.py). A python without onnx or onnxruntime is a
+# skip of that part, with the reason; the test skips (77) when no part
+# could run. Also the command's errors: a bad opset, an unwritable path
+# (no file left), a missing checkpoint, usage.
+
+set -u
+
+. "${TORC_TOP_SRCDIR:-.}/tests/cli_lib.sh"
+cli_setup onnx-export
+
+S=$TORC_TOP_SRCDIR
+REF=$TORC_TOP_BUILDDIR/tests/onnx_export_ref
+CHECK=$S/tests/onnx_export_check.py
+[ -x "$REF" ] || { echo "SKIP: $REF is not built"; exit 77; }
+
+ran=0
+skipped=
+# py PYTHON ARGS...: runs the checker; a skip (77) is noted, a failure ends
+# the test.
+py() {
+  p=$1
+  shift
+  what="$p onnx_export_check.py $*"
+  "$p" "$CHECK" "$@" >"$tmp/py.out" 2>&1
+  prc=$?
+  cat "$tmp/py.out"
+  case $prc in
+    0) ran=$((ran + 1)) ;;
+    77) skipped="$skipped; $(tail -n 1 "$tmp/py.out")" ;;
+    *) rc=$prc; fail "the check failed" ;;
+  esac
+}
+
+pythons=
+for p in /usr/bin/python3 "$(command -v python3 || true)"; do
+  [ -n "$p" ] && [ -x "$p" ] || continue
+  case " $pythons " in *" $p "*) ;; *) pythons="$pythons $p" ;; esac
+done
+
+for ini in fashion-mnist/mlp fashion-mnist/cnn fashion-mnist/resnet \
+           tabular/wine tabular/diabetes; do
+  name=$(basename "$ini")
+  d=$tmp/$name
+  mkdir -p "$d"
+  what="onnx_export_ref $ini"
+  "$REF" "$S/examples/$ini.ini" "$d" 3 7 >"$tmp/out" 2>"$tmp/err" ||
+    { rc=$?; fail "the reference outputs"; }
+  run_torc export "$S/examples/$ini.ini" --checkpoint "$d/weights.safetensors" \
+    -o "$d/model.onnx"
+  expect_rc 0
+  expect_has out "wrote $d/model.onnx:"
+  expect_has out "batch dynamic"
+  [ -s "$d/model.onnx" ] || fail "no model.onnx"
+  pass "$name exported"
+  for p in $pythons; do
+    py "$p" check "$d/model.onnx"
+    py "$p" run "$d/model.onnx" "$d" 3 7
+  done
+done
+
+# ---- the command's errors ----
+d=$tmp/wine
+run_torc export "$S/examples/tabular/wine.ini" --checkpoint "$d/weights.safetensors" \
+  -o "$tmp/x.onnx" --opset 12
+expect_rc 2
+expect_has err "--opset 12: torc writes opsets 13 to 17"
+[ ! -e "$tmp/x.onnx" ] || fail "a file was written"
+pass "opset 12: status 2, the range named"
+
+run_torc export "$S/examples/tabular/wine.ini" --checkpoint "$d/weights.safetensors" \
+  -o "$tmp/no/such/dir/x.onnx"
+expect_rc 2
+expect_has err "cannot write $tmp/no/such/dir/x.onnx"
+pass "unwritable path: status 2"
+
+mkdir "$tmp/ro"
+cp "$d/model.onnx" "$tmp/ro/keep.onnx"
+run_torc export "$S/examples/tabular/wine.ini" --checkpoint "$d/weights.safetensors" \
+  -o "$tmp/ro/keep.onnx" --opset 13 --batch 4
+expect_rc 0
+expect_has out "opset 13, batch 4"
+[ "$(ls -A "$tmp/ro")" = keep.onnx ] || fail "a temporary file was left: $(ls -A "$tmp/ro")"
+for p in $pythons; do
+  py "$p" check "$tmp/ro/keep.onnx"
+done
+pass "opset 13, fixed batch 4: replaces the file, no temporary left"
+
+run_torc export "$S/examples/tabular/wine.ini" -o "$tmp/x.onnx"
+expect_rc 2
+expect_has err "add --checkpoint CKPT"
+run_torc export "$S/examples/tabular/wine.ini" --checkpoint "$tmp/none.safetensors" \
+  -o "$tmp/x.onnx"
+expect_rc 2
+[ ! -e "$tmp/x.onnx" ] || fail "a file was written"
+run_torc export "$S/examples/tabular/wine.ini" --checkpoint "$d/weights.safetensors" \
+  -o "$tmp/x.onnx" --batch zero
+expect_rc 2
+expect_has err "--batch takes dynamic or a batch size"
+run_torc export --help
+expect_rc 0
+expect_has out "usage: torc export FILE.ini"
+pass "usage errors and a missing checkpoint: status 2"
+
+if [ "$ran" -eq 0 ]; then
+  echo "SKIP: no python could check the models$skipped"
+  exit 77
+fi
+[ -z "$skipped" ] || echo "note: parts skipped$skipped"
+echo "PASS: $n_pass checks, $ran python checks"
