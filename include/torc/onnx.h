@@ -114,9 +114,10 @@ typedef struct torc_onnx_export_options {
  * temporary name beside `path` and renamed, so a failure leaves no file.
  * Errors: TORC_ERR_RANGE (opset outside 13..17), TORC_ERR_UNSUPPORTED
  * (one message listing every node with no ONNX mapping: its index, op and
- * module path), TORC_ERR_SHAPE (dynamic batch, but a shape inside the
- * graph does not follow the batch size), TORC_ERR_IO (path not writable),
- * the forward's own errors. */
+ * module path, also for a dynamic batch a reshape or broadcast along the
+ * batch dim), TORC_ERR_SHAPE (dynamic batch, but the traced graph differs
+ * between two batch sizes), TORC_ERR_IO (path not writable: nothing is
+ * left behind), the forward's own errors. */
 TORC_API torc_status torc_onnx_export(struct torc_module *m,
                                       const torc_tensor *const *example_inputs,
                                       int n_in,
