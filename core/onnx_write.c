@@ -41,6 +41,7 @@ typedef struct {
   uint32_t *bmask;   /* per value: the dims that follow the batch */
   int *uses;         /* per value: how many node inputs read it */
   const char **name; /* per value: its ONNX name once defined */
+  const char **src;  /* per value: what a copy node wrote into it */
   Onnx__NodeProto **nodes;
   size_t n_nodes, cap_nodes;
   Onnx__TensorProto **inits;
@@ -388,6 +389,73 @@ static const char *reshape(wr *w, const char *x, const int64_t *shape,
 
 static const char *name_of(wr *w, int id);
 
+/* The value a view chain of id starts from (id itself when it has none). */
+static int group_root(const wr *w, int id) {
+  while (val(w, id)->base >= 0 && val(w, id)->input < 0)
+    id = val(w, id)->base;
+  return id;
+}
+
+/* Value id, a contiguous view of the storage of root r that copy nodes
+ * wrote in pieces (torc's concatenation), as a Concat of what they
+ * copied; NULL after recording a gap when the pieces are not slices
+ * along one dim that tile it. */
+static const char *concat_of(wr *w, int id, int r) {
+  const torc__gvalue *v = val(w, id);
+  int piece[64], np = 0, axis = -1;
+  int64_t start[64];
+  if (!is_contig(v->shape, v->strides, v->ndim))
+    goto bad;
+  for (int k = 0; k < w->g->n_values; k++) {
+    const torc__gvalue *p = val(w, k);
+    if (k == id || !w->src[k] || group_root(w, k) != r)
+      continue;
+    if (np == 64 || p->ndim != v->ndim)
+      goto bad;
+    for (int d = 0; d < v->ndim; d++) {
+      if (p->shape[d] == v->shape[d])
+        continue;
+      if (axis >= 0 && axis != d)
+        goto bad;
+      axis = d;
+    }
+    for (int d = 0; d < v->ndim; d++)
+      if (p->shape[d] != 1 && p->strides[d] != v->strides[d])
+        goto bad;
+    piece[np] = k;
+    start[np++] = p->offset - v->offset;
+  }
+  if (np == 0 || axis < 0)
+    goto bad;
+  /* In storage order; each starts where the one before ends. */
+  for (int i = 1; i < np; i++)
+    for (int j = i; j > 0 && start[j - 1] > start[j]; j--) {
+      int64_t t = start[j - 1];
+      start[j - 1] = start[j];
+      start[j] = t;
+      int q = piece[j - 1];
+      piece[j - 1] = piece[j];
+      piece[j] = q;
+    }
+  int64_t at = 0;
+  const char **in = alloc(w, (size_t)np * sizeof *in);
+  for (int i = 0; i < np; i++) {
+    if (start[i] != at * v->strides[axis])
+      goto bad;
+    at += val(w, piece[i])->shape[axis];
+    in[i] = w->src[piece[i]];
+  }
+  if (at != v->shape[axis])
+    goto bad;
+  const char *o = tmp(w);
+  attr_i(w, node(w, "Concat", np, in, o), "axis", axis);
+  return w->name[id] = o;
+bad:
+  gap(w, "it reads a tensor that copies assembled in a way other than a "
+         "concatenation along one dim");
+  return NULL;
+}
+
 /* A view (shape, strides, offset) of a root of contiguous `rshape`
  * (named `root`) as ONNX: Reshape to the layout the view's strides read,
  * Transpose to the view's order, Expand where strides are 0. `bm` are the
@@ -398,6 +466,7 @@ static const char *view_expr(wr *w, const char *root, const int64_t *rshape,
                              const int64_t *strides, int ndim,
                              int64_t offset, uint32_t bm, int expand,
                              const char *out) {
+  uint32_t bm_view = bm;
   if (offset != roffset) {
     gap(w, "a view at an offset into its tensor (a slice)");
     return NULL;
@@ -408,6 +477,8 @@ static const char *view_expr(wr *w, const char *root, const int64_t *rshape,
   for (int i = 0; i < ndim; i++) {
     pre[i] = shape[i] != 1 && strides[i] == 0 ? 1 : shape[i];
     n_bcast += pre[i] != shape[i];
+    if (pre[i] != shape[i])
+      bm &= ~(1u << i); /* a broadcast dim is 1 before the Expand */
   }
   if (numel(pre, ndim) != numel(rshape, rndim)) {
     gap(w, "a view that reads part of its tensor");
@@ -477,7 +548,7 @@ static const char *view_expr(wr *w, const char *root, const int64_t *rshape,
     int64_t s[TORC_MAX_DIMS];
     for (int i = 0; i < ndim; i++) {
       s[i] = pre[i] == shape[i] ? 1 : shape[i];
-      if (s[i] != 1 && w->dynamic && (bm >> i & 1u)) {
+      if (s[i] != 1 && w->dynamic && (bm_view >> i & 1u)) {
         gap(w, "a broadcast along the batch dim");
         return NULL;
       }
@@ -518,6 +589,9 @@ static const char *operand(wr *w, int id, int broadcast) {
     int r = v->base;
     while (val(w, r)->base >= 0 && val(w, r)->input < 0)
       r = val(w, r)->base;
+    for (int k = 0; k < w->g->n_values; k++)
+      if (w->src[k] && val(w, k)->base >= 0 && group_root(w, k) == r)
+        return concat_of(w, id, r);
     const torc__gvalue *rv = val(w, r);
     const char *root = name_of(w, r);
     if (root == NULL)
@@ -690,7 +764,7 @@ static int write_node(wr *w, int i, const char *output) {
   for (int k = 1; k < n->n_out; k++)
     if (val(w, n->out[k])->base >= 0 || val(w, n->out[k])->name)
       gap(w, "it writes into part of another tensor or into a parameter");
-  if (y->base >= 0 || y->name) {
+  if ((y->base >= 0 && strcmp(op, "copy") != 0) || y->name) {
     gap(w, "it writes into part of another tensor (a concatenation, a "
            "slice assignment) or into a parameter");
     for (int k = 0; k < n->n_out; k++)
@@ -748,14 +822,20 @@ static int write_node(wr *w, int i, const char *output) {
     o = out_name(w, n->out[0], output);
     op2(w, "MatMul", in[0], in[1], o);
   } else if (!strcmp(op, "copy") || !strcmp(op, "dropout")) {
-    in[0] = name_of(w, n->in[0]);
+    in[0] = cast(w, name_of(w, n->in[0]), val(w, n->in[0])->dtype, dt);
     if (extra_outputs_read(w, n))
       gap(w, "the dropout mask is read");
+    if (op[0] == 'c' && (y->base >= 0 || !is_contig(y->shape, y->strides,
+                                                     y->ndim))) {
+      /* A piece of a tensor assembled by copies (a concatenation): its
+       * readers see what was copied; the whole is a Concat. */
+      w->src[n->out[0]] = w->name[n->out[0]] = in[0];
+      return 1;
+    }
     o = out_name(w, n->out[0], output);
-    if (val(w, n->in[0])->dtype != dt)
-      attr_i(w, node(w, "Cast", 1, in, o), "to", onnx_type(dt));
-    else
-      op1(w, "Identity", in[0], o);
+    op1(w, "Identity", in[0], o);
+    if (op[0] == 'c')
+      w->src[n->out[0]] = o;
   } else if (!strcmp(op, "conv2d") || !strcmp(op, "conv_transpose2d")) {
     const torc_conv_kparams *p = n->params;
     const torc__gvalue *x = val(w, n->in[0]), *wv = val(w, n->in[1]);
@@ -861,6 +941,40 @@ static int write_node(wr *w, int i, const char *output) {
         in[j] = reshape(w, in[j], x->shape + x->ndim - k, k, 0, NULL);
     }
     layer_norm(w, in[0], in[1], in[2], x->ndim, k, p->eps, dt, o);
+    return 1;
+  } else if (!strcmp(op, "group_norm")) {
+    const torc_norm_kparams *p = n->params;
+    const torc__gvalue *x = val(w, n->in[0]);
+    if (extra_outputs_read(w, n))
+      gap(w, "group_norm's mean or rstd output is read");
+    for (int j = 0; j < 3; j++)
+      in[j] = name_of(w, n->in[j]);
+    o = out_name(w, n->out[0], output);
+    for (int j = 1; j < n->n_out; j++)
+      out_name(w, n->out[j], output);
+    /* [N, G, rest] (0 keeps N), normalised over the last dim, reshaped
+     * back to x's own shape, then the per-channel weight and bias. */
+    int64_t t[3] = {0, p->groups, -1}, ax = 2, cs[TORC_MAX_DIMS];
+    const char *xr = op2(w, "Reshape", in[0], const_i64(w, t, 3, 0), NULL);
+    const char *mean = reduce(w, "ReduceMean", xr, &ax, 1, 1, NULL);
+    const char *d = op2(w, "Sub", xr, mean, NULL);
+    const char *var = reduce(w, "ReduceMean", op2(w, "Mul", d, d, NULL), &ax,
+                             1, 1, NULL);
+    const char *yr = op2(
+        w, "Mul", d,
+        op1(w, "Reciprocal",
+            op1(w, "Sqrt", op2(w, "Add", var, const_scalar(w, p->eps, dt), NULL),
+                NULL),
+            NULL),
+        NULL);
+    const char *y2 = op2(w, "Reshape", yr, op1(w, "Shape", in[0], NULL), NULL);
+    cs[0] = x->shape[1];
+    for (int j = 1; j < x->ndim - 1; j++)
+      cs[j] = 1;
+    const char *c = const_i64(w, cs, x->ndim - 1, 0);
+    op2(w, "Add",
+        op2(w, "Mul", y2, op2(w, "Reshape", in[1], c, NULL), NULL),
+        op2(w, "Reshape", in[2], c, NULL), o);
     return 1;
   } else if (!strcmp(op, "softmax") || !strcmp(op, "log_softmax")) {
     const torc_dim_params *p = n->params;
@@ -1236,6 +1350,7 @@ static torc_status export_model(torc_module *m,
   w->bmask = alloc(w, nv * sizeof *w->bmask);
   w->uses = alloc(w, nv * sizeof *w->uses);
   w->name = alloc(w, nv * sizeof *w->name);
+  w->src = alloc(w, nv * sizeof *w->src);
   if (w->dynamic)
     st = batch_dims(m, g, inputs, n_in, w->bmask);
   for (int i = 0; i < g->n_nodes; i++)

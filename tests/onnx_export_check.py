@@ -9,9 +9,10 @@ tests/test_onnx_export_cli.sh.
       shape with batch B) for each B and compares with DIR/output_B.bin,
       torc's own outputs: max |got - want| <= 1e-5 max |want|.
 
-  onnx_export_check.py all MODEL.onnx DIR B...
-      both, in one process; a run that cannot import onnxruntime prints
-      its SKIP line and leaves the status to the check.
+  onnx_export_check.py all B1,B2,... MODEL.onnx...
+      both for each model (its inputs and outputs in the model's folder),
+      in one process; a run that cannot import onnxruntime prints its SKIP
+      line and leaves the status to the checks.
 
 Exit status 0 pass, 1 fail, 77 when onnx (check) or onnxruntime and numpy
 (run) cannot be imported, with the reason.
@@ -90,14 +91,23 @@ def main(argv):
         return check(argv[2])
     if len(argv) >= 5 and argv[1] == "run":
         return run(argv[2], argv[3], argv[4:])
-    if len(argv) >= 5 and argv[1] == "all":
-        rc = check(argv[2])
-        if rc:
-            return rc
-        try:
-            return run(argv[2], argv[3], argv[4:])
-        except SystemExit as e:
-            return 0 if e.code == 77 else e.code
+    if len(argv) >= 4 and argv[1] == "all":
+        import os
+        batches, runs = argv[2].split(","), True
+        for model in argv[3:]:
+            rc = check(model)
+            if rc:
+                return rc
+            try:
+                rc = run(model, os.path.dirname(model) or ".", batches) \
+                    if runs else 0
+            except SystemExit as e:
+                if e.code != 77:
+                    return e.code
+                runs = False
+            if rc:
+                return rc
+        return 0
     print(__doc__)
     return 2
 

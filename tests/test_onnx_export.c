@@ -1,5 +1,6 @@
 /* tests/test_onnx_export.c — torc_onnx_export (torc/onnx.h): an MLP, a
- * CNN with batch norm, a residual block and a model of many activations
+ * CNN with batch norm, a residual block, a concatenation with group norm
+ * and a model of many activations
  * exported at each opset 13..17, read back with torc_onnx_load_buffer and
  * run by torc's ONNX interpreter at a batch size other than the traced
  * one: outputs equal the eager forward within 1e-5; initializers keep
@@ -162,6 +163,29 @@ static void test_export_residual(void **state) {
   torc_module_free(m);
 }
 
+/* A concatenation (copies into slices of one tensor: a Concat), group
+ * norm (a formula), PReLU (a broadcast constant and Where). */
+static void test_export_concat(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  append(m, torc_module_build("conv2d", "in_channels=2 out_channels=4 "
+                                        "kernel=3 padding=1"));
+  append(m, torc_module_build("groupnorm", "groups=2 num_channels=4"));
+  append(m, torc_module_build("prelu", "num_parameters=4"));
+  append(m, torc_module_build("concat", "from=-2"));
+  append(m, torc_module_build("conv2d", "in_channels=8 out_channels=2 "
+                                        "kernel=1"));
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 2, 5, 5), TORC_F32, TORC_CPU,
+                              NULL);
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(3, 2, 5, 5), TORC_F32, TORC_CPU,
+                               NULL);
+  torc_onnx_free(roundtrip(m, x, x2, 13));
+  torc_onnx_free(roundtrip(m, x, x2, 17));
+  torc_release(x);
+  torc_release(x2);
+  torc_module_free(m);
+}
+
 /* Activations that map to one op or a formula, by opset. */
 static void test_export_activations(void **state) {
   (void)state;
@@ -274,6 +298,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_export_cnn, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_export_residual, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_export_concat, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_export_activations,
                                       test_live_setup, test_live_teardown),
