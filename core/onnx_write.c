@@ -1227,12 +1227,14 @@ static torc_status gaps_error(wr *w) {
   char buf[2048];
   size_t len = 0;
   int shown = 0;
-  for (int i = 0; i < w->n_gaps && len + 200 < sizeof buf; i++, shown++) {
+  for (int i = 0; i < w->n_gaps && len + 400 < sizeof buf; i++, shown++) {
     const torc__gnode *n = &w->g->nodes[w->gaps[i].node];
     len += (size_t)snprintf(buf + len, sizeof buf - len,
-                            "%snode %d %s in module '%s' (%s)",
+                            "%snode %d %s in module '%.200s' (%s)",
                             i ? "; " : "", w->gaps[i].node,
                             torc__ops[n->op].name, n->module, w->gaps[i].why);
+    if (len >= sizeof buf)
+      len = sizeof buf - 1; /* truncated */
   }
   if (shown < w->n_gaps)
     snprintf(buf + len, sizeof buf - len, "; and %d more",
