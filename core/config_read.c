@@ -229,11 +229,11 @@ static void validate_section(parse_ctx *c, int i) {
         return;
       }
     }
-    if (strcmp(s->name, "export") == 0) { /* reserved: not built yet */
+    if (strcmp(s->name, "export") == 0) { /* export is a command */
       perr(c, s->line,
-           "[export]: torc cannot export models yet (ONNX export is "
-           "planned; `torc export` is reserved); remove the section. The "
-           "checkpoints of [checkpoint] dir hold the trained weights");
+           "[export]: not a section; export a trained model with `torc "
+           "export FILE.ini --checkpoint CKPT -o model.onnx` "
+           "(docs/export.md) and remove the section");
       return;
     }
     char hint[160] = "";

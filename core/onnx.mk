@@ -20,7 +20,8 @@ core/onnx/onnx.pb-c.c: $(ONNX_PROTO)
 core/onnx/onnx.pb-c.h: core/onnx/onnx.pb-c.c
 	@test -f $@ || { rm -f core/onnx/onnx.pb-c.c; $(MAKE) $(AM_MAKEFLAGS) core/onnx/onnx.pb-c.c; }
 
-# The reader and the interpreter, in libtorc (core/onnx_*.c).
+# The reader, the interpreter, the module and the writer, in libtorc
+# (core/onnx_*.c).
 libtorc_la_SOURCES += core/onnx_internal.h core/onnx_read.c core/onnx_run.c \
-	core/onnx_module.c
+	core/onnx_module.c core/onnx_write.c
 torcinclude_HEADERS += include/torc/onnx.h

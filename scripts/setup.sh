@@ -59,6 +59,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# onnx and onnxruntime for the python3 on PATH (pip's, not Debian's):
+# tests/test_onnx_export_cli.sh runs exported models with onnxruntime and
+# skips that part, saying why, when they cannot be imported. A failure here
+# (no network, no wheel for this python) is reported, never fatal.
+if command -v python3 >/dev/null 2>&1 &&
+   ! python3 -c 'import onnx, onnxruntime, numpy' >/dev/null 2>&1; then
+  pip_log=$(mktemp)
+  if python3 -m pip install -q --disable-pip-version-check --timeout 20 \
+       onnxruntime onnx \
+       >"$pip_log" 2>&1; then
+    echo "setup: pip installed onnxruntime and onnx for $(command -v python3)"
+  else
+    echo "setup: pip could not install onnxruntime and onnx for" \
+      "$(command -v python3) (the onnxruntime checks of make check will" \
+      "skip): $(tail -n 1 "$pip_log")"
+  fi
+  rm -f "$pip_log"
+fi
+
 # Generate configure when absent or older than its inputs.
 cd "$top"
 if [ ! -x configure ] || [ configure.ac -nt configure ] ||

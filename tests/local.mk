@@ -124,3 +124,4 @@ clean-local: clean-local-data-cache
 clean-local-data-cache:
 	rm -rf tests/data-cache
 .PHONY: clean-local-data-cache
+include tests/onnx_export.mk

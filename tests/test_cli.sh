@@ -124,13 +124,11 @@ expect_rc 2
 expect_has err "option '--config' needs a file name"
 pass "--config without a file: status 2"
 
-for cmd in export; do
-  run_torc $cmd cfg.ini
-  expect_rc 2
-  expect_text err "torc $cmd: not available yet in this version (see README)"
-  expect_empty out
-  pass "reserved: message on stderr, status 2"
-done
+run_torc export cfg.ini
+expect_rc 2
+expect_has err "torc export: which weights? add --checkpoint CKPT"
+expect_empty out
+pass "export without --checkpoint: message on stderr, status 2"
 
 # ---- torc plugins: everything on the search path ----
 

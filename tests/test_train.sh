@@ -334,8 +334,8 @@ cp base.ini export.ini
 printf '[export]\nonnx = model.onnx\n' >>export.ini
 run_torc train export.ini
 expect_rc 2
-expect_has err "[export]: torc cannot export models yet"
-pass "[export] (reserved, not built yet): says so"
+expect_has err "[export]: not a section; export a trained model with \`torc export"
+pass "[export] (not a section): names the torc export command"
 
 run_torc train base.ini --resume nowhere.safetensors
 expect_rc 2

@@ -7,13 +7,13 @@
 
 #include "cli.h"
 
-static const char *const reserved_commands[] = {"export", NULL};
+/* Command names kept for a later version (none at present). */
+static const char *const reserved_commands[] = {NULL};
 
 const char commands_line[] =
     "commands: train, eval, bench, plugins, describe, layers, sources,\n"
     "losses, optimizers, schedulers, transforms, version, help,\n"
-    "test-backend, memory, onnx-test (reserved: export); `torc --help` for\n"
-    "details\n";
+    "test-backend, memory, onnx-test, export; `torc --help` for details\n";
 
 static const char *const command_names[] = {
     "train",  "eval",       "bench",      "plugins",    "describe",

@@ -21,7 +21,7 @@ int is_help_flag(const char *a);
  * option. */
 extern const char commands_line[];
 
-/* 1 for a command name kept for a later version ("export"); reserved()
+/* 1 for a command name kept for a later version (none now); reserved()
  * says it is not available and returns EXIT_USAGE. */
 int is_reserved(const char *cmd);
 int reserved(const char *cmd);

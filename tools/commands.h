@@ -43,6 +43,10 @@ extern const char torc_tool__usage_memory[];
 int torc_tool__cmd_onnx_test(int argc, char **argv);
 extern const char torc_tool__usage_onnx_test[];
 
+/* `torc export FILE.ini --checkpoint CKPT -o OUT.onnx` (export_cmd.c). */
+int torc_tool__cmd_export(int argc, char **argv);
+extern const char torc_tool__usage_export[];
+
 /* `torc plugins` (plugins_cmd.c). */
 int torc_tool__cmd_plugins(int argc, char **argv);
 extern const char torc_tool__usage_plugins[];

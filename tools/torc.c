@@ -1,7 +1,7 @@
 /* tools/torc.c — the `torc` command: main, the list of commands, and the
  * dispatch of a command name to the file that runs it (commands.h:
  * plugins_cmd.c, test_backend_cmd.c, describe_cmd.c, help_cmd.c,
- * train_cmd.c, memory_cmd.c).
+ * train_cmd.c, memory_cmd.c, onnx_test_cmd.c, export_cmd.c).
  * Exit status (docs/exit-status.md, one table for every command, applied
  * by torc_tool__exit_status): 0 ok, 1 a failure while running, 2 bad
  * input, 130 interrupted.
@@ -43,7 +43,8 @@ const char torc_tool__usage_main[] =
     "                           the device memory its training steps take\n"
     "  onnx-test [--strict] DIR...\n"
     "                           run ONNX backend test cases with torc\n"
-    "  export                   reserved: not available yet in this version\n"
+    "  export FILE.ini --checkpoint CKPT -o OUT.onnx [--opset N]\n"
+    "                           write the model with those weights as ONNX\n"
     "\n"
     "Options:\n"
     "  -h, --help               print this help (`torc COMMAND --help`: the\n"
@@ -95,6 +96,8 @@ static int run(int argc, char **argv) {
     return torc_tool__cmd_memory(argc - 1, argv + 1);
   if (strcmp(cmd, "onnx-test") == 0)
     return torc_tool__cmd_onnx_test(argc - 1, argv + 1);
+  if (strcmp(cmd, "export") == 0)
+    return torc_tool__cmd_export(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);

@@ -109,6 +109,51 @@ struct torc_module;
 TORC_API torc_status torc_onnx_module_new(const char *path,
                                           struct torc_module **out);
 
+/* ---- export: a torc module written as an ONNX model (docs/export.md) ---- */
+
+/* How torc_onnx_export writes a model. A zero-initialised struct (or a
+ * NULL pointer) takes every default. */
+typedef struct torc_onnx_export_options {
+  /* The default domain's opset, 13 to 17; 0 takes 17. */
+  int opset;
+  /* 0 (the default): dim 0 of the inputs and the output is the symbolic
+   * "batch", so the model runs at any batch size; 1: the traced sizes are
+   * written as numbers. */
+  int fixed_batch;
+  /* The graph inputs' names, one per example input, or NULL: "input"
+   * (one input) or "input0", "input1"... */
+  const char *const *input_names;
+  /* The graph output's name, or NULL: "output". */
+  const char *output_name;
+} torc_onnx_export_options;
+
+/* The lowest and highest opsets torc_onnx_export writes. */
+#define TORC_ONNX_EXPORT_MIN_OPSET 13
+#define TORC_ONNX_EXPORT_MAX_OPSET 17
+
+/* Traces m's forward (eval mode, torc_trace) on the n_in example inputs
+ * and writes it as an ONNX model to `path`: parameters and buffers are
+ * initializers named by their state-dict names, every kernel call one or
+ * a few ONNX nodes (docs/export.md lists them). The file is written to a
+ * temporary name beside `path` and renamed, so a failure leaves no file.
+ * Errors: TORC_ERR_RANGE (opset outside 13..17), TORC_ERR_UNSUPPORTED
+ * (one message listing every node with no ONNX mapping: its index, op and
+ * module path, also for a dynamic batch a reshape or broadcast along the
+ * batch dim), TORC_ERR_SHAPE (dynamic batch, but the traced graph differs
+ * between two batch sizes), TORC_ERR_IO (path not writable: nothing is
+ * left behind), the forward's own errors. */
+TORC_API torc_status torc_onnx_export(struct torc_module *m,
+                                      const torc_tensor *const *example_inputs,
+                                      int n_in,
+                                      const torc_onnx_export_options *opt,
+                                      const char *path);
+
+/* As torc_onnx_export, into memory: *out receives a malloc'ed buffer of
+ * *len bytes (release it with free), or NULL on error. */
+TORC_API torc_status torc_onnx_export_buffer(
+    struct torc_module *m, const torc_tensor *const *example_inputs, int n_in,
+    const torc_onnx_export_options *opt, void **out, size_t *len);
+
 TORC_END_DECLS
 
 #endif /* TORC_ONNX_H */
