@@ -275,10 +275,9 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
       fputs(k ? ", " : "", f);
       print_value(g, n->in[k], f);
     }
-    fputs(") {", f);
-    for (size_t b = 0; b < n->params_size; b++)
-      fprintf(f, "%02x", ((const unsigned char *)n->params)[b]);
-    fputs("} ", f);
+    char params[1024];
+    torc__graph_params_str(g, n, params, sizeof params);
+    fprintf(f, ") {%s} ", params);
     for (int k = 0; k < n->n_out; k++) {
       fputs(k ? ", " : "", f);
       print_type(&g->values[n->out[k]], f);
@@ -288,39 +287,184 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
   torc__free(shown);
 }
 
-/* The replay's tensor for value id in vals, made on first use: the
- * caller's input, the recorded parameter, buffer or constant itself, a
- * view rebuilt from the recorded geometry, or a new tensor for a node's
- * output. */
-static torc_tensor *replay_value(const torc_graph *g, torc_tensor **vals,
-                                 int id) {
+/* A replay: the graph, its tensors so far, the traced batch and the
+ * batch it runs at (equal unless the graph was checked). */
+typedef struct {
+  const torc_graph *g;
+  torc_tensor **vals;
+  int64_t from, to;
+} replay;
+
+/* x, a dim, stride or offset of the trace, at the replay's batch when
+ * `follows`; -1 on overflow. */
+static int64_t at_batch(const replay *r, int64_t x, int follows) {
+  return follows && r->from != r->to ? torc__graph_rebatch(x, r->from, r->to)
+                                     : x;
+}
+
+/* v's shape at the replay's batch into shape; -1 on overflow. */
+static int shape_at(const replay *r, const gvalue *v, int64_t *shape) {
+  for (int d = 0; d < v->ndim; d++)
+    if ((shape[d] = at_batch(r, v->shape[d], (v->batch_mask >> d) & 1)) < 0)
+      return -1;
+  return 0;
+}
+
+/* Whether a view of shape/strides at offset lies inside b's storage. */
+static int view_fits(const torc_tensor *b, const int64_t *shape,
+                     const int64_t *strides, int ndim, int64_t offset) {
+  int64_t lo = offset, hi = offset;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 0)
+      return offset >= 0;
+    int64_t span;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &span) ||
+        __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      return 0;
+  }
+  size_t es = torc_dtype_size(torc_dtype_of(b));
+  return lo >= 0 && (uint64_t)hi < b->storage->nbytes / es;
+}
+
+static torc_tensor *replay_value(const replay *r, int id);
+
+static torc_tensor *overflow(const replay *r, int id) {
+  torc_set_error(TORC_ERR_SHAPE,
+                 "torc_graph_run: value %%%d's size overflows at batch "
+                 "%" PRId64 "; run at a smaller batch",
+                 id, r->to);
+  return NULL;
+}
+
+static torc_tensor *oom(int id) {
+  torc_set_error(TORC_ERR_OOM, "torc_graph_run: out of memory for value %%%d",
+                 id);
+  return NULL;
+}
+
+/* Value id (a view) rebuilt as a view of its base value, or for a view of
+ * a parameter or buffer at another batch, of the tensor the trace read. */
+static torc_tensor *replay_view(const replay *r, int id) {
+  const torc_graph *g = r->g;
+  const gvalue *v = &g->values[id];
+  torc_tensor *b;
+  int64_t boff;
+  if (v->base >= 0) {
+    if ((b = replay_value(r, v->base)) == NULL)
+      return NULL;
+    const gvalue *bv = &g->values[v->base];
+    boff = at_batch(r, bv->offset, bv->offset_batch);
+  } else {
+    b = v->t;
+    boff = torc_storage_offset(b);
+  }
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  if (shape_at(r, v, shape))
+    return overflow(r, id);
+  if (v->contiguous_view && r->from != r->to)
+    torc__contiguous_strides(shape, v->ndim, strides);
+  else
+    for (int d = 0; d < v->ndim; d++)
+      if ((strides[d] = at_batch(r, v->strides[d],
+                                 (v->stride_batch_mask >> d) & 1)) < 0)
+        return overflow(r, id);
+  int64_t off = at_batch(r, v->offset, v->offset_batch);
+  if (off < 0 || boff < 0 ||
+      __builtin_sub_overflow(off, boff, &off) ||
+      __builtin_add_overflow(off, torc_storage_offset(b), &off))
+    return overflow(r, id);
+  if (!view_fits(b, shape, strides, v->ndim, off)) {
+    char want[160];
+    torc__shape_str(shape, v->ndim, want, sizeof want);
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_graph_run: the view %%%d %s at offset %" PRId64
+                   " does not fit in the storage it views; its geometry "
+                   "cannot follow these inputs: trace again at this batch",
+                   id, want, off);
+    return NULL;
+  }
+  torc_tensor *t = torc__view_of(b, shape, strides, v->ndim, off);
+  return t ? t : oom(id);
+}
+
+/* The replay's tensor for value id, made on first use: the caller's
+ * input, the recorded parameter, buffer or constant itself, a view
+ * rebuilt from the recorded geometry, or a new tensor for a node's
+ * output. NULL (error set) on failure. */
+static torc_tensor *replay_value(const replay *r, int id) {
+  torc_tensor **vals = r->vals;
   if (vals[id])
     return vals[id];
-  const gvalue *v = &g->values[id];
-  if (v->base >= 0 && v->input < 0) {
-    torc_tensor *b = replay_value(g, vals, v->base);
-    if (b == NULL)
+  const gvalue *v = &r->g->values[id];
+  if ((v->base >= 0 && v->input < 0) ||
+      (v->view && v->batch_mask && r->from != r->to && v->input < 0)) {
+    if ((vals[id] = replay_view(r, id)) == NULL)
       return NULL;
-    int64_t off = v->offset - g->values[v->base].offset +
-                  torc_storage_offset(b);
-    vals[id] = torc__view_of(b, v->shape, v->strides, v->ndim, off);
   } else if (v->produced && v->name == NULL) {
-    vals[id] = torc__empty(v->shape, v->ndim, v->dtype, torc_device_of(v->t));
+    int64_t shape[TORC_MAX_DIMS];
+    if (shape_at(r, v, shape))
+      return overflow(r, id);
+    vals[id] = torc__empty(shape, v->ndim, v->dtype, torc_device_of(v->t));
+    if (vals[id] == NULL)
+      return oom(id);
   } else {
     vals[id] = torc_retain(v->t);
   }
   return vals[id];
 }
 
-static torc_status replay_oom(void) {
-  return torc_set_error(TORC_ERR_OOM,
-                        "torc_graph_run: out of memory for a value");
+static int same_shape(const int64_t *shape, int ndim, const torc_tensor *t) {
+  return torc_ndim(t) == ndim &&
+         memcmp(torc_shape(t), shape, (size_t)ndim * sizeof(int64_t)) == 0;
 }
 
-static int same_shape(const gvalue *v, const torc_tensor *t) {
-  return torc_ndim(t) == v->ndim &&
-         memcmp(torc_shape(t), v->shape,
-                (size_t)v->ndim * sizeof(int64_t)) == 0;
+/* The batch the inputs are at: the traced one, or for a checked graph the
+ * one the first batched input's dim 0 gives (-1 when it is not k * B). */
+static int64_t inputs_batch(const torc_graph *g,
+                            const torc_tensor *const *inputs) {
+  if (!g->batch_checked)
+    return g->batch;
+  for (int i = 0; i < g->n_values; i++) {
+    const gvalue *v = &g->values[i];
+    if (v->input < 0 || !(v->batch_mask & 1) || inputs[v->input] == NULL ||
+        torc_ndim(inputs[v->input]) < 1)
+      continue;
+    int64_t k = v->shape[0] / g->batch, n = torc_shape(inputs[v->input])[0];
+    return k > 0 && n > 0 && n % k == 0 ? n / k : -1;
+  }
+  return g->batch;
+}
+
+/* Checks input value v against t at r's batch; binds it. */
+static torc_status bind_input(const replay *r, int id, const torc_tensor *t) {
+  const gvalue *v = &r->g->values[id];
+  int64_t want[TORC_MAX_DIMS];
+  if (t == NULL)
+    return torc__null_input("torc_graph_run");
+  int ok = (!r->g->batch_checked || r->to > 0) && shape_at(r, v, want) == 0;
+  if (!ok || torc_dtype_of(t) != v->dtype || !same_shape(want, v->ndim, t)) {
+    char traced[160], got[160];
+    torc__shape_str(v->shape, v->ndim, traced, sizeof traced);
+    torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
+    if (r->g->batch_checked)
+      return torc_set_error(
+          TORC_ERR_SHAPE,
+          "torc_graph_run: input %d is %s%s but the graph was traced with "
+          "%s%s at batch %" PRId64 "; pass an input of the traced dtype and "
+          "shape, differing only in the dims that follow the batch (mask "
+          "0x%x)",
+          v->input, torc_dtype_name(torc_dtype_of(t)), got,
+          torc_dtype_name(v->dtype), traced, r->g->batch, v->batch_mask);
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "torc_graph_run: input %d is %s%s but the graph "
+                          "was traced with %s%s; pass an input of the "
+                          "traced dtype and shape, or trace with "
+                          "torc_trace_check to run at other batches",
+                          v->input, torc_dtype_name(torc_dtype_of(t)), got,
+                          torc_dtype_name(v->dtype), traced);
+  }
+  r->vals[id] = torc_retain((torc_tensor *)t);
+  return TORC_OK;
 }
 
 torc_status torc_graph_run(const torc_graph *g,
@@ -339,46 +483,29 @@ torc_status torc_graph_run(const torc_graph *g,
   torc_tensor **vals = torc__calloc((size_t)g->n_values + 1, sizeof *vals);
   if (vals == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_graph_run: out of memory");
+  replay r = {g, vals, g->batch, inputs_batch(g, inputs)};
   torc_status st = TORC_OK;
-  for (int i = 0; i < g->n_values && st == TORC_OK; i++) {
-    const gvalue *v = &g->values[i];
-    if (v->input < 0)
-      continue;
-    const torc_tensor *t = inputs[v->input];
-    if (t == NULL) {
-      st = torc__null_input("torc_graph_run");
-    } else if (torc_dtype_of(t) != v->dtype || !same_shape(v, t)) {
-      char want[160], got[160];
-      torc__shape_str(v->shape, v->ndim, want, sizeof want);
-      torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
-      st = torc_set_error(TORC_ERR_SHAPE,
-                          "torc_graph_run: input %d is %s%s but the graph "
-                          "was traced with %s%s; pass an input of the "
-                          "traced dtype and shape, or trace again",
-                          v->input, torc_dtype_name(torc_dtype_of(t)), got,
-                          torc_dtype_name(v->dtype), want);
-    } else {
-      vals[i] = torc_retain((torc_tensor *)t);
-    }
-  }
+  for (int i = 0; i < g->n_values && st == TORC_OK; i++)
+    if (g->values[i].input >= 0)
+      st = bind_input(&r, i, inputs[g->values[i].input]);
   for (int i = 0; i < g->n_nodes && st == TORC_OK; i++) {
     const gnode *n = &g->nodes[i];
     const torc_tensor *in[TORC__KCALL_MAX_IN];
     torc_tensor *out[TORC__KCALL_MAX_OUT];
     for (int k = 0; k < n->n_in && st == TORC_OK; k++)
-      if ((in[k] = replay_value(g, vals, n->in[k])) == NULL)
-        st = replay_oom();
+      if ((in[k] = replay_value(&r, n->in[k])) == NULL)
+        st = torc_last_status();
     for (int k = 0; k < n->n_out && st == TORC_OK; k++)
-      if ((out[k] = replay_value(g, vals, n->out[k])) == NULL)
-        st = replay_oom();
+      if ((out[k] = replay_value(&r, n->out[k])) == NULL)
+        st = torc_last_status();
     if (st == TORC_OK)
       st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
                              n->params, n->params_size);
   }
   if (st == TORC_OK) {
-    outputs[0] = replay_value(g, vals, g->output);
+    outputs[0] = replay_value(&r, g->output);
     if (outputs[0] == NULL)
-      st = replay_oom();
+      st = torc_last_status();
     else
       torc_retain(outputs[0]);
   }

@@ -21,6 +21,15 @@ typedef struct {
   int base;     /* an earlier value whose storage it views, or -1 */
   int64_t strides[TORC_MAX_DIMS];
   int64_t offset; /* storage offset, in elements */
+  /* torc_trace_check: the dims that follow the batch (bit d: shape[d] is
+   * k * batch, and is k * B when the graph runs at batch B) */
+  uint32_t batch_mask;
+  /* ... for a view: the strides that scale with the batch likewise, and
+   * whether the offset does; contiguous_view: contiguous in both traces,
+   * its strides are recomputed from the shape */
+  uint32_t stride_batch_mask;
+  int offset_batch;
+  int contiguous_view;
 } torc__gvalue;
 
 /* A node: one kernel call (op id into torc__ops, the kernel dtype, the
@@ -46,6 +55,23 @@ struct torc_graph {
   int n_inputs;
   int output; /* the forward's result */
   torc_status error; /* the first recording failure (OOM) */
+  int batch_checked; /* made by torc_trace_check: runs at other batches */
+  int64_t batch;     /* the traced batch (dim 0 of the inputs that have it) */
 };
+
+/* x (k * from, a dim, stride or offset that follows the batch) as
+ * k * to; -1 when that overflows int64. */
+int64_t torc__graph_rebatch(int64_t x, int64_t from, int64_t to);
+
+/* Node n of g's params as text into buf, without braces: the fields of
+ * its op's params struct by name ("stride=[1,1] padding=[0,0] ..."), or
+ * hex bytes for an op whose struct has no writer or whose size is not
+ * that struct's; "" for none (core/graph_params.c). */
+void torc__graph_params_str(const torc_graph *g, const torc__gnode *n,
+                            char *buf, size_t size);
+
+/* The size of op's params struct (0 for none), or (size_t)-1 when the op
+ * id is out of range or its struct is not known. */
+size_t torc__graph_params_size(int op);
 
 #endif

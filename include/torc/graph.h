@@ -32,6 +32,26 @@ TORC_API torc_status torc_trace(torc_module *m,
                                 const torc_tensor *const *inputs, int n_in,
                                 torc_graph **out);
 
+/* Traces m twice, on two example batches inputs_a and inputs_b (n_in
+ * inputs each) that differ only in dim 0 (the batch; at least one input
+ * must differ there, and every input that does has the same batch as the
+ * others), compares the two traces node by node and returns the first in
+ * *out, which torc_graph_run then also runs at other batches: each value's
+ * dims that are a multiple k * B of the batch in both traces follow it
+ * (reshapes that fold the batch into another dim included). Anything else
+ * that differs is TORC_ERR_INVALID with one message naming the node (its
+ * index, op and module path), what differed with both values, and the
+ * cause: a different count or order of ops, params (a scalar computed from
+ * the batch), a dim not a multiple of the batch, a constant's value or a
+ * view whose geometry cannot follow the batch; such a forward branches on
+ * the data or on a shape other than the batch and cannot be traced.
+ * TORC_ERR_SHAPE when the inputs do not differ in dim 0 only; the forward's
+ * error when it fails. *out is NULL on error. */
+TORC_API torc_status torc_trace_check(torc_module *m,
+                                      const torc_tensor *const *inputs_a,
+                                      const torc_tensor *const *inputs_b,
+                                      int n_in, torc_graph **out);
+
 /* The number of nodes (kernel calls recorded). */
 TORC_API int torc_graph_n_nodes(const torc_graph *g);
 
@@ -54,8 +74,10 @@ TORC_API void torc_graph_print(const torc_graph *g, FILE *f);
  * new tensors of the recorded shapes, views are rebuilt from the recorded
  * geometry, and parameters, buffers and constants are the tensors the
  * trace read (so the replay follows the module's current weights). The
- * n_in inputs must have the traced dtypes and shapes (TORC_ERR_SHAPE
- * otherwise); n_out is 1 and outputs[0] receives the result, which the
+ * n_in inputs must have the traced dtypes and shapes, or for a graph from
+ * torc_trace_check may differ in the dims that follow the batch, all at
+ * one new batch B (TORC_ERR_SHAPE otherwise, and when a view cannot be
+ * rebuilt at B); n_out is 1 and outputs[0] receives the result, which the
  * caller releases. On error every output is NULL. */
 TORC_API torc_status torc_graph_run(const torc_graph *g,
                                     const torc_tensor *const *inputs,
