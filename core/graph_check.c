@@ -259,17 +259,17 @@ static torc_status params_differ(const check *c, int i) {
 
 static torc_status compare_node(check *c, int i) {
   const gnode *na = &c->a->nodes[i], *nb = &c->b->nodes[i];
-  char wa[200], wb[200];
+  char wa[200];
   if (na->op != nb->op || strcmp(na->module, nb->module) != 0 ||
       na->kdtype != nb->kdtype || na->n_in != nb->n_in ||
       na->n_out != nb->n_out)
     return torc_set_error(
         TORC_ERR_INVALID,
-        "torc_trace_check: the traces differ at node %d: %s (%s, %d inputs) "
-        "with batch %" PRId64 " but %s (%s, %d inputs) with batch %" PRId64
-        "; " CAUSE,
-        i, where(c->a, i, wa, sizeof wa), torc_dtype_name(na->kdtype),
-        na->n_in, c->ba, where(c->b, i, wb, sizeof wb),
+        "torc_trace_check: the traces differ at node %d: %s in module \"%s\" "
+        "(%s, %d inputs) with batch %" PRId64 " but %s in module \"%s\" (%s, "
+        "%d inputs) with batch %" PRId64 "; " CAUSE,
+        i, torc__ops[na->op].name, na->module, torc_dtype_name(na->kdtype),
+        na->n_in, c->ba, torc__ops[nb->op].name, nb->module,
         torc_dtype_name(nb->kdtype), nb->n_in, c->bb);
   if (!same_params(na, nb))
     return params_differ(c, i);

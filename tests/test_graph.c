@@ -124,7 +124,12 @@ static void test_trace_cnn(void **state) {
   torc_graph *g = NULL;
   assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
   char *s = printed(g);
-  assert_contains(s, "conv2d(%0, @0.weight, @0.bias)");
+  /* Params decoded by field. */
+  assert_contains(s, "conv2d(%0, @0.weight, @0.bias) {stride=[1,1] "
+                     "padding=[1,1] dilation=[1,1] groups=1} f32[3,4,8,8]");
+  assert_contains(s, "max_pool2d(%4) {kernel=[2,2] stride=[2,2] "
+                     "padding=[0,0] dilation=[1,1] ceil_mode=0} "
+                     "f32[3,4,4,4], i64[3,4,4,4]  # 2\n");
   assert_contains(s, "f32[3,4,8,8]  # 0\n");
   assert_contains(s, "max_pool2d(");
   /* flatten: a view of the pool's output, read by the linear layer. */

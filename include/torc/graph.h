@@ -64,7 +64,10 @@ TORC_API const char *torc_graph_node_module(const torc_graph *g, int i);
 
 /* Writes the graph readably to f, one line per node:
  * `%3 = matmul(%0, @0.weight) {} f32[8,16]  # 0`, where %N is value N
- * and @name a parameter or buffer; params are shown as hex bytes. A view
+ * and @name a parameter or buffer. Params show as the fields of the op's
+ * params struct (torc/plugin.h) by name, `{stride=[1,1] padding=[1,1]
+ * dilation=[1,1] groups=1}` for conv2d, `{dims=[1]}` for a reduction, or
+ * as hex bytes for a struct without names. A view
  * the forward made without a kernel call (reshape, flatten, transpose)
  * shows as `%7 = view(%5) {strides=[64,1] offset=0} f32[3,64]` before its
  * first reader. */
