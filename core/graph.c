@@ -140,6 +140,18 @@ static int add_named(torc_graph *g, torc_named_tensor *list, int n) {
   return 0;
 }
 
+int torc__graph_add_named(torc_graph *g, const torc_module *m) {
+  torc_named_tensor *list = NULL;
+  int n = torc_module_named_parameters(m, &list);
+  int bad = add_named(g, list, n);
+  list = NULL;
+  if (!bad) {
+    n = torc_module_named_buffers(m, 0, &list);
+    bad = add_named(g, list, n);
+  }
+  return bad;
+}
+
 torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
                        int n_in, torc_graph **out) {
   if (out)
@@ -161,14 +173,7 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
   torc_graph *g = torc__calloc(1, sizeof *g);
   if (g == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
-  torc_named_tensor *list = NULL;
-  int n = torc_module_named_parameters(m, &list);
-  int bad = add_named(g, list, n);
-  list = NULL;
-  if (!bad) {
-    n = torc_module_named_buffers(m, 0, &list);
-    bad = add_named(g, list, n);
-  }
+  int bad = torc__graph_add_named(g, m);
   for (int i = 0; i < n_in && !bad; i++) {
     int id = value_of(g, inputs[i]);
     if (id < 0)
@@ -404,7 +409,8 @@ static torc_tensor *replay_value(const replay *r, int id) {
     int64_t shape[TORC_MAX_DIMS];
     if (shape_at(r, v, shape))
       return overflow(r, id);
-    vals[id] = torc__empty(shape, v->ndim, v->dtype, torc_device_of(v->t));
+    vals[id] = torc__empty(shape, v->ndim, v->dtype,
+                           v->t ? torc_device_of(v->t) : r->g->device);
     if (vals[id] == NULL)
       return oom(id);
   } else {

@@ -57,7 +57,14 @@ struct torc_graph {
   torc_status error; /* the first recording failure (OOM) */
   int batch_checked; /* made by torc_trace_check: runs at other batches */
   int64_t batch;     /* the traced batch (dim 0 of the inputs that have it) */
+  /* A graph from torc_graph_load holds no tensor (t is NULL) for the
+   * values nodes write and for views of values; they are made on device. */
+  torc_device device;
 };
+
+/* Appends m's parameters and buffers (all of them, by state-dict name) to
+ * g->named; non-zero on OOM. */
+int torc__graph_add_named(torc_graph *g, const torc_module *m);
 
 /* x (k * from, a dim, stride or offset that follows the batch) as
  * k * to; -1 when that overflows int64. */

@@ -87,6 +87,29 @@ TORC_API torc_status torc_graph_run(const torc_graph *g,
                                     int n_in, torc_tensor **outputs,
                                     int n_out);
 
+/* Writes g to `path` as a safetensors file: its metadata key "torc.graph"
+ * holds the graph as JSON (nodes with the op by name, params as hex, the
+ * kernel dtype, value ids read and written and the module path; values
+ * with dtype, shape, batch mask, role, name and view geometry), and its
+ * tensors are the graph's constants ("const.ID"). Parameters and buffers
+ * are saved by name only: save the module's weights apart. Atomic, as
+ * torc_safetensors_save: a previous file at path stays whole on error.
+ * Errors: TORC_ERR_NULL, TORC_ERR_OOM, TORC_ERR_IO (the message names the
+ * file and the reason). */
+TORC_API torc_status torc_graph_save(const torc_graph *g, const char *path);
+
+/* Reads a graph torc_graph_save wrote into *out, binding its parameters
+ * and buffers by name to m's (which must have each, of the saved dtype
+ * and shape; views of them must fit) and putting its constants and the
+ * tensors it makes at run on m's device. The file is not trusted: every
+ * count, index, dim (at most 2^40 elements a value), name, op name and
+ * params size (the op's params struct) is checked before use, and any
+ * fault is TORC_ERR_INVALID with one message naming the file, the value or
+ * node and what is wrong (TORC_ERR_IO when it cannot be read). *out is
+ * NULL on error; nothing leaks. */
+TORC_API torc_status torc_graph_load(const char *path, torc_module *m,
+                                     torc_graph **out);
+
 /* Frees g and the references it holds. NULL is ignored. */
 TORC_API void torc_graph_free(torc_graph *g);
 
