@@ -292,6 +292,84 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
   torc__free(shown);
 }
 
+static int same_dims(const torc__gshape *a, const torc__gshape *b) {
+  return a->ndim == b->ndim &&
+         memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0;
+}
+
+const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
+  const torc__gshape *o = &sh[n->n_in];
+  const torc__gshape *i0 = n->n_in ? &sh[0] : NULL;
+  switch (torc__ops[n->op].kind) {
+  case TORC__OPK_UNARY:
+  case TORC__OPK_BINARY:
+  case TORC__OPK_WHERE:
+  case TORC__OPK_COPY:
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+      const torc__gshape *v = &sh[k];
+      if (!same_dims(v, o))
+        return "its inputs and outputs differ in shape";
+      int is_in = k < n->n_in, cond = torc__ops[n->op].kind ==
+                                          TORC__OPK_WHERE && k == 0;
+      if (torc__ops[n->op].kind != TORC__OPK_COPY && !cond &&
+          v->dtype != n->kdtype && !(!is_in && v->dtype == TORC_BOOL))
+        return "a value's dtype is not the kernel dtype";
+    }
+    return NULL;
+  case TORC__OPK_MATMUL: {
+    if (n->n_in != 2 || n->n_out != 1)
+      return "matmul takes 2 inputs and 1 output";
+    const torc__gshape *a = i0, *b = &sh[1];
+    int d = o->ndim;
+    if (d < 2 || a->ndim != d || b->ndim != d ||
+        memcmp(a->shape, o->shape, (size_t)(d - 2) * sizeof(int64_t)) ||
+        memcmp(b->shape, o->shape, (size_t)(d - 2) * sizeof(int64_t)) ||
+        a->shape[d - 2] != o->shape[d - 2] ||
+        b->shape[d - 1] != o->shape[d - 1] ||
+        a->shape[d - 1] != b->shape[d - 2])
+      return "the shapes are not [.., M, K] x [.., K, N] -> [.., M, N]";
+    if (a->dtype != n->kdtype || b->dtype != n->kdtype ||
+        o->dtype != n->kdtype)
+      return "a value's dtype is not the kernel dtype";
+    return NULL;
+  }
+  case TORC__OPK_REDUCE: {
+    torc_reduce_params p;
+    if (n->n_in != 1 || n->params_size != sizeof p)
+      return "a reduction takes 1 input";
+    memcpy(&p, n->params, sizeof p);
+    for (int k = 0; k < n->n_out; k++) {
+      const torc__gshape *v = &sh[n->n_in + k];
+      if (v->ndim != i0->ndim)
+        return "an output's rank is not the input's";
+      for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] != ((p.dims_mask >> d) & 1 ? 1 : i0->shape[d]))
+          return "an output's shape is not the input's reduced";
+    }
+    return NULL;
+  }
+  case TORC__OPK_DIM: {
+    torc_dim_params p;
+    if (n->n_in != 1 || n->params_size != sizeof p)
+      return "an op along a dim takes 1 input";
+    memcpy(&p, n->params, sizeof p);
+    if (p.dim < 0 || (p.dim >= i0->ndim && !(i0->ndim == 0 && p.dim == 0)))
+      return "its dim is past the input's dims";
+    for (int k = 0; k < n->n_out; k++) {
+      const torc__gshape *v = &sh[n->n_in + k];
+      if (v->ndim != i0->ndim)
+        return "an output's rank is not the input's";
+      for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] != i0->shape[d] && !(d == p.dim && v->shape[d] == 1))
+          return "an output's shape is not the input's";
+    }
+    return NULL;
+  }
+  default:
+    return NULL;
+  }
+}
+
 /* A replay: the graph, its tensors so far, the traced batch and the
  * batch it runs at (equal unless the graph was checked). */
 typedef struct {
@@ -473,6 +551,25 @@ static torc_status bind_input(const replay *r, int id, const torc_tensor *t) {
   return TORC_OK;
 }
 
+/* A loaded graph's node i checked on the tensors it is about to get. */
+static torc_status check_shapes(const gnode *n, int i,
+                                const torc_tensor *const *in,
+                                torc_tensor *const *out) {
+  torc__gshape sh[TORC__KCALL_MAX_IN + TORC__KCALL_MAX_OUT];
+  for (int k = 0; k < n->n_in + n->n_out; k++) {
+    const torc_tensor *t = k < n->n_in ? in[k] : out[k - n->n_in];
+    sh[k] = (torc__gshape){torc_ndim(t), torc_shape(t), torc_dtype_of(t)};
+  }
+  const char *why = torc__graph_node_shapes(n, sh);
+  if (why == NULL)
+    return TORC_OK;
+  return torc_set_error(TORC_ERR_SHAPE,
+                        "torc_graph_run: node %d (%s) of the loaded graph: "
+                        "%s at this batch; the file's batch masks are wrong: "
+                        "save the graph again",
+                        i, torc__ops[n->op].name, why);
+}
+
 torc_status torc_graph_run(const torc_graph *g,
                            const torc_tensor *const *inputs, int n_in,
                            torc_tensor **outputs, int n_out) {
@@ -504,6 +601,8 @@ torc_status torc_graph_run(const torc_graph *g,
     for (int k = 0; k < n->n_out && st == TORC_OK; k++)
       if ((out[k] = replay_value(&r, n->out[k])) == NULL)
         st = torc_last_status();
+    if (st == TORC_OK && g->loaded)
+      st = check_shapes(n, i, in, out);
     if (st == TORC_OK)
       st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
                              n->params, n->params_size);

@@ -60,7 +60,23 @@ struct torc_graph {
   /* A graph from torc_graph_load holds no tensor (t is NULL) for the
    * values nodes write and for views of values; they are made on device. */
   torc_device device;
+  int loaded; /* from torc_graph_load: runs check each node's shapes */
 };
+
+/* A value's geometry as a kernel sees it. */
+typedef struct {
+  int ndim;
+  const int64_t *shape;
+  torc_dtype dtype;
+} torc__gshape;
+
+/* What is wrong with the shapes and dtypes sh (node n's inputs, then its
+ * outputs) for its op's kernel, or NULL: for the ops whose shape logic is
+ * plain (elementwise ops, matmul, reductions, ops along a dim), the
+ * shapes the core itself gives their kernels. The nn ops are not
+ * checked. */
+const char *torc__graph_node_shapes(const torc__gnode *n,
+                                    const torc__gshape *sh);
 
 /* Appends m's parameters and buffers (all of them, by state-dict name) to
  * g->named; non-zero on OOM. */

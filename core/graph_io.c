@@ -600,6 +600,16 @@ static torc_status load_graph(loader *l, json_t *root) {
     g->n_nodes = (int)i + 1;
     if ((st = load_node(l, (int)i, json_array_get(nodes, i))))
       return st;
+    const gnode *n = &g->nodes[i];
+    torc__gshape sh[TORC__KCALL_MAX_IN + TORC__KCALL_MAX_OUT];
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+      const gvalue *v = &g->values[n->in[k]];
+      sh[k] = (torc__gshape){v->ndim, v->shape, v->dtype};
+    }
+    const char *why = torc__graph_node_shapes(n, sh);
+    if (why)
+      return bad(l, "node %zu (%s): %s; the file is damaged", i,
+                 torc__ops[g->nodes[i].op].name, why);
   }
   /* Every input once; every result written by a node. */
   char *seen = torc__calloc((size_t)g->n_inputs, 1);
@@ -642,6 +652,7 @@ torc_status torc_graph_load(const char *path, torc_module *m,
     st = torc_set_error(TORC_ERR_OOM, "torc_graph_load: out of memory");
   if (st == TORC_OK) {
     l.g->device = torc_module_device(m);
+    l.g->loaded = 1;
     json_error_t jerr;
     torc__json_begin();
     json_t *root = json_loads(txt, JSON_REJECT_DUPLICATES, &jerr);

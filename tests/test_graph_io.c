@@ -253,7 +253,16 @@ static void test_hostile(void **state) {
   assert_load_fails("bad.graph", m,
                     "params are 2 hex digits; the op's params struct takes "
                     "0 bytes");
-  /* A view of a later value, a role unknown, an output out of range. */
+  /* A node whose shapes its kernel would overrun: relu's output grown. */
+  save_edited(text,
+              "\"shape\":[2,8],\"batch_mask\":0},{\"role\":\"result\","
+              "\"dtype\":\"f32\",\"shape\":[2,8]",
+              "\"shape\":[2,8],\"batch_mask\":0},{\"role\":\"result\","
+              "\"dtype\":\"f32\",\"shape\":[2,80]",
+              "bad.graph");
+  assert_load_fails("bad.graph", m,
+                    "node 2 (relu): its inputs and outputs differ in shape");
+  /* A role unknown, an output out of range, another version. */
   save_edited(text, "\"role\":\"result\"", "\"role\":\"wizard\"", "bad.graph");
   assert_load_fails("bad.graph", m, "role \"wizard\" is not");
   save_edited(text, "\"output\":", "\"output\":-5,\"x\":", "bad.graph");
@@ -312,6 +321,41 @@ static void test_hostile(void **state) {
   torc_module_free(m);
 }
 
+/* A checked graph whose file loses a batch mask: it loads (its shapes
+ * are right at the traced batch) but running it at another batch is an
+ * error before any kernel sees the wrong shapes. */
+static void test_hostile_masks(void **state) {
+  (void)state;
+  torc_module *m = mlp_new(8);
+  torc_tensor *xa = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_tensor *xb = torc_randn(TORC_SHAPE(3, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace_check(m, (const torc_tensor *const *)&xa,
+                                    (const torc_tensor *const *)&xb, 1, &g),
+                   0);
+  assert_int_equal(torc_graph_save(g, path_of("checked.graph")), 0);
+  torc_graph_free(g);
+  char *text = graph_text("checked.graph");
+  const char *r = "{\"role\":\"result\",\"dtype\":\"f32\",\"shape\":[2,8],";
+  char from[300], to[300];
+  snprintf(from, sizeof from, "%s\"batch_mask\":1},%s\"batch_mask\":1}", r,
+           r);
+  snprintf(to, sizeof to, "%s\"batch_mask\":1},%s\"batch_mask\":0}", r, r);
+  save_edited(text, from, to, "mask.graph");
+  g = load_ok("mask.graph", m);
+  assert_run_equal(m, g, xa);
+  torc_tensor *y = (torc_tensor *)1;
+  assert_error(torc_graph_run(g, (const torc_tensor *const *)&xb, 1, &y, 1),
+               "node 2 (relu) of the loaded graph: its inputs and outputs "
+               "differ in shape at this batch");
+  assert_null(y);
+  torc_graph_free(g);
+  free(text);
+  torc_release(xa);
+  torc_release(xb);
+  torc_module_free(m);
+}
+
 static void test_io_errors(void **state) {
   (void)state;
   torc_graph *g = (torc_graph *)1;
@@ -338,6 +382,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_round_trip_constant,
                                       test_live_setup, test_live_teardown),
       cmocka_unit_test_setup_teardown(test_hostile, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_hostile_masks, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_io_errors, test_live_setup,
                                       test_live_teardown),
