@@ -297,14 +297,126 @@ static int same_dims(const torc__gshape *a, const torc__gshape *b) {
          memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0;
 }
 
+static int64_t gnumel(const torc__gshape *v) {
+  return torc__numel(v->shape, v->ndim);
+}
+
+static int is_vec(const torc__gshape *v, int64_t n) {
+  return v->ndim == 1 && v->shape[0] == n;
+}
+
+/* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW], bias [O] -> [N, O, OH,
+ * OW], the sizes the core computes. */
+static const char *conv_shapes(const gnode *n, const torc__gshape *sh) {
+  torc_conv_kparams p;
+  if ((n->n_in != 2 && n->n_in != 3) || n->n_out != 1 ||
+      n->params_size != sizeof p)
+    return "conv2d takes 2 or 3 inputs and 1 output";
+  memcpy(&p, n->params, sizeof p);
+  const torc__gshape *x = &sh[0], *w = &sh[1], *o = &sh[n->n_in];
+  if (x->ndim != 4 || w->ndim != 4 || o->ndim != 4 || p.groups < 1 ||
+      x->shape[1] != w->shape[1] * p.groups || w->shape[0] % p.groups ||
+      o->shape[0] != x->shape[0] || o->shape[1] != w->shape[0] ||
+      (n->n_in == 3 && !is_vec(&sh[2], w->shape[0])))
+    return "its shapes are not x [N, C, H, W], w [O, C/groups, kH, kW], "
+           "bias [O] -> [N, O, OH, OW]";
+  for (int d = 0; d < 2; d++) {
+    if (p.stride[d] < 1 || p.dilation[d] < 1 || p.padding[d] < 0 ||
+        p.padding[d] > ((int64_t)1 << 32) || p.dilation[d] > ((int64_t)1 << 32))
+      return "its stride, dilation or padding is out of range";
+    int64_t span = p.dilation[d] * (w->shape[2 + d] - 1) + 1;
+    int64_t want = (x->shape[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 1;
+    if (x->shape[2 + d] + 2 * p.padding[d] < span || o->shape[2 + d] != want)
+      return "its output size is not the convolution's";
+  }
+  for (int k = 0; k < n->n_in + n->n_out; k++)
+    if (sh[k].dtype != n->kdtype)
+      return "a value's dtype is not the kernel dtype";
+  return NULL;
+}
+
+/* max_pool2d (y and indices), avg_pool2d: [N, C, H, W] -> [N, C, OH, OW],
+ * OH at most the ceil-mode size. */
+static const char *pool_shapes(const gnode *n, const torc__gshape *sh) {
+  torc_pool_kparams p;
+  int max = strcmp(torc__ops[n->op].name, "max_pool2d") == 0;
+  if (n->n_in != 1 || n->n_out != (max ? 2 : 1) || n->params_size != sizeof p)
+    return "a pool takes 1 input";
+  memcpy(&p, n->params, sizeof p);
+  const torc__gshape *x = &sh[0], *o = &sh[1];
+  if (x->ndim != 4 || o->ndim != 4 || o->shape[0] != x->shape[0] ||
+      o->shape[1] != x->shape[1] || x->dtype != n->kdtype ||
+      o->dtype != n->kdtype ||
+      (max && (sh[2].dtype != TORC_I64 || sh[2].ndim != 4 ||
+               memcmp(sh[2].shape, o->shape, 4 * sizeof(int64_t)))))
+    return "its shapes are not [N, C, H, W] -> [N, C, OH, OW]";
+  for (int d = 0; d < 2; d++) {
+    if (p.kernel[d] < 1 || p.stride[d] < 1 || p.dilation[d] < 1 ||
+        p.padding[d] < 0 || p.kernel[d] > ((int64_t)1 << 32) ||
+        p.padding[d] > ((int64_t)1 << 32) || p.dilation[d] > ((int64_t)1 << 32))
+      return "its kernel, stride, dilation or padding is out of range";
+    int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+    int64_t room = x->shape[2 + d] + 2 * p.padding[d] - span;
+    if (room < 0 || o->shape[2 + d] > (room + p.stride[d] - 1) / p.stride[d] + 1)
+      return "its output size is past the pool's";
+  }
+  return NULL;
+}
+
+/* batch_norm: x [N, C, *], w, b [C] (and running mean, var [C]) -> y (x's
+ * shape), mean, invstd [C]; layer_norm: x of M rows of K, w, b [K] -> y,
+ * mean, rstd [M]; dropout: x -> y, mask (x's shape). */
+static const char *nn_shapes(const gnode *n, const torc__gshape *sh) {
+  const char *op = torc__ops[n->op].name;
+  if (strcmp(op, "conv2d") == 0)
+    return conv_shapes(n, sh);
+  if (strcmp(op, "max_pool2d") == 0 || strcmp(op, "avg_pool2d") == 0)
+    return pool_shapes(n, sh);
+  int bn = strcmp(op, "batch_norm") == 0, ln = strcmp(op, "layer_norm") == 0;
+  if (bn || ln) {
+    if (!(n->n_in == 3 || (bn && n->n_in == 5)) || n->n_out != 3)
+      return "a norm takes 3 inputs (batch_norm 3 or 5) and 3 outputs";
+    const torc__gshape *x = &sh[0], *y = &sh[n->n_in];
+    int64_t c = bn ? (x->ndim >= 2 ? x->shape[1] : -1) : gnumel(&sh[1]);
+    int64_t rows = c > 0 && !bn ? gnumel(x) / c : c;
+    if (c < 0 || (!bn && (c == 0 || gnumel(x) % c)) || y->ndim != x->ndim ||
+        memcmp(y->shape, x->shape, (size_t)x->ndim * sizeof(int64_t)))
+      return "its input and output shapes do not match";
+    for (int k = 1; k < n->n_in; k++)
+      if (gnumel(&sh[k]) != c)
+        return "a weight, bias or running statistic has the wrong size";
+    for (int k = 1; k < 3; k++)
+      if (gnumel(&sh[n->n_in + k]) != rows)
+        return "a mean or inverse deviation has the wrong size";
+    for (int k = 0; k < n->n_in + n->n_out; k++)
+      if (sh[k].dtype != n->kdtype)
+        return "a value's dtype is not the kernel dtype";
+    return NULL;
+  }
+  if (strcmp(op, "dropout") == 0) {
+    if (n->n_in != 1 || n->n_out != 2)
+      return "dropout takes 1 input and 2 outputs";
+    for (int k = 1; k < 3; k++)
+      if (!same_dims(&sh[0], &sh[k]))
+        return "its inputs and outputs differ in shape";
+    return NULL;
+  }
+  return NULL;
+}
+
 const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
   const torc__gshape *o = &sh[n->n_in];
   const torc__gshape *i0 = n->n_in ? &sh[0] : NULL;
+  const char *ps = torc__graph_params_struct(n->op);
+  int plain = strcmp(ps, "void") == 0 || strcmp(ps, "torc_scalar_params") == 0;
   switch (torc__ops[n->op].kind) {
   case TORC__OPK_UNARY:
   case TORC__OPK_BINARY:
   case TORC__OPK_WHERE:
   case TORC__OPK_COPY:
+    /* (pad and interpolate are unary ops that change the shape) */
+    if (!plain)
+      return NULL;
     for (int k = 0; k < n->n_in + n->n_out; k++) {
       const torc__gshape *v = &sh[k];
       if (!same_dims(v, o))
@@ -334,7 +446,10 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
     return NULL;
   }
   case TORC__OPK_REDUCE: {
-    torc_reduce_params p;
+    torc_reduce_params p; /* torc_norm_params begins alike */
+    if (strcmp(ps, "torc_reduce_params") != 0 &&
+        strcmp(ps, "torc_norm_params") != 0)
+      return NULL;
     if (n->n_in != 1 || n->params_size != sizeof p)
       return "a reduction takes 1 input";
     memcpy(&p, n->params, sizeof p);
@@ -350,6 +465,8 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
   }
   case TORC__OPK_DIM: {
     torc_dim_params p;
+    if (strcmp(ps, "torc_dim_params") != 0) /* the indexing ops, topk */
+      return NULL;
     if (n->n_in != 1 || n->params_size != sizeof p)
       return "an op along a dim takes 1 input";
     memcpy(&p, n->params, sizeof p);
@@ -365,6 +482,8 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
     }
     return NULL;
   }
+  case TORC__OPK_NN:
+    return nn_shapes(n, sh);
   default:
     return NULL;
   }

@@ -97,4 +97,8 @@ void torc__graph_params_str(const torc_graph *g, const torc__gnode *n,
  * id is out of range or its struct is not known. */
 size_t torc__graph_params_size(int op);
 
+/* The name of op's params struct as its ops.def row gives it ("void",
+ * "torc_conv_kparams"); "" for an op id out of range. */
+const char *torc__graph_params_struct(int op);
+
 #endif

@@ -283,6 +283,10 @@ size_t torc__graph_params_size(int op) {
   return s < 0 ? (size_t)-1 : structs[s].size;
 }
 
+const char *torc__graph_params_struct(int op) {
+  return op >= 0 && op < TORC__OP_COUNT ? op_params[op] : "";
+}
+
 void torc__graph_params_str(const torc_graph *g, const gnode *n, char *buf,
                             size_t size) {
   text t = {buf, size, 0};

@@ -86,6 +86,34 @@ static torc_graph *load_ok(const char *name, torc_module *m) {
   return g;
 }
 
+/* The JSON of a saved graph, malloc'ed. */
+static char *graph_text(const char *name) {
+  torc_safetensors *st = torc_safetensors_open(path_of(name));
+  assert_non_null(st);
+  const char *t = torc_safetensors_metadata(st, "torc.graph");
+  assert_non_null(t);
+  char *s = strdup(t);
+  torc_safetensors_close(st);
+  return s;
+}
+
+/* text with its first `from` replaced by `to` (which must be there),
+ * saved as a graph file `name` without tensors. */
+static void save_edited(const char *text, const char *from, const char *to,
+                        const char *name) {
+  const char *at = strstr(text, from);
+  if (at == NULL)
+    fail_msg("\"%s\" not in %s", from, text);
+  size_t n = strlen(text) + strlen(to) + 1;
+  char *s = malloc(n);
+  assert_non_null(s);
+  snprintf(s, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+  const char *key = "torc.graph", *val = s;
+  assert_int_equal(
+      torc_safetensors_save(path_of(name), NULL, NULL, 0, &key, &val, 1), 0);
+  free(s);
+}
+
 static void test_round_trip_mlp(void **state) {
   (void)state;
   torc_module *m = mlp_new(8);
@@ -149,6 +177,15 @@ static void test_round_trip_checked_cnn(void **state) {
   torc_tensor *x = torc_randn(TORC_SHAPE(5, 1, 8, 8), TORC_F32, TORC_CPU,
                               NULL);
   assert_run_equal(m, g, x);
+  /* The conv's output grown in the file: its kernel would overrun. */
+  char *text = graph_text("cnn.graph");
+  save_edited(text, "\"shape\":[2,4,8,8]", "\"shape\":[2,4,9,8]",
+              "badcnn.graph");
+  free(text);
+  torc_graph *bad = (torc_graph *)1;
+  assert_error(torc_graph_load(path_of("badcnn.graph"), m, &bad),
+               "node 0 (conv2d): its output size is not the convolution's");
+  assert_null(bad);
   torc_release(x);
   torc_graph_free(g);
   torc_release(xa);
@@ -188,34 +225,6 @@ static void test_round_trip_constant(void **state) {
   torc_release(x);
   torc_graph_free(g);
   torc_module_free(m);
-}
-
-/* The JSON of a saved graph, malloc'ed. */
-static char *graph_text(const char *name) {
-  torc_safetensors *st = torc_safetensors_open(path_of(name));
-  assert_non_null(st);
-  const char *t = torc_safetensors_metadata(st, "torc.graph");
-  assert_non_null(t);
-  char *s = strdup(t);
-  torc_safetensors_close(st);
-  return s;
-}
-
-/* text with its first `from` replaced by `to` (which must be there),
- * saved as a graph file `name` without tensors. */
-static void save_edited(const char *text, const char *from, const char *to,
-                        const char *name) {
-  const char *at = strstr(text, from);
-  if (at == NULL)
-    fail_msg("\"%s\" not in %s", from, text);
-  size_t n = strlen(text) + strlen(to) + 1;
-  char *s = malloc(n);
-  assert_non_null(s);
-  snprintf(s, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-  const char *key = "torc.graph", *val = s;
-  assert_int_equal(
-      torc_safetensors_save(path_of(name), NULL, NULL, 0, &key, &val, 1), 0);
-  free(s);
 }
 
 /* Loading `name` into m fails with a message containing needle. */
