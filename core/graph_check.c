@@ -386,6 +386,19 @@ static torc_status check_inputs(const torc_tensor *const *ia,
   return TORC_OK;
 }
 
+/* The number of m's parameters and buffers (-1 on OOM). */
+static int named_count(const torc_module *m) {
+  torc_named_tensor *list = NULL;
+  int n = torc_module_named_parameters(m, &list);
+  if (n >= 0)
+    torc_named_tensors_free(list, n);
+  list = NULL;
+  int k = torc_module_named_buffers(m, 0, &list);
+  if (k >= 0)
+    torc_named_tensors_free(list, k);
+  return n < 0 || k < 0 ? -1 : n + k;
+}
+
 torc_status torc_trace_check(torc_module *m,
                              const torc_tensor *const *inputs_a,
                              const torc_tensor *const *inputs_b, int n_in,
@@ -407,7 +420,16 @@ torc_status torc_trace_check(torc_module *m,
   torc_status st = check_inputs(inputs_a, inputs_b, n_in, &c.ba, &c.bb);
   if (st)
     return st;
-  if ((st = torc_trace(m, inputs_a, n_in, &c.a)) != TORC_OK ||
+  /* A module whose first forward creates its lazy parameters is traced
+   * again once they exist, so that both traces bind them by name. */
+  int before = named_count(m);
+  if ((st = torc_trace(m, inputs_a, n_in, &c.a)) == TORC_OK &&
+      named_count(m) != before) {
+    torc_graph_free(c.a);
+    c.a = NULL;
+    st = torc_trace(m, inputs_a, n_in, &c.a);
+  }
+  if (st != TORC_OK ||
       (st = torc_trace(m, inputs_b, n_in, &c.b)) != TORC_OK) {
     torc_graph_free(c.a);
     return st;

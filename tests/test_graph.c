@@ -299,6 +299,27 @@ static void test_check_cnn(void **state) {
   torc_module_free(m);
 }
 
+/* A layer norm whose weights its first forward creates: both traces bind
+ * them by name. */
+static void test_check_lazy(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(4, 8, 1)), 0);
+  assert_int_equal(
+      torc_sequential_append(m, torc_layernorm_new(NULL, 0, 1e-5, 1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  torc_graph *g = check_at(m, TORC_SHAPE(2, 4), 2, 3);
+  char *s = printed(g);
+  assert_contains(s, "layer_norm(");
+  assert_contains(s, "@1.weight");
+  assert_contains(s, "{eps=1e-05}");
+  free(s);
+  assert_runs_at(m, g, TORC_SHAPE(6, 4));
+  torc_graph_free(g);
+  torc_module_free(m);
+}
+
 /* A forward that folds the batch into the rows: [B, 6] -> [3B, 2], a
  * linear layer on each row, and back to [B, 3*out]. */
 static torc_tensor *fold_forward(torc_module *m, const torc_tensor *const *in,
@@ -457,6 +478,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_check_mlp, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_check_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_check_lazy, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_check_fold, test_live_setup,
                                       test_live_teardown),
