@@ -528,6 +528,14 @@ static int view_fits(const torc_tensor *b, const int64_t *shape,
   return lo >= 0 && (uint64_t)hi < b->storage->nbytes / es;
 }
 
+torc_tensor *torc__graph_constant_slice(const gvalue *v, torc_tensor *t) {
+  int64_t shape[TORC_MAX_DIMS];
+  for (int d = 0; d < v->ndim; d++)
+    shape[d] = (v->batch_mask >> d) & 1 ? 1 : v->shape[d];
+  return torc__view_of(t, shape, torc_strides(t), torc_ndim(t),
+                       torc_storage_offset(t));
+}
+
 static torc_tensor *replay_value(const replay *r, int id);
 
 static torc_tensor *overflow(const replay *r, int id) {
@@ -598,8 +606,10 @@ static torc_tensor *replay_value(const replay *r, int id) {
   if (vals[id])
     return vals[id];
   const gvalue *v = &r->g->values[id];
+  /* (a view of a parameter, or a constant broadcast over the batch, at
+   * another batch: a new view of the tensor the trace read) */
   if ((v->base >= 0 && v->input < 0) ||
-      (v->view && v->batch_mask && r->from != r->to && v->input < 0)) {
+      (v->batch_mask && r->from != r->to && v->input < 0 && !v->produced)) {
     if ((vals[id] = replay_view(r, id)) == NULL)
       return NULL;
   } else if (v->produced && v->name == NULL) {

@@ -115,14 +115,18 @@ static torc_status compare_constant(const check *c, int id, int i) {
   const gvalue *va = &c->a->values[id], *vb = &c->b->values[id];
   if (va->t == vb->t)
     return TORC_OK;
+  /* A broadcast over the batch (stride 0 there) is compared on one
+   * sample: the dims that follow the batch taken as 1. */
+  torc_tensor *ta = torc__graph_constant_slice(va, va->t);
+  torc_tensor *tb = torc__graph_constant_slice(va, vb->t);
   size_t es = torc_dtype_size(va->dtype);
-  size_t nbytes = (size_t)torc_numel(va->t) * es;
+  size_t nbytes = ta ? (size_t)torc_numel(ta) * es : 0;
   unsigned char *pa = torc__malloc(nbytes + 1), *pb = torc__malloc(nbytes + 1);
   torc_status st = TORC_OK;
-  if (pa == NULL || pb == NULL)
+  if (ta == NULL || tb == NULL || pa == NULL || pb == NULL)
     st = torc_set_error(TORC_ERR_OOM, "torc_trace_check: out of memory");
-  else if ((st = torc_to_host(va->t, pa, nbytes)) == TORC_OK &&
-           (st = torc_to_host(vb->t, pb, nbytes)) == TORC_OK &&
+  else if ((st = torc_to_host(ta, pa, nbytes)) == TORC_OK &&
+           (st = torc_to_host(tb, pb, nbytes)) == TORC_OK &&
            memcmp(pa, pb, nbytes) != 0) {
     size_t k = 0;
     while (memcmp(pa + k * es, pb + k * es, es) == 0)
@@ -139,6 +143,8 @@ static torc_status compare_constant(const check *c, int id, int i) {
   }
   torc__free(pa);
   torc__free(pb);
+  torc_release(ta);
+  torc_release(tb);
   return st;
 }
 
@@ -185,7 +191,12 @@ static torc_status compare_value(check *c, int id, int i) {
   int is_view = va->base >= 0 || va->view;
   int constant = !va->produced && va->input < 0 && va->name == NULL &&
                  va->base < 0;
-  if (constant && va->batch_mask)
+  int broadcast = constant && va->offset == vb->offset;
+  for (int d = 0; d < va->ndim && broadcast; d++)
+    broadcast = (va->batch_mask >> d) & 1
+                    ? va->strides[d] == 0 && vb->strides[d] == 0
+                    : va->strides[d] == vb->strides[d];
+  if (constant && va->batch_mask && !broadcast)
     return torc_set_error(
         TORC_ERR_INVALID,
         "torc_trace_check: %s: value %%%d is %s with batch %" PRId64

@@ -63,6 +63,11 @@ struct torc_graph {
   int loaded; /* from torc_graph_load: runs check each node's shapes */
 };
 
+/* A view of t (a constant of value v's geometry) with v's dims that
+ * follow the batch taken as 1: one sample of a broadcast; NULL on OOM. */
+torc_tensor *torc__graph_constant_slice(const torc__gvalue *v,
+                                        torc_tensor *t);
+
 /* A value's geometry as a kernel sees it. */
 typedef struct {
   int ndim;

@@ -164,16 +164,20 @@ torc_status torc_graph_save(const torc_graph *g, const char *path) {
   torc_status st = TORC_OK;
   if (txt == NULL || names == NULL || ts == NULL)
     st = torc_set_error(TORC_ERR_OOM, "torc_graph_save: out of memory");
+  /* A constant broadcast over the batch is saved as one sample. */
   int k = 0;
   for (int i = 0; i < g->n_values && st == TORC_OK; i++) {
-    if (strcmp(role_of(&g->values[i]), "constant") != 0)
+    const gvalue *v = &g->values[i];
+    if (strcmp(role_of(v), "constant") != 0)
       continue;
-    if ((names[k] = torc__malloc(32)) == NULL) {
+    if ((names[k] = torc__malloc(32)) == NULL ||
+        (ts[k] = torc__graph_constant_slice(v, v->t)) == NULL) {
       st = torc_set_error(TORC_ERR_OOM, "torc_graph_save: out of memory");
+      k += names[k] != NULL;
       break;
     }
     snprintf(names[k], 32, "const.%d", i);
-    ts[k++] = g->values[i].t;
+    k++;
   }
   if (st == TORC_OK) {
     const char *key = META_KEY, *val = txt;
@@ -182,6 +186,8 @@ torc_status torc_graph_save(const torc_graph *g, const char *path) {
   }
   for (int i = 0; i < n_const && names; i++)
     torc__free(names[i]);
+  for (int i = 0; i < n_const && ts; i++)
+    torc_release((torc_tensor *)ts[i]);
   torc__free(names);
   torc__free(ts);
   if (txt)
@@ -364,15 +370,33 @@ static torc_status load_constant(loader *l, int id) {
   if (torc_safetensors_info(l->st, name, &dt, &ndim, shape) != TORC_OK)
     return bad(l, "value %d is a constant but the file has no tensor \"%s\"",
                id, name);
-  torc__shape_str(v->shape, v->ndim, want, sizeof want);
+  /* (one sample of a constant broadcast over the batch) */
+  int64_t sample[TORC_MAX_DIMS];
+  for (int d = 0; d < v->ndim; d++)
+    sample[d] = (v->batch_mask >> d) & 1 ? 1 : v->shape[d];
+  torc__shape_str(sample, v->ndim, want, sizeof want);
   torc__shape_str(shape, ndim, have, sizeof have);
   if (dt != v->dtype || ndim != v->ndim ||
-      memcmp(shape, v->shape, (size_t)ndim * sizeof *shape) != 0)
+      memcmp(shape, sample, (size_t)ndim * sizeof *shape) != 0)
     return bad(l, "tensor \"%s\" is %s%s but value %d is %s%s", name,
                torc_dtype_name(dt), have, id, torc_dtype_name(v->dtype),
                want);
-  v->t = torc_safetensors_get(l->st, name, l->g->device);
-  return v->t ? TORC_OK : torc_last_status();
+  torc_tensor *t = torc_safetensors_get(l->st, name, l->g->device);
+  if (t == NULL)
+    return torc_last_status();
+  if (!v->batch_mask) {
+    v->t = t;
+    return TORC_OK;
+  }
+  torc__contiguous_strides(sample, v->ndim, v->strides);
+  for (int d = 0; d < v->ndim; d++)
+    if ((v->batch_mask >> d) & 1)
+      v->strides[d] = 0;
+  v->offset = torc_storage_offset(t);
+  v->t = torc__view_of(t, v->shape, v->strides, v->ndim, v->offset);
+  torc_release(t);
+  return v->t ? TORC_OK
+              : torc_set_error(TORC_ERR_OOM, "torc_graph_load: out of memory");
 }
 
 /* Value id from its JSON object. */
@@ -467,11 +491,8 @@ static torc_status load_value(loader *l, int id, json_t *o) {
       return st;
     return bind_named(l, id, name, pshape, pndim);
   }
-  if (strcmp(role, "constant") == 0) {
-    if (v->batch_mask)
-      return bad(l, "%s is a constant whose shape follows the batch", what);
+  if (strcmp(role, "constant") == 0)
     return load_constant(l, id);
-  }
   v->produced = strcmp(role, "result") == 0;
   return TORC_OK;
 }

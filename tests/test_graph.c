@@ -384,6 +384,21 @@ static torc_tensor *padded_forward(torc_module *m,
 static const torc_module_vtable padded_vt = {
     sizeof(torc_module_vtable), padded_forward, NULL, NULL, NULL};
 
+/* "counted": x plus a constant made on the host from the batch size. */
+static torc_tensor *counted_forward(torc_module *m,
+                                    const torc_tensor *const *in, int n_in) {
+  (void)m;
+  (void)n_in;
+  float b[4];
+  for (int i = 0; i < 4; i++)
+    b[i] = (float)torc_shape(in[0])[0];
+  torc_tensor *c = torc_from_host(b, TORC_SHAPE(4), TORC_F32, TORC_CPU);
+  return torc_add(in[0], c);
+}
+
+static const torc_module_vtable counted_vt = {
+    sizeof(torc_module_vtable), counted_forward, NULL, NULL, NULL};
+
 /* A module of vtable vt as child 1 of a sequential after a relu, checked
  * at batches 2 and 3 of inputs filled with sa and sb; returns the
  * status. */
@@ -432,6 +447,11 @@ static void test_check_rejects(void **state) {
                "f32[3, 4] with batch 2 but f32[4, 4] with batch 3: dim 0 "
                "differs and is not a multiple of the batch");
   assert_contains(torc_last_error(), "in module \"1\")");
+  /* A constant holding the batch size. */
+  assert_error(check_wrapped(&counted_vt, 1.0, 1.0),
+               "in module \"1\") reads a constant");
+  assert_contains(torc_last_error(),
+                  "whose element 0 is 2 with batch 2 but 3 with batch 3");
 }
 
 static void test_check_errors(void **state) {

@@ -224,6 +224,37 @@ static void test_round_trip_constant(void **state) {
   assert_run_equal(m, g, x);
   torc_release(x);
   torc_graph_free(g);
+  /* Checked: the constant is broadcast over the batch, saved as one row,
+   * and runs at another batch. */
+  torc_tensor *xa = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_tensor *xb = torc_randn(TORC_SHAPE(3, 4), TORC_F32, TORC_CPU, NULL);
+  assert_int_equal(torc_trace_check(m, (const torc_tensor *const *)&xa,
+                                    (const torc_tensor *const *)&xb, 1, &g),
+                   0);
+  x = torc_randn(TORC_SHAPE(5, 4), TORC_F32, TORC_CPU, NULL);
+  assert_run_equal(m, g, x);
+  assert_int_equal(torc_graph_save(g, path_of("bconst.graph")), 0);
+  torc_graph_free(g);
+  torc_dtype dt;
+  int ndim;
+  int64_t shape[TORC_MAX_DIMS];
+  st = torc_safetensors_open(path_of("bconst.graph"));
+  assert_non_null(st);
+  assert_int_equal(torc_safetensors_count(st), 1);
+  assert_int_equal(torc_safetensors_info(st, torc_safetensors_name(st, 0),
+                                         &dt, &ndim, shape),
+                   0);
+  assert_int_equal(ndim, 2);
+  assert_int_equal(shape[0], 1);
+  assert_int_equal(shape[1], 4);
+  torc_safetensors_close(st);
+  g = load_ok("bconst.graph", m);
+  assert_run_equal(m, g, x);
+  assert_run_equal(m, g, xa);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_release(xa);
+  torc_release(xb);
   torc_module_free(m);
 }
 
