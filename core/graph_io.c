@@ -224,7 +224,7 @@ static torc_status get_int(const loader *l, json_t *o, const char *what,
                            const char *key, int64_t lo, int64_t hi,
                            int def_ok, int64_t def, int64_t *out) {
   json_t *x = json_object_get(o, key);
-  if (x == NULL && def_ok) {
+  if (x == NULL && def_ok && def >= lo && def <= hi) {
     *out = def;
     return TORC_OK;
   }

@@ -177,6 +177,29 @@ static void test_round_trip_checked_cnn(void **state) {
   torc_tensor *x = torc_randn(TORC_SHAPE(5, 1, 8, 8), TORC_F32, TORC_CPU,
                               NULL);
   assert_run_equal(m, g, x);
+  /* Bytes changed all through the file: an error, or a graph that runs
+   * or fails with an error. */
+  size_t n;
+  unsigned char *bytes = test_read_file(path_of("cnn.graph"), &n);
+  for (size_t i = 8; i < n; i += 29) {
+    unsigned char keep = bytes[i];
+    bytes[i] = (unsigned char)(keep ^ (1u << (i % 8)));
+    test_write_file(path_of("flip.graph"), bytes, n);
+    bytes[i] = keep;
+    torc_graph *fg = NULL;
+    if (torc_graph_load(path_of("flip.graph"), m, &fg) != TORC_OK) {
+      assert_null(fg);
+      continue;
+    }
+    torc_tensor *y = NULL;
+    if (torc_graph_run(fg, (const torc_tensor *const *)&x, 1, &y, 1) ==
+        TORC_OK)
+      torc_release(y);
+    else
+      assert_null(y);
+    torc_graph_free(fg);
+  }
+  free(bytes);
   /* The conv's output grown in the file: its kernel would overrun. */
   char *text = graph_text("cnn.graph");
   save_edited(text, "\"shape\":[2,4,8,8]", "\"shape\":[2,4,9,8]",
@@ -307,6 +330,9 @@ static void test_hostile(void **state) {
   assert_load_fails("bad.graph", m, "role \"wizard\" is not");
   save_edited(text, "\"output\":", "\"output\":-5,\"x\":", "bad.graph");
   assert_load_fails("bad.graph", m, "\"output\" is -5, outside");
+  save_edited(text, "\"batch_checked\":0,\"batch\":0", "\"batch_checked\":1",
+              "bad.graph");
+  assert_load_fails("bad.graph", m, "\"batch\" is missing");
   save_edited(text, "\"version\":1", "\"version\":7", "bad.graph");
   assert_load_fails("bad.graph", m, "\"version\" is 7");
   /* A module without the graph's parameters, or with other shapes. */
@@ -335,6 +361,7 @@ static void test_hostile(void **state) {
   test_write_file(path_of("junk.graph"), junk, sizeof junk);
   assert_load_fails("junk.graph", m, "junk.graph");
   assert_load_fails("missing.graph", m, "missing.graph");
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
   /* Every truncation of a good file fails cleanly. */
   size_t n;
   unsigned char *bytes = test_read_file(path_of("good.graph"), &n);
@@ -345,19 +372,28 @@ static void test_hostile(void **state) {
     assert_null(g);
   }
   /* Bytes changed through the header: an error or a graph, no crash. */
-  for (size_t i = 8; i < n; i += 9) {
+  for (size_t i = 8; i < n; i += 5) {
     unsigned char keep = bytes[i];
     bytes[i] = (unsigned char)(keep ^ 0x5a);
     test_write_file(path_of("flip.graph"), bytes, n);
     bytes[i] = keep;
     torc_graph *g = NULL;
-    if (torc_graph_load(path_of("flip.graph"), m, &g) == TORC_OK)
-      torc_graph_free(g);
-    else
+    if (torc_graph_load(path_of("flip.graph"), m, &g) != TORC_OK) {
       assert_null(g);
+      continue;
+    }
+    /* It loaded: running it gives a result or an error. */
+    torc_tensor *y = NULL;
+    if (torc_graph_run(g, (const torc_tensor *const *)&x, 1, &y, 1) ==
+        TORC_OK)
+      torc_release(y);
+    else
+      assert_null(y);
+    torc_graph_free(g);
   }
   free(bytes);
   free(text);
+  torc_release(x);
   torc_module_free(m);
 }
 
