@@ -7,7 +7,9 @@
  * ran in. Values that the forward read without a node producing them are
  * the graph's inputs, the module's parameters and buffers (by their
  * state-dict names, also when read through a view of their storage), or
- * other tensors, shown as views or constants.
+ * other tensors, shown as views or constants. torc_trace_check makes a
+ * graph that runs at any batch size; torc_graph_save and torc_graph_load
+ * keep one in a file.
  */
 #ifndef TORC_GRAPH_H
 #define TORC_GRAPH_H
@@ -45,6 +47,8 @@ TORC_API torc_status torc_trace(torc_module *m,
  * the batch), a dim not a multiple of the batch, a constant's value or a
  * view whose geometry cannot follow the batch; such a forward branches on
  * the data or on a shape other than the batch and cannot be traced.
+ * A constant the forward broadcasts over the batch follows it too; a
+ * module whose first forward creates lazy parameters is traced once more.
  * TORC_ERR_SHAPE when the inputs do not differ in dim 0 only; the forward's
  * error when it fails. *out is NULL on error. */
 TORC_API torc_status torc_trace_check(torc_module *m,
