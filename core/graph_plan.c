@@ -35,7 +35,9 @@ typedef struct {
 } pnode;
 
 struct torc_plan {
-  const torc_graph *g;
+  const torc_graph *g; /* the graph while building, then `own` */
+  torc_graph own;      /* its values (no tensors), inputs and result */
+  void *params;        /* the nodes' params bytes */
   int n_values;      /* the graph's values, then the plan's own */
   int *cls;          /* PV_* per value */
   int *root;         /* the value whose storage it shares (itself) */
@@ -43,7 +45,8 @@ struct torc_plan {
   torc_tensor **t;   /* tensor per value (NULL: set per call) */
   pnode *nodes;
   int n_nodes;
-  torc_tensor *arena;
+  torc_tensor *arena; /* made by the first run */
+  torc_device dev;
   size_t arena_bytes;
   int n_inplace, n_folded;
   int direct_out; /* the output node writes the result itself */
@@ -505,26 +508,31 @@ static torc_status assign_slots(torc_plan *p) {
   return st;
 }
 
-/* The arena and the tensors over it, and the input views' tensors (over
- * the arena until a call points them at the input). */
-static torc_status make_tensors(torc_plan *p) {
-  torc_device dev = TORC_CPU;
+/* The device of the graph's inputs and intermediates, into p->dev. */
+static torc_status plan_device(torc_plan *p) {
   int found = 0;
+  p->dev = TORC_CPU;
   for (int v = 0; v < p->g->n_values; v++)
-    if (p->cls[v] == PV_ARENA || p->cls[v] == PV_INPUT) {
+    if (p->cls[v] == PV_ARENA || p->cls[v] == PV_INPUT ||
+        p->cls[v] == PV_OUTPUT) {
       torc_device d = torc_device_of(p->g->values[v].t);
-      if (found && !same_dev(d, dev))
+      if (found && !same_dev(d, p->dev))
         return torc_set_error(TORC_ERR_INVALID,
                               "torc_plan_new: the graph's values are on "
                               "more than one device; plan a graph on one "
                               "device, or run it with torc_graph_run");
-      dev = d, found = 1;
+      p->dev = d, found = 1;
     }
+  return TORC_OK;
+}
+
+/* The arena and the tensors over it, and the input views' tensors (over
+ * the arena until a call points them at the input): made by the first
+ * run, so that the graph's own tensors can be freed before. */
+static torc_status make_tensors(torc_plan *p, const char *fn) {
   int64_t bytes = p->arena_bytes ? (int64_t)p->arena_bytes : SLOT_ALIGN;
-  p->arena = torc__empty(&bytes, 1, TORC_U8, dev);
-  if (p->arena == NULL)
-    return plan_oom();
-  for (int v = 0; v < p->g->n_values; v++) {
+  p->arena = torc__empty(&bytes, 1, TORC_U8, p->dev);
+  for (int v = 0; v < p->g->n_values && p->arena; v++) {
     const gvalue *gv = &p->g->values[v];
     int r = p->root[v];
     if (p->cls[v] == PV_INPUT_VIEW) {
@@ -539,9 +547,25 @@ static torc_status make_tensors(torc_plan *p) {
       continue;
     }
     if (p->t[v] == NULL)
-      return plan_oom();
+      break;
   }
-  return TORC_OK;
+  int ok = p->arena != NULL;
+  for (int v = 0; v < p->g->n_values && ok; v++)
+    ok = p->t[v] != NULL || (p->cls[v] != PV_INPUT_VIEW &&
+                             !(p->cls[v] == PV_ARENA && p->slot[p->root[v]] >= 0));
+  if (ok)
+    return TORC_OK;
+  for (int v = 0; v < p->g->n_values; v++)
+    if (p->cls[v] == PV_INPUT_VIEW || p->cls[v] == PV_ARENA) {
+      torc_release(p->t[v]);
+      p->t[v] = NULL;
+    }
+  torc_release(p->arena);
+  p->arena = NULL;
+  return torc_set_error(TORC_ERR_OOM,
+                        "%s: out of memory for the plan's arena of %zu "
+                        "bytes",
+                        fn, p->arena_bytes);
 }
 
 /* Copies the graph's nodes into the plan. */
@@ -600,6 +624,38 @@ static torc_status rewrite(torc_plan *p) {
   return TORC_OK;
 }
 
+/* Copies what a run reads of the graph (the values' geometry, the
+ * inputs, the result, the params bytes) into the plan, so that the
+ * graph may be freed. */
+static torc_status detach(torc_plan *p) {
+  const torc_graph *g = p->g;
+  size_t bytes = 0;
+  for (int i = 0; i < p->n_nodes; i++)
+    bytes += p->nodes[i].params_size;
+  p->own.values = torc__malloc(((size_t)g->n_values + 1) * sizeof(gvalue));
+  p->params = torc__malloc(bytes + 1);
+  if (p->own.values == NULL || p->params == NULL)
+    return plan_oom();
+  memcpy(p->own.values, g->values, (size_t)g->n_values * sizeof(gvalue));
+  for (int v = 0; v < g->n_values; v++) {
+    p->own.values[v].t = NULL;
+    p->own.values[v].name = NULL;
+  }
+  p->own.n_values = g->n_values;
+  p->own.n_inputs = g->n_inputs;
+  p->own.output = g->output;
+  char *at = p->params;
+  for (int i = 0; i < p->n_nodes; i++) {
+    pnode *n = &p->nodes[i];
+    if (n->params_size)
+      memcpy(at, n->params, n->params_size);
+    n->params = at;
+    at += n->params_size;
+  }
+  p->g = &p->own;
+  return TORC_OK;
+}
+
 torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
   if (out)
     *out = NULL;
@@ -634,7 +690,9 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     st = assign_slots(p);
   }
   if (st == TORC_OK)
-    st = make_tensors(p);
+    st = plan_device(p);
+  if (st == TORC_OK)
+    st = detach(p);
   if (st) {
     torc_plan_free(p);
     return st;
@@ -652,6 +710,7 @@ void torc_plan_free(torc_plan *p) {
   torc_release(p->arena);
   torc__free(p->cls), torc__free(p->root), torc__free(p->slot);
   torc__free(p->t), torc__free(p->nodes);
+  torc__free(p->own.values), torc__free(p->params);
   torc__free(p);
 }
 
@@ -724,6 +783,8 @@ static torc_status run(torc_plan *p, const torc_tensor *const *inputs,
                           "%s: %d inputs given; the plan takes %d", fn, n_in,
                           g->n_inputs);
   torc_status st = check_inputs(p, inputs);
+  if (st == TORC_OK && p->arena == NULL)
+    st = make_tensors(p, fn);
   if (st)
     return st;
   for (int v = 0; v < g->n_values; v++)
@@ -759,8 +820,7 @@ torc_status torc_plan_run(torc_plan *p, const torc_tensor *const *inputs,
   if (p == NULL || out == NULL || (n_in > 0 && inputs == NULL))
     return torc__null_input("torc_plan_run");
   const gvalue *o = &p->g->values[p->g->output];
-  torc_tensor *y = torc__empty(o->shape, o->ndim, o->dtype,
-                               torc_device_of(p->arena));
+  torc_tensor *y = torc__empty(o->shape, o->ndim, o->dtype, p->dev);
   if (y == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_plan_run: out of memory for "
                                         "the result");
@@ -780,7 +840,7 @@ torc_status torc_plan_run_into(torc_plan *p, const torc_tensor *const *inputs,
   const gvalue *o = &p->g->values[p->g->output];
   if (torc_dtype_of(out) != o->dtype || !same_shape(o, out) ||
       !torc_is_contiguous(out) ||
-      !same_dev(torc_device_of(out), torc_device_of(p->arena))) {
+      !same_dev(torc_device_of(out), p->dev)) {
     char want[160], got[160];
     torc__shape_str(o->shape, o->ndim, want, sizeof want);
     torc__shape_str(torc_shape(out), torc_ndim(out), got, sizeof got);

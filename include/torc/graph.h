@@ -89,7 +89,9 @@ typedef struct torc_plan torc_plan;
  * rounding (about 1e-6 relative in f32). */
 #define TORC_PLAN_FOLD_BN 1
 
-/* Builds a plan for g into *out. g must outlive the plan. flags: 0 or
+/* Builds a plan for g into *out; the plan keeps what it needs (the
+ * parameters it reads, not the trace's intermediates), so g may be freed
+ * right after. flags: 0 or
  * TORC_PLAN_FOLD_BN. Errors (then *out is NULL): unknown flags, values
  * on more than one device, a view the arena cannot hold (TORC_ERR_INVALID;
  * torc_graph_run still runs such a graph), out of memory. */
