@@ -242,7 +242,7 @@ static const torc_tensor *named_tensor(const torc_graph *g, const gvalue *v) {
 /* Value wv (a weight whose dim 0 of its named tensor is the channel; a
  * bias when is_bias) scaled per channel: w * s[c], or (b - mean[c]) *
  * s[c] + beta[c] for a bias (b NULL: 0). A new value id read through the
- * same geometry, or -1 (not folded; OOM sets the error). */
+ * same geometry, -1 when it cannot be folded, -2 out of memory. */
 static int fold_value(torc_plan *p, int wv, int is_bias, const double *s,
                       const double *mean, const double *beta, int64_t C,
                       torc_dtype dt, torc_device dev) {
@@ -255,7 +255,7 @@ static int fold_value(torc_plan *p, int wv, int is_bias, const double *s,
     return -1;
   torc_tensor *w = base ? as_f64(base) : torc__empty(&C, 1, TORC_F64, TORC_CPU);
   if (w == NULL)
-    return -1;
+    return -2;
   double *d = torc_data(w);
   int64_t per = torc_numel(w) / C;
   for (int64_t c = 0; c < C; c++)
@@ -265,28 +265,31 @@ static int fold_value(torc_plan *p, int wv, int is_bias, const double *s,
     }
   torc_tensor *nb = from_f64(w, dt, dev);
   if (nb == NULL)
-    return -1;
+    return -2;
   torc_tensor *t = nb;
   if (v && v->view) {
     t = torc__view_of(nb, v->shape, v->strides, v->ndim,
                       v->offset - torc_storage_offset(base));
     torc_release(nb);
     if (t == NULL)
-      return -1;
+      return -2;
   }
-  return add_folded(p, t);
+  int id = add_folded(p, t);
+  return id < 0 ? -2 : id;
 }
 
 /* The per-channel scale gamma / sqrt(var + eps) and the shift's parts of
- * batch norm node bn (x, w, b, mean, var), into s, mean, beta (C each). */
+ * batch norm node bn (x, w, b, mean, var), into s, mean, beta (C each):
+ * 1, 0 when the sizes are not C, -1 out of memory. */
 static int bn_scale(const torc_plan *p, const pnode *bn, int64_t C, double *s,
                     double *mean, double *beta) {
   const torc_norm_kparams *kp = bn->params;
   torc_tensor *w = as_f64(p->t[bn->in[1]]), *b = as_f64(p->t[bn->in[2]]);
   torc_tensor *m = as_f64(p->t[bn->in[3]]), *var = as_f64(p->t[bn->in[4]]);
-  int ok = w && b && m && var && torc_numel(w) == C && torc_numel(b) == C &&
-           torc_numel(m) == C && torc_numel(var) == C;
-  if (ok) {
+  int ok = w && b && m && var ? torc_numel(w) == C && torc_numel(b) == C &&
+                                   torc_numel(m) == C && torc_numel(var) == C
+                             : -1;
+  if (ok > 0) {
     const double *wd = torc_data(w), *bd = torc_data(b), *md = torc_data(m),
                  *vd = torc_data(var);
     for (int64_t c = 0; c < C; c++) {
@@ -347,8 +350,9 @@ static int fold_bn(torc_plan *p, int j, const int *readers) {
   double *s = torc__malloc((size_t)C * 3 * sizeof(double));
   if (s == NULL)
     return -1;
-  int done = 0;
-  if (bn_scale(p, bn, C, s, s + C, s + 2 * C)) {
+  int done = bn_scale(p, bn, C, s, s + C, s + 2 * C);
+  if (done > 0) {
+    done = 0;
     int wv = is_conv ? n->in[1] : mm->in[1];
     int bv = is_conv ? (n->n_in == 3 ? n->in[2] : -1) : n->in[1];
     const torc_tensor *wt = wv < p->g->n_values ? p->t[wv] : NULL;
@@ -357,7 +361,9 @@ static int fold_bn(torc_plan *p, int j, const int *readers) {
                 : -1;
     int nbias = nw >= 0 ? fold_value(p, bv, 1, s, s + C, s + 2 * C, C,
                                      torc_dtype_of(wt), torc_device_of(wt))
-                        : -1;
+                        : nw;
+    if (nw == -2 || nbias == -2)
+      done = -1;
     if (nw >= 0 && nbias >= 0) {
       bn = &p->nodes[j]; /* p->nodes is not moved by add_folded */
       if (is_conv) {
