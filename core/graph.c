@@ -140,6 +140,18 @@ static int add_named(torc_graph *g, torc_named_tensor *list, int n) {
   return 0;
 }
 
+int torc__graph_add_named(torc_graph *g, const torc_module *m) {
+  torc_named_tensor *list = NULL;
+  int n = torc_module_named_parameters(m, &list);
+  int bad = add_named(g, list, n);
+  list = NULL;
+  if (!bad) {
+    n = torc_module_named_buffers(m, 0, &list);
+    bad = add_named(g, list, n);
+  }
+  return bad;
+}
+
 torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
                        int n_in, torc_graph **out) {
   if (out)
@@ -161,14 +173,7 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
   torc_graph *g = torc__calloc(1, sizeof *g);
   if (g == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");
-  torc_named_tensor *list = NULL;
-  int n = torc_module_named_parameters(m, &list);
-  int bad = add_named(g, list, n);
-  list = NULL;
-  if (!bad) {
-    n = torc_module_named_buffers(m, 0, &list);
-    bad = add_named(g, list, n);
-  }
+  int bad = torc__graph_add_named(g, m);
   for (int i = 0; i < n_in && !bad; i++) {
     int id = value_of(g, inputs[i]);
     if (id < 0)
@@ -275,10 +280,9 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
       fputs(k ? ", " : "", f);
       print_value(g, n->in[k], f);
     }
-    fputs(") {", f);
-    for (size_t b = 0; b < n->params_size; b++)
-      fprintf(f, "%02x", ((const unsigned char *)n->params)[b]);
-    fputs("} ", f);
+    char params[1024];
+    torc__graph_params_str(g, n, params, sizeof params);
+    fprintf(f, ") {%s} ", params);
     for (int k = 0; k < n->n_out; k++) {
       fputs(k ? ", " : "", f);
       print_type(&g->values[n->out[k]], f);
@@ -288,39 +292,401 @@ void torc_graph_print(const torc_graph *g, FILE *f) {
   torc__free(shown);
 }
 
-/* The replay's tensor for value id in vals, made on first use: the
- * caller's input, the recorded parameter, buffer or constant itself, a
- * view rebuilt from the recorded geometry, or a new tensor for a node's
- * output. */
-static torc_tensor *replay_value(const torc_graph *g, torc_tensor **vals,
-                                 int id) {
+static int same_dims(const torc__gshape *a, const torc__gshape *b) {
+  return a->ndim == b->ndim &&
+         memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0;
+}
+
+static int64_t gnumel(const torc__gshape *v) {
+  return torc__numel(v->shape, v->ndim);
+}
+
+static int is_vec(const torc__gshape *v, int64_t n) {
+  return v->ndim == 1 && v->shape[0] == n;
+}
+
+/* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW], bias [O] -> [N, O, OH,
+ * OW], the sizes the core computes. */
+static const char *conv_shapes(const gnode *n, const torc__gshape *sh) {
+  torc_conv_kparams p;
+  if ((n->n_in != 2 && n->n_in != 3) || n->n_out != 1 ||
+      n->params_size != sizeof p)
+    return "conv2d takes 2 or 3 inputs and 1 output";
+  memcpy(&p, n->params, sizeof p);
+  const torc__gshape *x = &sh[0], *w = &sh[1], *o = &sh[n->n_in];
+  if (x->ndim != 4 || w->ndim != 4 || o->ndim != 4 || p.groups < 1 ||
+      x->shape[1] != w->shape[1] * p.groups || w->shape[0] % p.groups ||
+      o->shape[0] != x->shape[0] || o->shape[1] != w->shape[0] ||
+      (n->n_in == 3 && !is_vec(&sh[2], w->shape[0])))
+    return "its shapes are not x [N, C, H, W], w [O, C/groups, kH, kW], "
+           "bias [O] -> [N, O, OH, OW]";
+  for (int d = 0; d < 2; d++) {
+    if (p.stride[d] < 1 || p.dilation[d] < 1 || p.padding[d] < 0 ||
+        p.padding[d] > ((int64_t)1 << 32) || p.dilation[d] > ((int64_t)1 << 32))
+      return "its stride, dilation or padding is out of range";
+    int64_t span = p.dilation[d] * (w->shape[2 + d] - 1) + 1;
+    int64_t want = (x->shape[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 1;
+    if (x->shape[2 + d] + 2 * p.padding[d] < span || o->shape[2 + d] != want)
+      return "its output size is not the convolution's";
+  }
+  for (int k = 0; k < n->n_in + n->n_out; k++)
+    if (sh[k].dtype != n->kdtype)
+      return "a value's dtype is not the kernel dtype";
+  return NULL;
+}
+
+/* max_pool2d (y and indices), avg_pool2d: [N, C, H, W] -> [N, C, OH, OW],
+ * OH at most the ceil-mode size. */
+static const char *pool_shapes(const gnode *n, const torc__gshape *sh) {
+  torc_pool_kparams p;
+  int max = strcmp(torc__ops[n->op].name, "max_pool2d") == 0;
+  if (n->n_in != 1 || n->n_out != (max ? 2 : 1) || n->params_size != sizeof p)
+    return "a pool takes 1 input";
+  memcpy(&p, n->params, sizeof p);
+  const torc__gshape *x = &sh[0], *o = &sh[1];
+  if (x->ndim != 4 || o->ndim != 4 || o->shape[0] != x->shape[0] ||
+      o->shape[1] != x->shape[1] || x->dtype != n->kdtype ||
+      o->dtype != n->kdtype ||
+      (max && (sh[2].dtype != TORC_I64 || sh[2].ndim != 4 ||
+               memcmp(sh[2].shape, o->shape, 4 * sizeof(int64_t)))))
+    return "its shapes are not [N, C, H, W] -> [N, C, OH, OW]";
+  for (int d = 0; d < 2; d++) {
+    if (p.kernel[d] < 1 || p.stride[d] < 1 || p.dilation[d] < 1 ||
+        p.padding[d] < 0 || p.kernel[d] > ((int64_t)1 << 32) ||
+        p.padding[d] > ((int64_t)1 << 32) || p.dilation[d] > ((int64_t)1 << 32))
+      return "its kernel, stride, dilation or padding is out of range";
+    int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+    int64_t room = x->shape[2 + d] + 2 * p.padding[d] - span;
+    if (room < 0 || o->shape[2 + d] > (room + p.stride[d] - 1) / p.stride[d] + 1)
+      return "its output size is past the pool's";
+  }
+  return NULL;
+}
+
+/* batch_norm: x [N, C, *], w, b [C] (and running mean, var [C]) -> y (x's
+ * shape), mean, invstd [C]; layer_norm: x of M rows of K, w, b [K] -> y,
+ * mean, rstd [M]; dropout: x -> y, mask (x's shape). */
+static const char *nn_shapes(const gnode *n, const torc__gshape *sh) {
+  const char *op = torc__ops[n->op].name;
+  if (strcmp(op, "conv2d") == 0)
+    return conv_shapes(n, sh);
+  if (strcmp(op, "max_pool2d") == 0 || strcmp(op, "avg_pool2d") == 0)
+    return pool_shapes(n, sh);
+  int bn = strcmp(op, "batch_norm") == 0, ln = strcmp(op, "layer_norm") == 0;
+  if (bn || ln) {
+    if (!(n->n_in == 3 || (bn && n->n_in == 5)) || n->n_out != 3)
+      return "a norm takes 3 inputs (batch_norm 3 or 5) and 3 outputs";
+    const torc__gshape *x = &sh[0], *y = &sh[n->n_in];
+    int64_t c = bn ? (x->ndim >= 2 ? x->shape[1] : -1) : gnumel(&sh[1]);
+    int64_t rows = c > 0 && !bn ? gnumel(x) / c : c;
+    if (c < 0 || (!bn && (c == 0 || gnumel(x) % c)) || y->ndim != x->ndim ||
+        memcmp(y->shape, x->shape, (size_t)x->ndim * sizeof(int64_t)))
+      return "its input and output shapes do not match";
+    for (int k = 1; k < n->n_in; k++)
+      if (gnumel(&sh[k]) != c)
+        return "a weight, bias or running statistic has the wrong size";
+    for (int k = 1; k < 3; k++)
+      if (gnumel(&sh[n->n_in + k]) != rows)
+        return "a mean or inverse deviation has the wrong size";
+    for (int k = 0; k < n->n_in + n->n_out; k++)
+      if (sh[k].dtype != n->kdtype)
+        return "a value's dtype is not the kernel dtype";
+    return NULL;
+  }
+  if (strcmp(op, "dropout") == 0) {
+    if (n->n_in != 1 || n->n_out != 2)
+      return "dropout takes 1 input and 2 outputs";
+    for (int k = 1; k < 3; k++)
+      if (!same_dims(&sh[0], &sh[k]))
+        return "its inputs and outputs differ in shape";
+    return NULL;
+  }
+  return NULL;
+}
+
+const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
+  const torc__gshape *o = &sh[n->n_in];
+  const torc__gshape *i0 = n->n_in ? &sh[0] : NULL;
+  const char *ps = torc__graph_params_struct(n->op);
+  int plain = strcmp(ps, "void") == 0 || strcmp(ps, "torc_scalar_params") == 0;
+  switch (torc__ops[n->op].kind) {
+  case TORC__OPK_UNARY:
+  case TORC__OPK_BINARY:
+  case TORC__OPK_WHERE:
+  case TORC__OPK_COPY:
+    /* (pad and interpolate are unary ops that change the shape) */
+    if (!plain)
+      return NULL;
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+      const torc__gshape *v = &sh[k];
+      if (!same_dims(v, o))
+        return "its inputs and outputs differ in shape";
+      int is_in = k < n->n_in, cond = torc__ops[n->op].kind ==
+                                          TORC__OPK_WHERE && k == 0;
+      if (torc__ops[n->op].kind != TORC__OPK_COPY && !cond &&
+          v->dtype != n->kdtype && !(!is_in && v->dtype == TORC_BOOL))
+        return "a value's dtype is not the kernel dtype";
+    }
+    return NULL;
+  case TORC__OPK_MATMUL: {
+    if (n->n_in != 2 || n->n_out != 1)
+      return "matmul takes 2 inputs and 1 output";
+    const torc__gshape *a = i0, *b = &sh[1];
+    int d = o->ndim;
+    if (d < 2 || a->ndim != d || b->ndim != d ||
+        memcmp(a->shape, o->shape, (size_t)(d - 2) * sizeof(int64_t)) ||
+        memcmp(b->shape, o->shape, (size_t)(d - 2) * sizeof(int64_t)) ||
+        a->shape[d - 2] != o->shape[d - 2] ||
+        b->shape[d - 1] != o->shape[d - 1] ||
+        a->shape[d - 1] != b->shape[d - 2])
+      return "the shapes are not [.., M, K] x [.., K, N] -> [.., M, N]";
+    if (a->dtype != n->kdtype || b->dtype != n->kdtype ||
+        o->dtype != n->kdtype)
+      return "a value's dtype is not the kernel dtype";
+    return NULL;
+  }
+  case TORC__OPK_REDUCE: {
+    torc_reduce_params p; /* torc_norm_params begins alike */
+    if (strcmp(ps, "torc_reduce_params") != 0 &&
+        strcmp(ps, "torc_norm_params") != 0)
+      return NULL;
+    if (n->n_in != 1 || n->params_size != sizeof p)
+      return "a reduction takes 1 input";
+    memcpy(&p, n->params, sizeof p);
+    for (int k = 0; k < n->n_out; k++) {
+      const torc__gshape *v = &sh[n->n_in + k];
+      if (v->ndim != i0->ndim)
+        return "an output's rank is not the input's";
+      for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] != ((p.dims_mask >> d) & 1 ? 1 : i0->shape[d]))
+          return "an output's shape is not the input's reduced";
+    }
+    return NULL;
+  }
+  case TORC__OPK_DIM: {
+    torc_dim_params p;
+    if (strcmp(ps, "torc_dim_params") != 0) /* the indexing ops, topk */
+      return NULL;
+    if (n->n_in != 1 || n->params_size != sizeof p)
+      return "an op along a dim takes 1 input";
+    memcpy(&p, n->params, sizeof p);
+    if (p.dim < 0 || (p.dim >= i0->ndim && !(i0->ndim == 0 && p.dim == 0)))
+      return "its dim is past the input's dims";
+    for (int k = 0; k < n->n_out; k++) {
+      const torc__gshape *v = &sh[n->n_in + k];
+      if (v->ndim != i0->ndim)
+        return "an output's rank is not the input's";
+      for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] != i0->shape[d] && !(d == p.dim && v->shape[d] == 1))
+          return "an output's shape is not the input's";
+    }
+    return NULL;
+  }
+  case TORC__OPK_NN:
+    return nn_shapes(n, sh);
+  default:
+    return NULL;
+  }
+}
+
+/* A replay: the graph, its tensors so far, the traced batch and the
+ * batch it runs at (equal unless the graph was checked). */
+typedef struct {
+  const torc_graph *g;
+  torc_tensor **vals;
+  int64_t from, to;
+} replay;
+
+/* x, a dim, stride or offset of the trace, at the replay's batch when
+ * `follows`; -1 on overflow. */
+static int64_t at_batch(const replay *r, int64_t x, int follows) {
+  return follows && r->from != r->to ? torc__graph_rebatch(x, r->from, r->to)
+                                     : x;
+}
+
+/* v's shape at the replay's batch into shape; -1 on overflow. */
+static int shape_at(const replay *r, const gvalue *v, int64_t *shape) {
+  for (int d = 0; d < v->ndim; d++)
+    if ((shape[d] = at_batch(r, v->shape[d], (v->batch_mask >> d) & 1)) < 0)
+      return -1;
+  return 0;
+}
+
+/* Whether a view of shape/strides at offset lies inside b's storage. */
+static int view_fits(const torc_tensor *b, const int64_t *shape,
+                     const int64_t *strides, int ndim, int64_t offset) {
+  int64_t lo = offset, hi = offset;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 0)
+      return offset >= 0;
+    int64_t span;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &span) ||
+        __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
+      return 0;
+  }
+  size_t es = torc_dtype_size(torc_dtype_of(b));
+  return lo >= 0 && (uint64_t)hi < b->storage->nbytes / es;
+}
+
+static torc_tensor *replay_value(const replay *r, int id);
+
+static torc_tensor *overflow(const replay *r, int id) {
+  torc_set_error(TORC_ERR_SHAPE,
+                 "torc_graph_run: value %%%d's size overflows at batch "
+                 "%" PRId64 "; run at a smaller batch",
+                 id, r->to);
+  return NULL;
+}
+
+static torc_tensor *oom(int id) {
+  torc_set_error(TORC_ERR_OOM, "torc_graph_run: out of memory for value %%%d",
+                 id);
+  return NULL;
+}
+
+/* Value id (a view) rebuilt as a view of its base value, or for a view of
+ * a parameter or buffer at another batch, of the tensor the trace read. */
+static torc_tensor *replay_view(const replay *r, int id) {
+  const torc_graph *g = r->g;
+  const gvalue *v = &g->values[id];
+  torc_tensor *b;
+  int64_t boff;
+  if (v->base >= 0) {
+    if ((b = replay_value(r, v->base)) == NULL)
+      return NULL;
+    const gvalue *bv = &g->values[v->base];
+    boff = at_batch(r, bv->offset, bv->offset_batch);
+  } else {
+    b = v->t;
+    boff = torc_storage_offset(b);
+  }
+  int64_t shape[TORC_MAX_DIMS], strides[TORC_MAX_DIMS];
+  if (shape_at(r, v, shape))
+    return overflow(r, id);
+  if (v->contiguous_view && r->from != r->to)
+    torc__contiguous_strides(shape, v->ndim, strides);
+  else
+    for (int d = 0; d < v->ndim; d++)
+      if ((strides[d] = at_batch(r, v->strides[d],
+                                 (v->stride_batch_mask >> d) & 1)) < 0)
+        return overflow(r, id);
+  int64_t off = at_batch(r, v->offset, v->offset_batch);
+  if (off < 0 || boff < 0 ||
+      __builtin_sub_overflow(off, boff, &off) ||
+      __builtin_add_overflow(off, torc_storage_offset(b), &off))
+    return overflow(r, id);
+  if (!view_fits(b, shape, strides, v->ndim, off)) {
+    char want[160];
+    torc__shape_str(shape, v->ndim, want, sizeof want);
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_graph_run: the view %%%d %s at offset %" PRId64
+                   " does not fit in the storage it views; its geometry "
+                   "cannot follow these inputs: trace again at this batch",
+                   id, want, off);
+    return NULL;
+  }
+  torc_tensor *t = torc__view_of(b, shape, strides, v->ndim, off);
+  return t ? t : oom(id);
+}
+
+/* The replay's tensor for value id, made on first use: the caller's
+ * input, the recorded parameter, buffer or constant itself, a view
+ * rebuilt from the recorded geometry, or a new tensor for a node's
+ * output. NULL (error set) on failure. */
+static torc_tensor *replay_value(const replay *r, int id) {
+  torc_tensor **vals = r->vals;
   if (vals[id])
     return vals[id];
-  const gvalue *v = &g->values[id];
-  if (v->base >= 0 && v->input < 0) {
-    torc_tensor *b = replay_value(g, vals, v->base);
-    if (b == NULL)
+  const gvalue *v = &r->g->values[id];
+  if ((v->base >= 0 && v->input < 0) ||
+      (v->view && v->batch_mask && r->from != r->to && v->input < 0)) {
+    if ((vals[id] = replay_view(r, id)) == NULL)
       return NULL;
-    int64_t off = v->offset - g->values[v->base].offset +
-                  torc_storage_offset(b);
-    vals[id] = torc__view_of(b, v->shape, v->strides, v->ndim, off);
   } else if (v->produced && v->name == NULL) {
-    vals[id] = torc__empty(v->shape, v->ndim, v->dtype, torc_device_of(v->t));
+    int64_t shape[TORC_MAX_DIMS];
+    if (shape_at(r, v, shape))
+      return overflow(r, id);
+    vals[id] = torc__empty(shape, v->ndim, v->dtype,
+                           v->t ? torc_device_of(v->t) : r->g->device);
+    if (vals[id] == NULL)
+      return oom(id);
   } else {
     vals[id] = torc_retain(v->t);
   }
   return vals[id];
 }
 
-static torc_status replay_oom(void) {
-  return torc_set_error(TORC_ERR_OOM,
-                        "torc_graph_run: out of memory for a value");
+static int same_shape(const int64_t *shape, int ndim, const torc_tensor *t) {
+  return torc_ndim(t) == ndim &&
+         memcmp(torc_shape(t), shape, (size_t)ndim * sizeof(int64_t)) == 0;
 }
 
-static int same_shape(const gvalue *v, const torc_tensor *t) {
-  return torc_ndim(t) == v->ndim &&
-         memcmp(torc_shape(t), v->shape,
-                (size_t)v->ndim * sizeof(int64_t)) == 0;
+/* The batch the inputs are at: the traced one, or for a checked graph the
+ * one the first batched input's dim 0 gives (-1 when it is not k * B). */
+static int64_t inputs_batch(const torc_graph *g,
+                            const torc_tensor *const *inputs) {
+  if (!g->batch_checked)
+    return g->batch;
+  for (int i = 0; i < g->n_values; i++) {
+    const gvalue *v = &g->values[i];
+    if (v->input < 0 || !(v->batch_mask & 1) || inputs[v->input] == NULL ||
+        torc_ndim(inputs[v->input]) < 1)
+      continue;
+    int64_t k = v->shape[0] / g->batch, n = torc_shape(inputs[v->input])[0];
+    return k > 0 && n > 0 && n % k == 0 ? n / k : -1;
+  }
+  return g->batch;
+}
+
+/* Checks input value v against t at r's batch; binds it. */
+static torc_status bind_input(const replay *r, int id, const torc_tensor *t) {
+  const gvalue *v = &r->g->values[id];
+  int64_t want[TORC_MAX_DIMS];
+  if (t == NULL)
+    return torc__null_input("torc_graph_run");
+  int ok = (!r->g->batch_checked || r->to > 0) && shape_at(r, v, want) == 0;
+  if (!ok || torc_dtype_of(t) != v->dtype || !same_shape(want, v->ndim, t)) {
+    char traced[160], got[160];
+    torc__shape_str(v->shape, v->ndim, traced, sizeof traced);
+    torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
+    if (r->g->batch_checked)
+      return torc_set_error(
+          TORC_ERR_SHAPE,
+          "torc_graph_run: input %d is %s%s but the graph was traced with "
+          "%s%s at batch %" PRId64 "; pass an input of the traced dtype and "
+          "shape, differing only in the dims that follow the batch (mask "
+          "0x%x)",
+          v->input, torc_dtype_name(torc_dtype_of(t)), got,
+          torc_dtype_name(v->dtype), traced, r->g->batch, v->batch_mask);
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "torc_graph_run: input %d is %s%s but the graph "
+                          "was traced with %s%s; pass an input of the "
+                          "traced dtype and shape, or trace with "
+                          "torc_trace_check to run at other batches",
+                          v->input, torc_dtype_name(torc_dtype_of(t)), got,
+                          torc_dtype_name(v->dtype), traced);
+  }
+  r->vals[id] = torc_retain((torc_tensor *)t);
+  return TORC_OK;
+}
+
+/* A loaded graph's node i checked on the tensors it is about to get. */
+static torc_status check_shapes(const gnode *n, int i,
+                                const torc_tensor *const *in,
+                                torc_tensor *const *out) {
+  torc__gshape sh[TORC__KCALL_MAX_IN + TORC__KCALL_MAX_OUT];
+  for (int k = 0; k < n->n_in + n->n_out; k++) {
+    const torc_tensor *t = k < n->n_in ? in[k] : out[k - n->n_in];
+    sh[k] = (torc__gshape){torc_ndim(t), torc_shape(t), torc_dtype_of(t)};
+  }
+  const char *why = torc__graph_node_shapes(n, sh);
+  if (why == NULL)
+    return TORC_OK;
+  return torc_set_error(TORC_ERR_SHAPE,
+                        "torc_graph_run: node %d (%s) of the loaded graph: "
+                        "%s at this batch; the file's batch masks are wrong: "
+                        "save the graph again",
+                        i, torc__ops[n->op].name, why);
 }
 
 torc_status torc_graph_run(const torc_graph *g,
@@ -339,46 +705,31 @@ torc_status torc_graph_run(const torc_graph *g,
   torc_tensor **vals = torc__calloc((size_t)g->n_values + 1, sizeof *vals);
   if (vals == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_graph_run: out of memory");
+  replay r = {g, vals, g->batch, inputs_batch(g, inputs)};
   torc_status st = TORC_OK;
-  for (int i = 0; i < g->n_values && st == TORC_OK; i++) {
-    const gvalue *v = &g->values[i];
-    if (v->input < 0)
-      continue;
-    const torc_tensor *t = inputs[v->input];
-    if (t == NULL) {
-      st = torc__null_input("torc_graph_run");
-    } else if (torc_dtype_of(t) != v->dtype || !same_shape(v, t)) {
-      char want[160], got[160];
-      torc__shape_str(v->shape, v->ndim, want, sizeof want);
-      torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
-      st = torc_set_error(TORC_ERR_SHAPE,
-                          "torc_graph_run: input %d is %s%s but the graph "
-                          "was traced with %s%s; pass an input of the "
-                          "traced dtype and shape, or trace again",
-                          v->input, torc_dtype_name(torc_dtype_of(t)), got,
-                          torc_dtype_name(v->dtype), want);
-    } else {
-      vals[i] = torc_retain((torc_tensor *)t);
-    }
-  }
+  for (int i = 0; i < g->n_values && st == TORC_OK; i++)
+    if (g->values[i].input >= 0)
+      st = bind_input(&r, i, inputs[g->values[i].input]);
   for (int i = 0; i < g->n_nodes && st == TORC_OK; i++) {
     const gnode *n = &g->nodes[i];
     const torc_tensor *in[TORC__KCALL_MAX_IN];
     torc_tensor *out[TORC__KCALL_MAX_OUT];
     for (int k = 0; k < n->n_in && st == TORC_OK; k++)
-      if ((in[k] = replay_value(g, vals, n->in[k])) == NULL)
-        st = replay_oom();
+      if ((in[k] = replay_value(&r, n->in[k])) == NULL)
+        st = torc_last_status();
     for (int k = 0; k < n->n_out && st == TORC_OK; k++)
-      if ((out[k] = replay_value(g, vals, n->out[k])) == NULL)
-        st = replay_oom();
+      if ((out[k] = replay_value(&r, n->out[k])) == NULL)
+        st = torc_last_status();
+    if (st == TORC_OK && g->loaded)
+      st = check_shapes(n, i, in, out);
     if (st == TORC_OK)
       st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
                              n->params, n->params_size);
   }
   if (st == TORC_OK) {
-    outputs[0] = replay_value(g, vals, g->output);
+    outputs[0] = replay_value(&r, g->output);
     if (outputs[0] == NULL)
-      st = replay_oom();
+      st = torc_last_status();
     else
       torc_retain(outputs[0]);
   }

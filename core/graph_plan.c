@@ -402,9 +402,19 @@ static torc_status classify(torc_plan *p) {
       p->cls[v] = PV_ARENA;
     else
       p->cls[v] = PV_CONST;
-    if (p->cls[v] == PV_CONST)
+    if (p->cls[v] == PV_CONST && gv->t)
       p->t[v] = torc_retain(gv->t);
-    if (p->cls[v] != PV_CONST && p->cls[v] != PV_INPUT &&
+    else if (p->cls[v] == PV_CONST && r != v && rv->t) /* a loaded view */
+      p->t[v] = tensor_over(rv->t, gv, 0,
+                            gv->offset - rv->offset +
+                                torc_storage_offset(rv->t));
+    if (p->cls[v] == PV_CONST && p->t[v] == NULL)
+      return torc_set_error(TORC_ERR_INVALID,
+                            "torc_plan_new: value %%%d is a constant the "
+                            "graph holds no tensor for; run it with "
+                            "torc_graph_run",
+                            v);
+    if (r != v && p->cls[v] != PV_CONST && p->cls[v] != PV_INPUT &&
         reach_bytes(gv, rv) < 0)
       return torc_set_error(TORC_ERR_INVALID,
                             "torc_plan_new: value %%%d views its storage "
@@ -471,7 +481,12 @@ static torc_status assign_slots(torc_plan *p) {
       if (k >= n->n_in && first[r] < 0)
         first[r] = i;
       last[r] = i;
-      int64_t b = reach_bytes(&p->g->values[v], &p->g->values[r]);
+      /* a root is made contiguous (a loaded graph keeps no strides for
+       * it); a view reaches as far as its strides take it */
+      const gvalue *gv = &p->g->values[v];
+      int64_t b = v == r ? torc__numel(gv->shape, gv->ndim) *
+                               (int64_t)torc_dtype_size(gv->dtype)
+                         : reach_bytes(gv, &p->g->values[r]);
       if (b > size[r])
         size[r] = b;
     }
@@ -521,7 +536,9 @@ static torc_status plan_device(torc_plan *p) {
   for (int v = 0; v < p->g->n_values; v++)
     if (p->cls[v] == PV_ARENA || p->cls[v] == PV_INPUT ||
         p->cls[v] == PV_OUTPUT) {
-      torc_device d = torc_device_of(p->g->values[v].t);
+      const torc_tensor *t = p->g->values[v].t;
+      /* a loaded graph holds no tensor for these: its device */
+      torc_device d = t ? torc_device_of(t) : p->g->device;
       if (found && !same_dev(d, p->dev))
         return torc_set_error(TORC_ERR_INVALID,
                               "torc_plan_new: the graph's values are on "

@@ -32,6 +32,26 @@ TORC_API torc_status torc_trace(torc_module *m,
                                 const torc_tensor *const *inputs, int n_in,
                                 torc_graph **out);
 
+/* Traces m twice, on two example batches inputs_a and inputs_b (n_in
+ * inputs each) that differ only in dim 0 (the batch; at least one input
+ * must differ there, and every input that does has the same batch as the
+ * others), compares the two traces node by node and returns the first in
+ * *out, which torc_graph_run then also runs at other batches: each value's
+ * dims that are a multiple k * B of the batch in both traces follow it
+ * (reshapes that fold the batch into another dim included). Anything else
+ * that differs is TORC_ERR_INVALID with one message naming the node (its
+ * index, op and module path), what differed with both values, and the
+ * cause: a different count or order of ops, params (a scalar computed from
+ * the batch), a dim not a multiple of the batch, a constant's value or a
+ * view whose geometry cannot follow the batch; such a forward branches on
+ * the data or on a shape other than the batch and cannot be traced.
+ * TORC_ERR_SHAPE when the inputs do not differ in dim 0 only; the forward's
+ * error when it fails. *out is NULL on error. */
+TORC_API torc_status torc_trace_check(torc_module *m,
+                                      const torc_tensor *const *inputs_a,
+                                      const torc_tensor *const *inputs_b,
+                                      int n_in, torc_graph **out);
+
 /* The number of nodes (kernel calls recorded). */
 TORC_API int torc_graph_n_nodes(const torc_graph *g);
 
@@ -44,7 +64,10 @@ TORC_API const char *torc_graph_node_module(const torc_graph *g, int i);
 
 /* Writes the graph readably to f, one line per node:
  * `%3 = matmul(%0, @0.weight) {} f32[8,16]  # 0`, where %N is value N
- * and @name a parameter or buffer; params are shown as hex bytes. A view
+ * and @name a parameter or buffer. Params show as the fields of the op's
+ * params struct (torc/plugin.h) by name, `{stride=[1,1] padding=[1,1]
+ * dilation=[1,1] groups=1}` for conv2d, `{dims=[1]}` for a reduction, or
+ * as hex bytes for a struct without names. A view
  * the forward made without a kernel call (reshape, flatten, transpose)
  * shows as `%7 = view(%5) {strides=[64,1] offset=0} f32[3,64]` before its
  * first reader. */
@@ -54,13 +77,38 @@ TORC_API void torc_graph_print(const torc_graph *g, FILE *f);
  * new tensors of the recorded shapes, views are rebuilt from the recorded
  * geometry, and parameters, buffers and constants are the tensors the
  * trace read (so the replay follows the module's current weights). The
- * n_in inputs must have the traced dtypes and shapes (TORC_ERR_SHAPE
- * otherwise); n_out is 1 and outputs[0] receives the result, which the
+ * n_in inputs must have the traced dtypes and shapes, or for a graph from
+ * torc_trace_check may differ in the dims that follow the batch, all at
+ * one new batch B (TORC_ERR_SHAPE otherwise, and when a view cannot be
+ * rebuilt at B); n_out is 1 and outputs[0] receives the result, which the
  * caller releases. On error every output is NULL. */
 TORC_API torc_status torc_graph_run(const torc_graph *g,
                                     const torc_tensor *const *inputs,
                                     int n_in, torc_tensor **outputs,
                                     int n_out);
+
+/* Writes g to `path` as a safetensors file: its metadata key "torc.graph"
+ * holds the graph as JSON (nodes with the op by name, params as hex, the
+ * kernel dtype, value ids read and written and the module path; values
+ * with dtype, shape, batch mask, role, name and view geometry), and its
+ * tensors are the graph's constants ("const.ID"). Parameters and buffers
+ * are saved by name only: save the module's weights apart. Atomic, as
+ * torc_safetensors_save: a previous file at path stays whole on error.
+ * Errors: TORC_ERR_NULL, TORC_ERR_OOM, TORC_ERR_IO (the message names the
+ * file and the reason). */
+TORC_API torc_status torc_graph_save(const torc_graph *g, const char *path);
+
+/* Reads a graph torc_graph_save wrote into *out, binding its parameters
+ * and buffers by name to m's (which must have each, of the saved dtype
+ * and shape; views of them must fit) and putting its constants and the
+ * tensors it makes at run on m's device. The file is not trusted: every
+ * count, index, dim (at most 2^40 elements a value), name, op name and
+ * params size (the op's params struct) is checked before use, and any
+ * fault is TORC_ERR_INVALID with one message naming the file, the value or
+ * node and what is wrong (TORC_ERR_IO when it cannot be read). *out is
+ * NULL on error; nothing leaks. */
+TORC_API torc_status torc_graph_load(const char *path, torc_module *m,
+                                     torc_graph **out);
 
 /* Frees g and the references it holds. NULL is ignored. */
 TORC_API void torc_graph_free(torc_graph *g);
