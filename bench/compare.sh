@@ -9,7 +9,12 @@
 # measurement is its own process; the two sides alternate (the first to go
 # swaps every repetition) so that a busy spell of the shared machine hits
 # both, and the table gives the medians of RUNS repetitions, their ratio
-# (> 1: torc is better) and torc's target.
+# (> 1: torc is better) and torc's target. The eval rows add onnxruntime
+# (bench/compare/ort_compare.py, the same models built with onnx.helper,
+# the same batch 1000, threads and pre-decoded input as PyTorch's side)
+# and torc's planned eval (eval_plan_*: traced on the first batch, run
+# through a torc_plan), whose PyTorch and onnxruntime figures are those of
+# the eager eval row.
 #   bash bench/compare.sh [--quick] [--runs N] [--samples N] [--only LIST]
 #                         [--no-build] [--torch-malloc]
 #     --quick      train on 10000 samples instead of the 60000 of an epoch
@@ -17,6 +22,7 @@
 #     --samples N  training samples per run (default one epoch, 60000)
 #     --only LIST  comma-separated subset of: train train_mlp train_cnn
 #                  ini eval eval_mlp eval_cnn op latency gemm conv startup
+#                  (eval: eager and planned, MLP and CNN)
 #                  (ini: `torc train bench/compare/mlp.ini` itself, one
 #                  epoch, beside PyTorch's MLP epoch)
 #                  (peak is always measured)
@@ -30,7 +36,8 @@
 # data set, see torch_compare.py). --quick takes ~5 minutes on a quiet
 # machine, a full run ~10; several times that while others share the cores.
 # Needs the build tree (bash scripts/setup.sh) and dataset-fashion-mnist;
-# PyTorch's column is left empty without python3-torch.
+# PyTorch's column is left empty without python3-torch, onnxruntime's
+# without onnxruntime and onnx for ORT_PYTHON (default: python3 on PATH).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/_build}
@@ -61,8 +68,8 @@ for g in $(echo "$only" | tr ',' ' '); do
   case $g in
   train) jobs="$jobs train:mlp:$samples train:cnn:$samples" ;;
   train_mlp | train_cnn) jobs="$jobs train:${g#train_}:$samples" ;;
-  eval) jobs="$jobs eval:mlp eval:cnn" ;;
-  eval_mlp | eval_cnn) jobs="$jobs eval:${g#eval_}" ;;
+  eval) jobs="$jobs eval:mlp eval:cnn eval_plan:mlp eval_plan:cnn" ;;
+  eval_mlp | eval_cnn) jobs="$jobs eval:${g#eval_} eval_plan:${g#eval_}" ;;
   op | latency | conv | startup) jobs="$jobs $g" ;;
   ini) jobs="$jobs ini" ;;
   gemm) jobs="$jobs gemm:256 gemm:1024 gemm:2048" ;;
@@ -75,6 +82,8 @@ done
     >/dev/null
 bc="$build/bench/compare/bench_compare"
 py="$top/bench/compare/torch_compare.py"
+ort_py="$top/bench/compare/ort_compare.py"
+ort_python=${ORT_PYTHON:-python3}
 export TORC_PLUGIN_PATH="$build/plugins/.libs"
 
 out=$(mktemp) err=$(mktemp)
@@ -88,6 +97,16 @@ else
   have_torch=0 torch_version=
   echo "(PyTorch not installed for /usr/bin/python3 — apt-get install" \
     "python3-torch: its column is empty)" >&2
+fi
+
+ort_version=
+if ort_version=$("$ort_python" -c 'import onnx, onnxruntime as o; print(o.__version__)' \
+  2>/dev/null); then
+  have_ort=1
+else
+  have_ort=0 ort_version=
+  echo "(onnxruntime not installed for $ort_python — python3 -m pip install" \
+    "onnxruntime onnx: its column is empty)" >&2
 fi
 
 ms() { date +%s%N; }
@@ -104,7 +123,12 @@ run_side() {
   set -- $(echo "$2" | tr ':' ' ')
   if [ "$side" = torc ]; then
     set -- env TORC_THREADS="$threads" "$bc" "$@"
+  elif [ "$side" = ort ]; then
+    # onnxruntime runs the eager eval jobs only
+    [ "$have_ort" = 1 ] && [ "$1" = eval ] || return 0
+    set -- env TORCH_THREADS="$threads" "$ort_python" "$ort_py" "$@"
   else
+    [ "$1" != eval_plan ] || return 0 # PyTorch's eval row stands for it
     [ "$have_torch" = 1 ] || return 0
     set -- env OMP_WAIT_POLICY=PASSIVE TORCH_THREADS="$threads" \
       /usr/bin/python3 "$py" "$@"
@@ -156,7 +180,9 @@ while [ "$r" -le "$runs" ]; do
     if [ $((r % 2)) = 1 ]; then
       run_side torc "$job"
       run_side torch "$job"
+      run_side ort "$job"
     else
+      run_side ort "$job"
       run_side torch "$job"
       run_side torc "$job"
     fi
@@ -166,9 +192,10 @@ done
 "$build/bench/compare/peak" "$threads" >>"$out"
 [ ! -t 2 ] || printf '\r%40s\r' '' >&2
 
-echo "torc vs PyTorch${torch_version:+ $torch_version}: $threads threads," \
+echo "torc vs PyTorch${torch_version:+ $torch_version}" \
+  "(eval rows: and onnxruntime${ort_version:+ $ort_version}): $threads threads," \
   "medians of $runs alternating runs, training on $samples samples"
-awk -v torch="$have_torch" -v nthreads="$threads" '
+awk -v torch="$have_torch" -v ortok="$have_ort" -v nthreads="$threads" '
   # Medians of each (side, measure) over the runs.
   { if ($1 == "machine" && $2 == "peak_isa") { isa = $3; next }
     key = $1 SUBSEP $2; vals[key, ++cnt[key]] = $3
@@ -220,19 +247,27 @@ awk -v torch="$have_torch" -v nthreads="$threads" '
       fmt(peak), isa, nthreads
     print "ratio > 1: torc is better (pytorch/torc for times, ns, us," \
       " KiB; torc/pytorch for rates)"
-    printf "%-14s %-9s %15s %15s %8s  %-22s %s\n", "measure", "unit", "torc",
-      "pytorch", "ratio", "target", "ok"
+    printf "%-17s %-9s %15s %15s %8s  %-22s %-3s %12s %8s\n", "measure",
+      "unit", "torc", "pytorch", "ratio", "target", "ok", "onnxruntime",
+      "ratio"
     # The measures in this order first, then anything else printed.
-    split("train_mlp train_ini_mlp train_cnn eval_mlp eval_cnn op_ns autograd_ns " \
+    split("train_mlp train_ini_mlp train_cnn eval_mlp eval_plan_mlp eval_cnn " \
+      "eval_plan_cnn op_ns autograd_ns " \
       "latency_us gemm_256 gemm_1024 gemm_2048 conv rss_train_mlp " \
-      "rss_train_cnn rss_eval_mlp rss_eval_cnn startup_s", known, " ")
+      "rss_train_cnn rss_eval_mlp rss_eval_plan_mlp rss_eval_cnn " \
+      "rss_eval_plan_cnn startup_s", known, " ")
     k = 0
     for (i = 1; i in known; i++)
       if (known[i] in seen) { rows[k++] = known[i]; done[known[i]] = 1 }
     for (i = 0; i < n; i++) if (!(order[i] in done)) rows[k++] = order[i]
     for (i = 0; i < k; i++) {
       m = rows[i]; meta(m)
-      t = med("torc" SUBSEP m); p = med("torch" SUBSEP m)
+      # the planned eval beside the eager eval of the other sides
+      om = m; sub(/eval_plan_/, "eval_", om)
+      t = med("torc" SUBSEP m); p = med("torch" SUBSEP om)
+      o = med("ort" SUBSEP om); oratio = ""
+      if (t != "" && o != "" && t + 0 > 0 && o + 0 > 0)
+        oratio = lower ? o / t : t / o
       ratio = ""
       if (t != "" && p != "" && t + 0 > 0 && p + 0 > 0)
         ratio = lower ? p / t : t / p
@@ -254,9 +289,10 @@ awk -v torch="$have_torch" -v nthreads="$threads" '
           else if (rt && ratio < rt) ok = "✗"
         }
       }
-      printf "%-14s %-9s %15s %15s %8s  %-22s %s\n", m, unit, ts,
+      printf "%-17s %-9s %15s %15s %8s  %-22s %-3s %12s %8s\n", m, unit, ts,
         (torch ? ps : "-"), (ratio == "" ? "-" : sprintf("%.2f", ratio)),
-        tgt, ok
+        tgt, ok, (ortok && o != "" ? fmt(o) : "-"),
+        (oratio == "" ? "-" : sprintf("%.2f", oratio))
     }
   }' "$out"
 echo "PyTorch: torch.set_num_threads($threads), OMP_WAIT_POLICY=PASSIVE$(
@@ -265,5 +301,7 @@ echo "Data: PyTorch's set is decoded once into a tensor (${TORCH_DATA:-float})" 
   "and batches gathered by a"
 echo "shuffled index, its fastest path; torc's go through its DataLoader" \
   "with a per-sample transform."
+[ "$have_ort" = 0 ] || echo "onnxruntime: intra_op_num_threads=$threads," \
+  "sequential, the PyTorch side's pre-decoded input."
 echo "startup_s: wall time of a process that loads the training set," \
   "builds the MLP, takes one step."

@@ -9,3 +9,5 @@ tests_test_eval_report_SOURCES = tests/test_eval_report.c tests/testutil.h
 tests_test_eval_report_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_eval.sh
 EXTRA_DIST += tests/test_eval.sh
+TESTS += tests/test_eval_plan.sh
+EXTRA_DIST += tests/test_eval_plan.sh

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "torc/graph.h"
 #include "train_internal.h"
 
 typedef torc_train__run run;
@@ -70,15 +72,121 @@ static void print_prediction(FILE *pf, const class_names *cn, int64_t index,
           p == target ? "" : "  <- mistake");
 }
 
+/* ---- [eval]: planned execution and precision ---- */
+
+static const torc_config_row eval_rows[] = {
+    {"eval", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
+     "how the test data is evaluated (torc eval and the trainer's passes)"},
+    {"eval", "plan", TORC_CONFIG_BOOL, "yes", NULL, 0,
+     "trace the model on the first batch and run batches of that shape "
+     "through a plan (one arena, batch norm folded); no: eager forwards"},
+    {"eval", "verbose", TORC_CONFIG_BOOL, "no", NULL, 0,
+     "torc eval: a line on the plan (kernel calls, arena, batches "
+     "planned)"},
+    {"eval", "precision", TORC_CONFIG_ENUM, "f32", "f32|bf16|f16", 0,
+     "torc eval: also evaluate the model converted to this dtype and "
+     "report the accuracy against f32"},
+    {NULL, NULL, TORC_CONFIG_SECTION, NULL, NULL, 0, NULL}};
+
+__attribute__((constructor)) static void eval_rows_register(void) {
+  if (torc_config_schema_add(eval_rows) != TORC_OK) {
+    fprintf(stderr, "torc: the [eval] section is not available: %s\n",
+            torc_last_error());
+    torc_clear_error();
+  }
+}
+
+/* [eval] plan (1 unless `no`) and precision (TORC_F32 unless set). */
+static torc_status eval_settings(const torc_config *cfg, int *plan,
+                                 torc_dtype *dt) {
+  *plan = 1;
+  *dt = TORC_F32;
+  int i = torc_config_find(cfg, "eval");
+  if (i < 0)
+    return TORC_OK;
+  torc_status st = torc_config_get_bool(cfg, i, "plan", plan);
+  const char *p = torc_config_value(cfg, i, "precision");
+  if (st == TORC_OK && p && strcmp(p, "bf16") == 0)
+    *dt = TORC_BF16;
+  else if (st == TORC_OK && p && strcmp(p, "f16") == 0)
+    *dt = TORC_F16;
+  return st;
+}
+
+/* A pass's planned forward: traced on the first batch, for that shape. */
+typedef struct planned {
+  int want, tried, verbose;
+  int64_t planned, batches; /* batches run through the plan, in all */
+  torc_graph *g;
+  torc_plan *p;
+} planned;
+
+static void planned_free(planned *pl) {
+  torc_plan_free(pl->p);
+  torc_graph_free(pl->g);
+  pl->p = NULL;
+  pl->g = NULL;
+}
+
+/* Traces r's model on the pass's first input (cast to dt) and plans it,
+ * outside any scope (torc_trace releases the forward's result itself);
+ * on failure the pass runs eagerly, silently. */
+static void planned_start(run *r, planned *pl, const torc_tensor *x,
+                          torc_dtype dt) {
+  pl->tried = 1;
+  torc_tensor *xc = NULL;
+  if (dt != TORC_F32 && torc_dtype_is_float(torc_dtype_of(x)))
+    x = xc = torc_to_dtype(x, dt);
+  if (x == NULL || torc_trace(r->model, &x, 1, &pl->g) != TORC_OK ||
+      torc_plan_new(pl->g, TORC_PLAN_FOLD_BN, &pl->p) != TORC_OK)
+    planned_free(pl);
+  torc_release(xc);
+  torc_clear_error();
+}
+
+/* The model's output for x: through the plan when there is one for x's
+ * shape, else eagerly (a trace or plan that fails leaves eager, silently:
+ * the eager forward reports any real error). *owned receives a planned
+ * output, which the caller releases (eager ones belong to the scope). */
+static torc_tensor *model_output(run *r, planned *pl, const torc_tensor *x,
+                                 torc_tensor **owned) {
+  *owned = NULL;
+  if (pl->p) {
+    torc_tensor *y = NULL;
+    pl->batches++;
+    if (torc_plan_run(pl->p, &x, 1, &y) == TORC_OK) {
+      pl->planned++;
+      return *owned = y;
+    }
+    torc_clear_error(); /* another shape (the last batch): eager */
+  }
+  return torc_module_forward(r->model, x);
+}
+
+/* Seconds on the monotonic clock. */
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* One pass over the test data (see torc_train__evaluate), its classes
- * named by cn (NULL: by their indices). */
-static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
-                             int predict, FILE *pf, const class_names *cn,
-                             eval_out *e) {
+ * named by cn (NULL: by their indices), with the model's inputs cast to
+ * dt when that is not f32 (the model converted before). */
+static torc_status eval_pass_dt(run *r, int64_t epoch, int want_confusion,
+                                int predict, FILE *pf, const class_names *cn,
+                                torc_dtype dt, eval_out *e) {
   memset(e, 0, sizeof *e);
+  planned pl = {0};
+  torc_status st = eval_settings(r->cfg, &pl.want, &(torc_dtype){0});
+  int ei = torc_config_find(r->cfg, "eval");
+  if (st == TORC_OK && ei >= 0)
+    st = torc_config_get_bool(r->cfg, ei, "verbose", &pl.verbose);
+  if (st)
+    return st;
   torc_module_train(r->model, 0);
   torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
-  torc_status st = torc_loader_start(r->test, epoch, 0);
+  st = torc_loader_start(r->test, epoch, 0);
   double lsum = 0;
   int64_t correct = 0, n = 0, printed = 0;
   int classify = 1;
@@ -90,8 +198,15 @@ static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
   torc_batch b = {0};
   int got;
   while (st == TORC_OK && (got = torc_loader_next(r->test, &b)) == 1) {
+    if (pl.want && !pl.tried)
+      planned_start(r, &pl, b.input, dt);
     int scope = torc_scope_begin();
-    torc_tensor *out = torc_module_forward(r->model, b.input);
+    torc_tensor *x = b.input, *owned = NULL;
+    if (dt != TORC_F32 && torc_dtype_is_float(torc_dtype_of(x)))
+      x = torc_to_dtype(x, dt);
+    torc_tensor *out = x ? model_output(r, &pl, x, &owned) : NULL;
+    if (out && dt != TORC_F32 && torc_dtype_of(out) == dt)
+      out = torc_to_dtype(out, TORC_F32); /* the loss in f32 */
     torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b.target) : NULL;
     int64_t c = loss && torc_train__classifies(out, b.target) ? 0 : -1;
     st = loss ? torc_train__batch_sums(out, b.target, loss, b.size, lsum_t,
@@ -148,8 +263,18 @@ static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
       }
     }
     torc_scope_end(scope);
+    torc_release(owned);
     torc_batch_clear(&b);
   }
+  if (st == TORC_OK && pf && pl.p && pl.verbose)
+    fprintf(pf,
+            "plan: %d kernel calls (%d batch norms folded, %d in place), "
+            "arena %zu bytes; %lld of %lld batches planned, the others "
+            "eager\n",
+            torc_plan_n_nodes(pl.p), torc_plan_n_folded(pl.p),
+            torc_plan_n_in_place(pl.p), torc_plan_arena_bytes(pl.p),
+            (long long)pl.planned, (long long)pl.batches);
+  planned_free(&pl);
   if (st == TORC_OK && got < 0)
     st = torc_last_status();
   double cv = 0;
@@ -167,6 +292,12 @@ static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
     e->classes = 0;
   }
   return st;
+}
+
+static torc_status eval_pass(run *r, int64_t epoch, int want_confusion,
+                             int predict, FILE *pf, const class_names *cn,
+                             eval_out *e) {
+  return eval_pass_dt(r, epoch, want_confusion, predict, pf, cn, TORC_F32, e);
 }
 
 torc_status torc_train__evaluate(run *r, int64_t epoch, int want_confusion,
@@ -265,6 +396,40 @@ static torc_status newest_checkpoint(const run *r, char *path, size_t size,
                         torc_config_path(r->cfg));
 }
 
+/* [eval] precision: a pass in f32 (the reference), then the model
+ * converted to dt and the pass that torc eval reports, and a line with
+ * both accuracies (or losses), their difference and the passes' times. */
+static torc_status low_precision(run *r, FILE *out, int predict,
+                                 const class_names *cn, torc_dtype dt,
+                                 eval_out *ev) {
+  eval_out ref = {0};
+  double t0 = now_seconds();
+  torc_status st = eval_pass(r, 0, 0, 0, out, cn, &ref);
+  double t1 = now_seconds();
+  free(ref.confusion);
+  if (st == TORC_OK)
+    st = torc_module_to_dtype(r->model, dt);
+  if (st == TORC_OK)
+    st = eval_pass_dt(r, 0, 1, predict, out, cn, dt, ev);
+  double t2 = now_seconds();
+  if (st)
+    return st;
+  const char *name = torc_dtype_name(dt);
+  if (!isnan(ev->accuracy))
+    fprintf(out,
+            "precision: %s accuracy=%.4f, f32 accuracy=%.4f, delta=%+.4f "
+            "(loss %.4f vs %.4f); pass %.3f s in %s, %.3f s in f32\n",
+            name, ev->accuracy, ref.accuracy, ev->accuracy - ref.accuracy,
+            ev->loss, ref.loss, t2 - t1, name, t1 - t0);
+  else
+    fprintf(out,
+            "precision: %s loss=%.4f, f32 loss=%.4f, delta=%+.4g; pass "
+            "%.3f s in %s, %.3f s in f32\n",
+            name, ev->loss, ref.loss, ev->loss - ref.loss, t2 - t1, name,
+            t1 - t0);
+  return TORC_OK;
+}
+
 torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
                           int predict, FILE *out, torc_eval_result *res) {
   if (cfg == NULL)
@@ -300,9 +465,15 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
     torc_state_dict_free(sd);
   }
   eval_out ev = {0};
+  int plan = 1;
+  torc_dtype dt = TORC_F32;
+  if (st == TORC_OK)
+    st = eval_settings(cfg, &plan, &dt);
   if (st == TORC_OK)
     torc_train__header(out, &r, "eval");
-  if (st == TORC_OK)
+  if (st == TORC_OK && dt != TORC_F32)
+    st = low_precision(&r, out, predict, cn.n ? &cn : NULL, dt, &ev);
+  else if (st == TORC_OK)
     st = eval_pass(&r, 0, 1, predict, out, cn.n ? &cn : NULL, &ev);
   torc_train__free(&r);
   if (st == TORC_OK && res) {

@@ -9,6 +9,9 @@
  *
  *   bench_compare train mlp|cnn [SAMPLES]   training samples/s, peak RSS
  *   bench_compare eval mlp|cnn              test-set samples/s at batch 1000
+ *   bench_compare eval_plan mlp|cnn         the same through a plan
+ *                                           (torc/graph.h: traced on the
+ *                                           first batch)
  *   bench_compare op                        ns per dispatched op (16 floats),
  *                                           ns per autograd forward+backward
  *   bench_compare latency                   batch-1 MLP forward, µs
@@ -26,6 +29,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "torc/graph.h"
 #include "torc/torc.h"
 
 #define ROOT "/usr/share/datasets/fashion-mnist/"
@@ -175,8 +179,10 @@ static double train(const char *which, int64_t limit, int one_step) {
 }
 
 /* Evaluates the (untrained) model on the 10000 test images at batch 1000:
- * eval mode, no-grad, argmax accuracy counted as a user would. */
-static double evaluate(const char *which) {
+ * eval mode, no-grad, argmax accuracy counted as a user would; `planned`:
+ * the forward through a plan traced on the first batch (its trace and
+ * plan timed with the pass they start). */
+static double evaluate(const char *which, int planned) {
   torc_manual_seed(0);
   torc_dataset *ds = open_split("t10k");
   torc_transform *tf = torc_transform_parse(PIPELINE);
@@ -189,21 +195,36 @@ static double evaluate(const char *which) {
     int64_t n = 0;
     double correct = 0, t0 = now();
     torc_batch b = {0};
+    torc_graph *g = NULL;
+    torc_plan *plan = NULL;
     while (torc_loader_next(ld, &b) == 1) {
+      const torc_tensor *x = b.input;
+      if (planned && plan == NULL &&
+          (torc_trace(net, &x, 1, &g) || torc_plan_new(g, 1, &plan)))
+        die("plan");
+      torc_graph_free(g); /* the plan keeps what it needs */
+      g = NULL;
+      torc_tensor *y = NULL;
+      if (plan && torc_plan_run(plan, &x, 1, &y))
+        die("plan run");
       int scope = torc_scope_begin();
       int dim = 1;
-      torc_tensor *pred = torc_argmax(torc_module_forward(net, b.input), &dim, 0);
+      torc_tensor *pred =
+          torc_argmax(y ? y : torc_module_forward(net, b.input), &dim, 0);
       double c;
       if (torc_item(torc_sum(torc_eq(pred, b.target), NULL, 0, 0), &c))
         die("eval");
       correct += c;
       torc_scope_end(scope);
+      torc_release(y);
       n += b.size;
       torc_batch_clear(&b);
     }
     double rate = (double)n / (now() - t0);
     if (rate > best)
       best = rate;
+    torc_plan_free(plan);
+    torc_graph_free(g);
     torc_loader_free(ld);
   }
   torc_set_grad_mode(gm);
@@ -339,9 +360,13 @@ int main(int argc, char **argv) {
     printf("torc train_%s %.0f\n", argv[2], rate);
     printf("torc rss_train_%s %ld\n", argv[2], peak_rss_kib());
   } else if (strcmp(mode, "eval") == 0 && argc > 2) {
-    double rate = evaluate(argv[2]);
+    double rate = evaluate(argv[2], 0);
     printf("torc eval_%s %.0f\n", argv[2], rate);
     printf("torc rss_eval_%s %ld\n", argv[2], peak_rss_kib());
+  } else if (strcmp(mode, "eval_plan") == 0 && argc > 2) {
+    double rate = evaluate(argv[2], 1);
+    printf("torc eval_plan_%s %.0f\n", argv[2], rate);
+    printf("torc rss_eval_plan_%s %ld\n", argv[2], peak_rss_kib());
   } else if (strcmp(mode, "op") == 0) {
     op_overhead();
   } else if (strcmp(mode, "latency") == 0) {
@@ -355,7 +380,7 @@ int main(int argc, char **argv) {
     train("mlp", 64, 1);
   } else {
     fprintf(stderr,
-            "usage: bench_compare train|eval mlp|cnn [SAMPLES] | op | "
+            "usage: bench_compare train|eval|eval_plan mlp|cnn [SAMPLES] | op | "
             "latency | gemm N | conv | startup\n");
     torc_shutdown();
     return 2;

@@ -117,6 +117,69 @@ TORC_API torc_status torc_graph_load(const char *path, torc_module *m,
 /* Frees g and the references it holds. NULL is ignored. */
 TORC_API void torc_graph_free(torc_graph *g);
 
+/* ---- planned execution ----
+ *
+ * A plan runs a graph for its traced shapes without allocating: every
+ * intermediate value gets a slot of one arena, assigned once from the
+ * values' lifetimes (a value lives from the node that writes it to its
+ * last reader; a view keeps its base alive), so values never live at the
+ * same time share memory. An elementwise unary node whose input dies at
+ * it writes into its input's slot. The result is a new tensor
+ * (torc_plan_run) or the caller's (torc_plan_run_into: then a call
+ * allocates nothing). Parameters and buffers are read as the graph reads
+ * them, so a plan follows the module's current weights, except the
+ * weights a rewrite made at torc_plan_new. */
+
+/* A graph prepared for repeated runs; free with torc_plan_free. */
+typedef struct torc_plan torc_plan;
+
+/* torc_plan_new flag: folds each batch norm (eval mode) into the conv2d
+ * or linear (matmul + add) before it when nothing else reads that node's
+ * output: new weights w * gamma / sqrt(var + eps) and bias (b - mean) *
+ * gamma / sqrt(var + eps) + beta, computed in f64 from the current
+ * parameters and owned by the plan. Results then differ from eager by
+ * rounding (about 1e-6 relative in f32). */
+#define TORC_PLAN_FOLD_BN 1
+
+/* Builds a plan for g into *out; the plan keeps what it needs (the
+ * parameters it reads, not the trace's intermediates), so g may be freed
+ * right after. flags: 0 or
+ * TORC_PLAN_FOLD_BN. Errors (then *out is NULL): unknown flags, values
+ * on more than one device, a view the arena cannot hold (TORC_ERR_INVALID;
+ * torc_graph_run still runs such a graph), out of memory. */
+TORC_API torc_status torc_plan_new(const torc_graph *g, int flags,
+                                   torc_plan **out);
+
+/* Runs the plan on n_in inputs of the traced dtypes and shapes
+ * (TORC_ERR_SHAPE otherwise, naming both) and returns the result, a new
+ * contiguous tensor the caller releases, in *out (NULL on error). The
+ * plan's arena is reused, so calls on one plan must not overlap. */
+TORC_API torc_status torc_plan_run(torc_plan *p,
+                                   const torc_tensor *const *inputs,
+                                   int n_in, torc_tensor **out);
+
+/* torc_plan_run into out, a contiguous tensor of the result's dtype and
+ * shape on the plan's device (TORC_ERR_SHAPE otherwise): a call then
+ * allocates nothing. */
+TORC_API torc_status torc_plan_run_into(torc_plan *p,
+                                        const torc_tensor *const *inputs,
+                                        int n_in, torc_tensor *out);
+
+/* The arena's size in bytes: the memory the plan's intermediates share. */
+TORC_API size_t torc_plan_arena_bytes(const torc_plan *p);
+
+/* The number of kernel calls a run makes (after the rewrites). */
+TORC_API int torc_plan_n_nodes(const torc_plan *p);
+
+/* How many nodes run in place (write into their input's slot). */
+TORC_API int torc_plan_n_in_place(const torc_plan *p);
+
+/* How many batch norms were folded away. */
+TORC_API int torc_plan_n_folded(const torc_plan *p);
+
+/* Frees p and the tensors it owns. NULL is ignored. */
+TORC_API void torc_plan_free(torc_plan *p);
+
 TORC_END_DECLS
 
 #endif

@@ -1,0 +1,879 @@
+/* core/graph_plan.c — planned execution of a traced graph (torc/graph.h):
+ * liveness of every intermediate value, one arena whose slots are reused
+ * by values that are never live together, the tensors over the arena made
+ * once, elementwise unary nodes run in place when their input dies there,
+ * and the inference rewrites (batch norm folded into the conv2d or linear
+ * before it). A call allocates nothing but the result it returns. */
+#include <math.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+typedef torc__gvalue gvalue;
+
+#define SLOT_ALIGN 64 /* bytes; every slot starts on this boundary */
+
+/* How the plan gets a value's tensor. */
+enum {
+  PV_CONST,      /* the traced tensor itself: parameter, buffer, constant */
+  PV_INPUT,      /* the caller's input */
+  PV_INPUT_VIEW, /* a view of an input: its storage set per call */
+  PV_ARENA,      /* an intermediate in the arena (or a view of one) */
+  PV_OUTPUT,     /* the result: the caller's tensor or a new one */
+  PV_FOLDED      /* a tensor the plan made (folded weights) */
+};
+
+/* A node as the plan runs it: value ids after the rewrites. */
+typedef struct {
+  int op;
+  torc_dtype kdtype;
+  const void *params;
+  size_t params_size;
+  int n_in, n_out;
+  int in[TORC__KCALL_MAX_IN];
+  int out[TORC__KCALL_MAX_OUT];
+} pnode;
+
+struct torc_plan {
+  const torc_graph *g; /* the graph while building, then `own` */
+  torc_graph own;      /* its values (no tensors), inputs and result */
+  void *params;        /* the nodes' params bytes */
+  int n_values;      /* the graph's values, then the plan's own */
+  int *cls;          /* PV_* per value */
+  int *root;         /* the value whose storage it shares (itself) */
+  int64_t *slot;     /* a root's byte offset in the arena, or -1 */
+  torc_tensor **t;   /* tensor per value (NULL: set per call) */
+  pnode *nodes;
+  int n_nodes;
+  torc_tensor *arena; /* made by the first run */
+  torc_device dev;
+  size_t arena_bytes;
+  int n_inplace, n_folded;
+  int direct_out; /* the output node writes the result itself */
+};
+
+/* ---- free slots of the arena ---- */
+
+typedef struct {
+  int64_t off, size;
+} block;
+
+typedef struct {
+  block *free;
+  int n, cap;
+  int64_t top; /* the arena's size so far */
+} slots;
+
+/* A slot of size bytes: the smallest free block that fits, else the end. */
+static int64_t slot_take(slots *s, int64_t size) {
+  int best = -1;
+  for (int i = 0; i < s->n; i++)
+    if (s->free[i].size >= size &&
+        (best < 0 || s->free[i].size < s->free[best].size))
+      best = i;
+  if (best < 0) {
+    /* A free block at the end grows into the new slot. */
+    for (int i = 0; i < s->n; i++)
+      if (s->free[i].off + s->free[i].size == s->top) {
+        int64_t off = s->free[i].off;
+        s->top = off + size;
+        s->free[i] = s->free[--s->n];
+        return off;
+      }
+    int64_t off = s->top;
+    s->top += size;
+    return off;
+  }
+  int64_t off = s->free[best].off;
+  s->free[best].off += size;
+  s->free[best].size -= size;
+  if (s->free[best].size == 0)
+    s->free[best] = s->free[--s->n];
+  return off;
+}
+
+/* Gives a slot back, merged with its free neighbours; -1 on OOM. */
+static int slot_give(slots *s, int64_t off, int64_t size) {
+  for (int i = 0; i < s->n; i++) {
+    block b = s->free[i];
+    if (b.off + b.size == off || off + size == b.off) {
+      s->free[i] = s->free[--s->n];
+      return slot_give(s, b.off < off ? b.off : off, size + b.size);
+    }
+  }
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 16;
+    block *f = torc__realloc(s->free, (size_t)cap * sizeof *f);
+    if (f == NULL)
+      return -1;
+    s->free = f;
+    s->cap = cap;
+  }
+  s->free[s->n].off = off;
+  s->free[s->n].size = size;
+  s->n++;
+  return 0;
+}
+
+/* ---- the plan's values ---- */
+
+/* The value whose storage v shares and that views nothing (v itself
+ * when it is no view), as torc_graph_run rebuilds views. */
+static int root_of(const torc_graph *g, int v) {
+  while (g->values[v].base >= 0 && g->values[v].input < 0)
+    v = g->values[v].base;
+  return v;
+}
+
+/* A value's reach into its root's storage: the first byte past its last
+ * element, counted from the root's first element; -1 when it starts
+ * before the root (not planned). */
+static int64_t reach_bytes(const gvalue *v, const gvalue *r) {
+  int64_t es = (int64_t)torc_dtype_size(v->dtype);
+  int64_t start = v->offset * es - r->offset * (int64_t)torc_dtype_size(r->dtype);
+  if (start < 0 || start % es)
+    return -1;
+  int64_t last = 0, n = 1;
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->strides[d] < 0)
+      return -1;
+    n *= v->shape[d];
+    last += (v->shape[d] - 1) * v->strides[d];
+  }
+  return n == 0 ? start : start + (last + 1) * es;
+}
+
+/* A tensor of value v's dtype and geometry over `over`'s storage at
+ * element offset off (contiguous strides when contig). */
+static torc_tensor *tensor_over(const torc_tensor *over, const gvalue *v,
+                                int contig, int64_t off) {
+  int64_t st[TORC_MAX_DIMS];
+  if (contig)
+    torc__contiguous_strides(v->shape, v->ndim, st);
+  torc_tensor *t =
+      torc__view_of(over, v->shape, contig ? st : v->strides, v->ndim, off);
+  if (t)
+    t->dtype = v->dtype;
+  return t;
+}
+
+static int same_dev(torc_device a, torc_device b) {
+  return a.type == b.type && a.index == b.index;
+}
+
+static torc_status plan_oom(void) {
+  return torc_set_error(TORC_ERR_OOM, "torc_plan_new: out of memory");
+}
+
+/* Appends a value of the plan's own (a folded weight, t owned); its id or
+ * -1 on OOM (t released). */
+static int add_folded(torc_plan *p, torc_tensor *t) {
+  int n = p->n_values + 1;
+  int *cls = torc__realloc(p->cls, (size_t)n * sizeof *cls);
+  if (cls)
+    p->cls = cls;
+  int *root = cls ? torc__realloc(p->root, (size_t)n * sizeof *root) : NULL;
+  if (root)
+    p->root = root;
+  int64_t *slot = root ? torc__realloc(p->slot, (size_t)n * sizeof *slot) : NULL;
+  if (slot)
+    p->slot = slot;
+  torc_tensor **tt = slot ? torc__realloc(p->t, (size_t)n * sizeof *tt) : NULL;
+  if (tt == NULL) {
+    torc_release(t);
+    return -1;
+  }
+  p->t = tt;
+  int id = p->n_values++;
+  p->cls[id] = PV_FOLDED;
+  p->root[id] = id;
+  p->slot[id] = -1;
+  p->t[id] = t;
+  return id;
+}
+
+/* ---- batch norm folding ---- */
+
+/* The number of node inputs that read value v or a view of it (views
+ * counted through their root), per root, into readers. */
+static void count_readers(const torc_plan *p, int *readers) {
+  memset(readers, 0, (size_t)p->n_values * sizeof *readers);
+  for (int i = 0; i < p->n_nodes; i++)
+    for (int k = 0; k < p->nodes[i].n_in; k++)
+      readers[p->root[p->nodes[i].in[k]]]++;
+  const torc_graph *g = p->g;
+  readers[p->root[g->output]]++;
+}
+
+/* Value v as an f64 CPU contiguous tensor (untracked), or NULL. */
+static torc_tensor *as_f64(const torc_tensor *t) {
+  torc_tensor *c = torc__to(t, TORC_CPU);
+  torc_tensor *f = c ? torc__cast(c, TORC_F64) : NULL;
+  torc_release(c);
+  torc_tensor *k = f ? torc__contiguous(f) : NULL;
+  torc_release(f);
+  return k;
+}
+
+/* The f64 CPU tensor src cast to dtype dt on dev (untracked), or NULL;
+ * src is released. */
+static torc_tensor *from_f64(torc_tensor *src, torc_dtype dt, torc_device dev) {
+  torc_tensor *c = src ? torc__cast(src, dt) : NULL;
+  torc_release(src);
+  torc_tensor *d = c ? torc__to(c, dev) : NULL;
+  torc_release(c);
+  torc_tensor *k = d ? torc__contiguous(d) : NULL;
+  torc_release(d);
+  return k;
+}
+
+/* The tensor a weight value reads through: its own for a non-view, the
+ * named tensor it views otherwise (whose geometry the view is given
+ * against). */
+static const torc_tensor *named_tensor(const torc_graph *g, const gvalue *v) {
+  if (!v->view)
+    return v->t;
+  for (int k = 0; k < g->n_named; k++)
+    if (g->named[k].name == v->name)
+      return g->named[k].tensor;
+  return NULL;
+}
+
+/* Value wv (a weight whose dim 0 of its named tensor is the channel; a
+ * bias when is_bias) scaled per channel: w * s[c], or (b - mean[c]) *
+ * s[c] + beta[c] for a bias (b NULL: 0). A new value id read through the
+ * same geometry, -1 when it cannot be folded, -2 out of memory. */
+static int fold_value(torc_plan *p, int wv, int is_bias, const double *s,
+                      const double *mean, const double *beta, int64_t C,
+                      torc_dtype dt, torc_device dev) {
+  const torc_graph *g = p->g;
+  const gvalue *v = wv >= 0 && wv < g->n_values ? &g->values[wv] : NULL;
+  const torc_tensor *base = v ? named_tensor(g, v) : NULL;
+  if (is_bias && wv < 0)
+    base = NULL;
+  else if (base == NULL || torc_ndim(base) < 1 || torc_shape(base)[0] != C)
+    return -1;
+  torc_tensor *w = base ? as_f64(base) : torc__empty(&C, 1, TORC_F64, TORC_CPU);
+  if (w == NULL)
+    return -2;
+  double *d = torc_data(w);
+  int64_t per = torc_numel(w) / C;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t j = 0; j < per; j++) {
+      double x = base ? d[c * per + j] : 0.0;
+      d[c * per + j] = is_bias ? (x - mean[c]) * s[c] + beta[c] : x * s[c];
+    }
+  torc_tensor *nb = from_f64(w, dt, dev);
+  if (nb == NULL)
+    return -2;
+  torc_tensor *t = nb;
+  if (v && v->view) {
+    t = torc__view_of(nb, v->shape, v->strides, v->ndim,
+                      v->offset - torc_storage_offset(base));
+    torc_release(nb);
+    if (t == NULL)
+      return -2;
+  }
+  int id = add_folded(p, t);
+  return id < 0 ? -2 : id;
+}
+
+/* The per-channel scale gamma / sqrt(var + eps) and the shift's parts of
+ * batch norm node bn (x, w, b, mean, var), into s, mean, beta (C each):
+ * 1, 0 when the sizes are not C, -1 out of memory. */
+static int bn_scale(const torc_plan *p, const pnode *bn, int64_t C, double *s,
+                    double *mean, double *beta) {
+  const torc_norm_kparams *kp = bn->params;
+  torc_tensor *w = as_f64(p->t[bn->in[1]]), *b = as_f64(p->t[bn->in[2]]);
+  torc_tensor *m = as_f64(p->t[bn->in[3]]), *var = as_f64(p->t[bn->in[4]]);
+  int ok = w && b && m && var ? torc_numel(w) == C && torc_numel(b) == C &&
+                                   torc_numel(m) == C && torc_numel(var) == C
+                             : -1;
+  if (ok > 0) {
+    const double *wd = torc_data(w), *bd = torc_data(b), *md = torc_data(m),
+                 *vd = torc_data(var);
+    for (int64_t c = 0; c < C; c++) {
+      s[c] = wd[c] / sqrt(vd[c] + kp->eps);
+      mean[c] = md[c];
+      beta[c] = bd[c];
+    }
+  }
+  torc_release(w), torc_release(b), torc_release(m), torc_release(var);
+  return ok;
+}
+
+/* Whether value id is an intermediate that only node `reader` reads, no
+ * view of it exists, and it is not the result. */
+static int only_read_by(const torc_plan *p, const int *readers, int id) {
+  return id < p->g->n_values && p->cls[id] == PV_ARENA &&
+         p->root[id] == id && readers[id] == 1 && id != p->g->output;
+}
+
+/* Folds batch norm node j into the conv2d or linear (matmul + add)
+ * before it, when that is legal; 1 when folded, 0 when not, -1 on OOM. */
+static int fold_bn(torc_plan *p, int j, const int *readers) {
+  pnode *bn = &p->nodes[j];
+  const torc_norm_kparams *kp = bn->params;
+  if (bn->n_in != 5 || bn->params_size != sizeof *kp || kp->training)
+    return 0;
+  for (int k = 1; k < bn->n_out; k++)
+    if (readers[p->root[bn->out[k]]])
+      return 0;
+  int x = bn->in[0];
+  if (!only_read_by(p, readers, x))
+    return 0;
+  int i = -1;
+  for (int k = j - 1; k >= 0 && i < 0; k--)
+    if (p->nodes[k].n_out == 1 && p->nodes[k].out[0] == x)
+      i = k;
+  if (i < 0)
+    return 0;
+  const gvalue *xv = &p->g->values[x];
+  if (xv->ndim < 2)
+    return 0;
+  int64_t C = xv->shape[1];
+  pnode *n = &p->nodes[i], *mm = NULL;
+  int is_conv = n->op == TORC__OP_conv2d && n->n_in >= 2;
+  if (!is_conv) {
+    /* linear: add(matmul(x, W^T), bias) on [N, C] */
+    if (n->op != TORC__OP_add || n->n_in != 2 || xv->ndim != 2)
+      return 0;
+    int m = n->in[0];
+    if (!only_read_by(p, readers, m))
+      return 0;
+    for (int k = i - 1; k >= 0 && mm == NULL; k--)
+      if (p->nodes[k].n_out == 1 && p->nodes[k].out[0] == m)
+        mm = &p->nodes[k];
+    if (mm == NULL || mm->op != TORC__OP_matmul || mm->n_in != 2)
+      return 0;
+  }
+  double *s = torc__malloc((size_t)C * 3 * sizeof(double));
+  if (s == NULL)
+    return -1;
+  int done = bn_scale(p, bn, C, s, s + C, s + 2 * C);
+  if (done > 0) {
+    done = 0;
+    int wv = is_conv ? n->in[1] : mm->in[1];
+    int bv = is_conv ? (n->n_in == 3 ? n->in[2] : -1) : n->in[1];
+    const torc_tensor *wt = wv < p->g->n_values ? p->t[wv] : NULL;
+    int nw = wt ? fold_value(p, wv, 0, s, s + C, s + 2 * C, C,
+                             torc_dtype_of(wt), torc_device_of(wt))
+                : -1;
+    int nbias = nw >= 0 ? fold_value(p, bv, 1, s, s + C, s + 2 * C, C,
+                                     torc_dtype_of(wt), torc_device_of(wt))
+                        : nw;
+    if (nw == -2 || nbias == -2)
+      done = -1;
+    if (nw >= 0 && nbias >= 0) {
+      bn = &p->nodes[j]; /* p->nodes is not moved by add_folded */
+      if (is_conv) {
+        n->in[1] = nw;
+        n->in[2] = nbias;
+        n->n_in = 3;
+      } else {
+        mm->in[1] = nw;
+        n->in[1] = nbias;
+      }
+      n->out[0] = bn->out[0];
+      bn->op = -1; /* dropped */
+      done = 1;
+    }
+  }
+  torc__free(s);
+  return done;
+}
+
+/* ---- building ---- */
+
+/* Each value's class, root and, for the traced tensors, its tensor. */
+static torc_status classify(torc_plan *p) {
+  const torc_graph *g = p->g;
+  for (int v = 0; v < g->n_values; v++) {
+    const gvalue *gv = &g->values[v];
+    int r = root_of(g, v);
+    p->root[v] = r;
+    p->slot[v] = -1;
+    const gvalue *rv = &g->values[r];
+    if (gv->input >= 0)
+      p->cls[v] = PV_INPUT;
+    else if (rv->input >= 0)
+      p->cls[v] = PV_INPUT_VIEW;
+    else if (rv->produced && rv->name == NULL)
+      p->cls[v] = PV_ARENA;
+    else
+      p->cls[v] = PV_CONST;
+    if (p->cls[v] == PV_CONST && gv->t)
+      p->t[v] = torc_retain(gv->t);
+    else if (p->cls[v] == PV_CONST && r != v && rv->t) /* a loaded view */
+      p->t[v] = tensor_over(rv->t, gv, 0,
+                            gv->offset - rv->offset +
+                                torc_storage_offset(rv->t));
+    if (p->cls[v] == PV_CONST && p->t[v] == NULL)
+      return torc_set_error(TORC_ERR_INVALID,
+                            "torc_plan_new: value %%%d is a constant the "
+                            "graph holds no tensor for; run it with "
+                            "torc_graph_run",
+                            v);
+    if (r != v && p->cls[v] != PV_CONST && p->cls[v] != PV_INPUT &&
+        reach_bytes(gv, rv) < 0)
+      return torc_set_error(TORC_ERR_INVALID,
+                            "torc_plan_new: value %%%d views its storage "
+                            "from before its base or with negative "
+                            "strides; run the graph with torc_graph_run",
+                            v);
+  }
+  return TORC_OK;
+}
+
+/* Whether the result can be written by its node straight into the
+ * caller's tensor: an intermediate no other planned value views. */
+static int result_direct(const torc_plan *p) {
+  int o = p->g->output;
+  if (p->cls[o] != PV_ARENA || p->root[o] != o)
+    return 0;
+  for (int i = 0; i < p->n_nodes; i++) {
+    const pnode *n = &p->nodes[i];
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+      int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+      if (v != o && p->root[v] == o)
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* Whether node n may write its output into its input's slot: an
+ * elementwise unary op on an intermediate of the same dtype and size that
+ * dies here (last == i: no view of it is read later either). */
+static int in_place_ok(const torc_plan *p, const pnode *n, int i,
+                       const int *first, const int *last) {
+  if (n->op < 0 || torc__ops[n->op].kind != TORC__OPK_UNARY || n->n_in != 1 ||
+      n->n_out != 1)
+    return 0;
+  int a = n->in[0], b = n->out[0];
+  if (a >= p->g->n_values || p->cls[a] != PV_ARENA || p->root[a] != a ||
+      p->cls[b] != PV_ARENA || p->root[b] != b || last[a] != i || first[b] != i || a == b)
+    return 0;
+  const gvalue *av = &p->g->values[a], *bv = &p->g->values[b];
+  return av->dtype == bv->dtype && av->ndim == bv->ndim &&
+         memcmp(av->shape, bv->shape, (size_t)av->ndim * sizeof(int64_t)) == 0;
+}
+
+/* Liveness of the arena's roots and a slot for each; the arena's size. */
+static torc_status assign_slots(torc_plan *p) {
+  int nv = p->n_values;
+  int *first = torc__malloc((size_t)nv * 3 * sizeof(int) + 1);
+  int64_t *size = torc__calloc((size_t)nv + 1, sizeof *size);
+  if (first == NULL || size == NULL) {
+    torc__free(first), torc__free(size);
+    return plan_oom();
+  }
+  int *last = first + nv, *moved = last + nv;
+  for (int v = 0; v < nv; v++)
+    first[v] = -1, last[v] = -1, moved[v] = 0;
+  for (int i = 0; i < p->n_nodes; i++) {
+    const pnode *n = &p->nodes[i];
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+      int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+      int r = p->root[v];
+      if (p->cls[v] != PV_ARENA)
+        continue;
+      if (k >= n->n_in && first[r] < 0)
+        first[r] = i;
+      last[r] = i;
+      /* a root is made contiguous (a loaded graph keeps no strides for
+       * it); a view reaches as far as its strides take it */
+      const gvalue *gv = &p->g->values[v];
+      int64_t b = v == r ? torc__numel(gv->shape, gv->ndim) *
+                               (int64_t)torc_dtype_size(gv->dtype)
+                         : reach_bytes(gv, &p->g->values[r]);
+      if (b > size[r])
+        size[r] = b;
+    }
+  }
+  int o = p->g->output;
+  if (p->cls[o] == PV_ARENA)
+    last[p->root[o]] = p->n_nodes; /* copied out after the last node */
+  slots s = {0};
+  torc_status st = TORC_OK;
+  for (int i = 0; i < p->n_nodes && st == TORC_OK; i++) {
+    const pnode *n = &p->nodes[i];
+    int inplace = in_place_ok(p, n, i, first, last);
+    for (int k = 0; k < n->n_out; k++) {
+      int r = p->root[n->out[k]];
+      if (p->cls[r] != PV_ARENA || first[r] != i || p->slot[r] >= 0)
+        continue;
+      size[r] = (size[r] + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+      if (inplace && size[r] == size[n->in[0]]) {
+        p->slot[r] = p->slot[n->in[0]];
+        moved[n->in[0]] = 1;
+        p->n_inplace++;
+      } else {
+        p->slot[r] = slot_take(&s, size[r]);
+      }
+    }
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+      int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+      int r = p->root[v];
+      if (p->cls[r] == PV_ARENA && last[r] == i && !moved[r] &&
+          p->slot[r] >= 0) {
+        if (slot_give(&s, p->slot[r], size[r]))
+          st = plan_oom();
+        moved[r] = 1; /* given back once */
+      }
+    }
+  }
+  p->arena_bytes = (size_t)s.top;
+  torc__free(s.free);
+  torc__free(first), torc__free(size);
+  return st;
+}
+
+/* The device of the graph's inputs and intermediates, into p->dev. */
+static torc_status plan_device(torc_plan *p) {
+  int found = 0;
+  p->dev = TORC_CPU;
+  for (int v = 0; v < p->g->n_values; v++)
+    if (p->cls[v] == PV_ARENA || p->cls[v] == PV_INPUT ||
+        p->cls[v] == PV_OUTPUT) {
+      const torc_tensor *t = p->g->values[v].t;
+      /* a loaded graph holds no tensor for these: its device */
+      torc_device d = t ? torc_device_of(t) : p->g->device;
+      if (found && !same_dev(d, p->dev))
+        return torc_set_error(TORC_ERR_INVALID,
+                              "torc_plan_new: the graph's values are on "
+                              "more than one device; plan a graph on one "
+                              "device, or run it with torc_graph_run");
+      p->dev = d, found = 1;
+    }
+  return TORC_OK;
+}
+
+/* The arena and the tensors over it, and the input views' tensors (over
+ * the arena until a call points them at the input): made by the first
+ * run, so that the graph's own tensors can be freed before. */
+static torc_status make_tensors(torc_plan *p, const char *fn) {
+  int64_t bytes = p->arena_bytes ? (int64_t)p->arena_bytes : SLOT_ALIGN;
+  p->arena = torc__empty(&bytes, 1, TORC_U8, p->dev);
+  for (int v = 0; v < p->g->n_values && p->arena; v++) {
+    const gvalue *gv = &p->g->values[v];
+    int r = p->root[v];
+    if (p->cls[v] == PV_INPUT_VIEW) {
+      p->t[v] = tensor_over(p->arena, gv, 0, 0);
+    } else if (p->cls[v] == PV_ARENA && p->slot[r] >= 0) {
+      const gvalue *rv = &p->g->values[r];
+      int64_t es = (int64_t)torc_dtype_size(gv->dtype);
+      int64_t off = (p->slot[r] + gv->offset * es -
+                     rv->offset * (int64_t)torc_dtype_size(rv->dtype)) / es;
+      p->t[v] = tensor_over(p->arena, gv, v == r, off);
+    } else {
+      continue;
+    }
+    if (p->t[v] == NULL)
+      break;
+  }
+  int ok = p->arena != NULL;
+  for (int v = 0; v < p->g->n_values && ok; v++)
+    ok = p->t[v] != NULL || (p->cls[v] != PV_INPUT_VIEW &&
+                             !(p->cls[v] == PV_ARENA && p->slot[p->root[v]] >= 0));
+  if (ok)
+    return TORC_OK;
+  for (int v = 0; v < p->g->n_values; v++)
+    if (p->cls[v] == PV_INPUT_VIEW || p->cls[v] == PV_ARENA) {
+      torc_release(p->t[v]);
+      p->t[v] = NULL;
+    }
+  torc_release(p->arena);
+  p->arena = NULL;
+  return torc_set_error(TORC_ERR_OOM,
+                        "%s: out of memory for the plan's arena of %zu "
+                        "bytes",
+                        fn, p->arena_bytes);
+}
+
+/* Copies the graph's nodes into the plan. */
+static torc_status copy_nodes(torc_plan *p) {
+  const torc_graph *g = p->g;
+  p->nodes = torc__calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
+  if (p->nodes == NULL)
+    return plan_oom();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const torc__gnode *gn = &g->nodes[i];
+    pnode *n = &p->nodes[i];
+    n->op = gn->op;
+    n->kdtype = gn->kdtype;
+    n->params = gn->params;
+    n->params_size = gn->params_size;
+    n->n_in = gn->n_in;
+    n->n_out = gn->n_out;
+    memcpy(n->in, gn->in, (size_t)gn->n_in * sizeof(int));
+    memcpy(n->out, gn->out, (size_t)gn->n_out * sizeof(int));
+  }
+  p->n_nodes = g->n_nodes;
+  return TORC_OK;
+}
+
+/* The inference rewrites: batch norm folded where legal. */
+static torc_status rewrite(torc_plan *p) {
+  int *readers = torc__malloc(((size_t)p->n_values + 1) * sizeof(int));
+  if (readers == NULL)
+    return plan_oom();
+  for (int j = 0; j < p->n_nodes; j++) {
+    if (p->nodes[j].op != TORC__OP_batch_norm)
+      continue;
+    count_readers(p, readers);
+    int r = fold_bn(p, j, readers);
+    if (r < 0) {
+      torc__free(readers);
+      return plan_oom();
+    }
+    if (r > 0) {
+      p->n_folded++;
+      /* readers was sized for the values before the fold */
+      int *nr = torc__realloc(readers, ((size_t)p->n_values + 1) * sizeof(int));
+      if (nr == NULL) {
+        torc__free(readers);
+        return plan_oom();
+      }
+      readers = nr;
+    }
+  }
+  torc__free(readers);
+  int k = 0;
+  for (int i = 0; i < p->n_nodes; i++)
+    if (p->nodes[i].op >= 0)
+      p->nodes[k++] = p->nodes[i];
+  p->n_nodes = k;
+  return TORC_OK;
+}
+
+/* Copies what a run reads of the graph (the values' geometry, the
+ * inputs, the result, the params bytes) into the plan, so that the
+ * graph may be freed. */
+static torc_status detach(torc_plan *p) {
+  const torc_graph *g = p->g;
+  size_t bytes = 0;
+  for (int i = 0; i < p->n_nodes; i++)
+    bytes += p->nodes[i].params_size;
+  p->own.values = torc__malloc(((size_t)g->n_values + 1) * sizeof(gvalue));
+  p->params = torc__malloc(bytes + 1);
+  if (p->own.values == NULL || p->params == NULL)
+    return plan_oom();
+  memcpy(p->own.values, g->values, (size_t)g->n_values * sizeof(gvalue));
+  for (int v = 0; v < g->n_values; v++) {
+    p->own.values[v].t = NULL;
+    p->own.values[v].name = NULL;
+  }
+  p->own.n_values = g->n_values;
+  p->own.n_inputs = g->n_inputs;
+  p->own.output = g->output;
+  char *at = p->params;
+  for (int i = 0; i < p->n_nodes; i++) {
+    pnode *n = &p->nodes[i];
+    if (n->params_size)
+      memcpy(at, n->params, n->params_size);
+    n->params = at;
+    at += n->params_size;
+  }
+  p->g = &p->own;
+  return TORC_OK;
+}
+
+torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
+  if (out)
+    *out = NULL;
+  if (g == NULL || out == NULL)
+    return torc__null_input("torc_plan_new");
+  if (flags & ~TORC_PLAN_FOLD_BN)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_plan_new: unknown flags 0x%x; pass 0 or "
+                          "TORC_PLAN_FOLD_BN",
+                          (unsigned)(flags & ~TORC_PLAN_FOLD_BN));
+  torc_plan *p = torc__calloc(1, sizeof *p);
+  size_t nv = (size_t)g->n_values + 1;
+  if (p == NULL)
+    return plan_oom();
+  p->g = g;
+  p->n_values = g->n_values;
+  p->cls = torc__malloc(nv * sizeof *p->cls);
+  p->root = torc__malloc(nv * sizeof *p->root);
+  p->slot = torc__malloc(nv * sizeof *p->slot);
+  p->t = torc__calloc(nv, sizeof *p->t);
+  torc_status st = p->cls && p->root && p->slot && p->t ? TORC_OK : plan_oom();
+  if (st == TORC_OK)
+    st = classify(p);
+  if (st == TORC_OK)
+    st = copy_nodes(p);
+  if (st == TORC_OK && (flags & TORC_PLAN_FOLD_BN))
+    st = rewrite(p);
+  if (st == TORC_OK) {
+    p->direct_out = result_direct(p);
+    if (p->direct_out)
+      p->cls[g->output] = PV_OUTPUT;
+    st = assign_slots(p);
+  }
+  if (st == TORC_OK)
+    st = plan_device(p);
+  if (st == TORC_OK)
+    st = detach(p);
+  if (st) {
+    torc_plan_free(p);
+    return st;
+  }
+  *out = p;
+  return TORC_OK;
+}
+
+void torc_plan_free(torc_plan *p) {
+  if (p == NULL)
+    return;
+  if (p->t)
+    for (int v = 0; v < p->n_values; v++)
+      torc_release(p->t[v]);
+  torc_release(p->arena);
+  torc__free(p->cls), torc__free(p->root), torc__free(p->slot);
+  torc__free(p->t), torc__free(p->nodes);
+  torc__free(p->own.values), torc__free(p->params);
+  torc__free(p);
+}
+
+size_t torc_plan_arena_bytes(const torc_plan *p) {
+  return p ? p->arena_bytes : 0;
+}
+
+int torc_plan_n_nodes(const torc_plan *p) { return p ? p->n_nodes : 0; }
+
+int torc_plan_n_in_place(const torc_plan *p) { return p ? p->n_inplace : 0; }
+
+int torc_plan_n_folded(const torc_plan *p) { return p ? p->n_folded : 0; }
+
+/* ---- running ---- */
+
+static int same_shape(const gvalue *v, const torc_tensor *t) {
+  return torc_ndim(t) == v->ndim &&
+         memcmp(torc_shape(t), v->shape, (size_t)v->ndim * sizeof(int64_t)) == 0;
+}
+
+/* Checks the inputs against the traced ones. */
+static torc_status check_inputs(const torc_plan *p,
+                                const torc_tensor *const *inputs) {
+  for (int v = 0; v < p->g->n_values; v++) {
+    const gvalue *gv = &p->g->values[v];
+    if (gv->input < 0)
+      continue;
+    const torc_tensor *t = inputs[gv->input];
+    if (t == NULL)
+      return torc__null_input("torc_plan_run");
+    if (torc_dtype_of(t) != gv->dtype || !same_shape(gv, t)) {
+      char want[160], got[160];
+      torc__shape_str(gv->shape, gv->ndim, want, sizeof want);
+      torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
+      return torc_set_error(TORC_ERR_SHAPE,
+                            "torc_plan_run: input %d is %s%s but the plan "
+                            "was built for %s%s; pass an input of the "
+                            "traced dtype and shape, or run the module "
+                            "eagerly for this one",
+                            gv->input, torc_dtype_name(torc_dtype_of(t)), got,
+                            torc_dtype_name(gv->dtype), want);
+    }
+  }
+  return TORC_OK;
+}
+
+/* Points the input views at the inputs' storages (or, with inputs NULL,
+ * back at the arena's, so that no input is held between calls). */
+static void point_input_views(torc_plan *p, const torc_tensor *const *inputs) {
+  const torc_graph *g = p->g;
+  for (int v = 0; v < g->n_values; v++) {
+    if (p->cls[v] != PV_INPUT_VIEW)
+      continue;
+    const gvalue *gv = &g->values[v], *rv = &g->values[p->root[v]];
+    const torc_tensor *src = inputs ? inputs[rv->input] : p->arena;
+    torc_tensor *t = p->t[v];
+    torc_storage *old = t->storage;
+    atomic_fetch_add(&src->storage->refcount, 1);
+    t->storage = src->storage;
+    t->offset = inputs ? gv->offset - rv->offset + src->offset : 0;
+    torc__storage_release(old);
+  }
+}
+
+static torc_status run(torc_plan *p, const torc_tensor *const *inputs,
+                       int n_in, torc_tensor *dst, const char *fn) {
+  const torc_graph *g = p->g;
+  if (n_in != g->n_inputs)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "%s: %d inputs given; the plan takes %d", fn, n_in,
+                          g->n_inputs);
+  torc_status st = check_inputs(p, inputs);
+  if (st == TORC_OK && p->arena == NULL)
+    st = make_tensors(p, fn);
+  if (st)
+    return st;
+  for (int v = 0; v < g->n_values; v++)
+    if (p->cls[v] == PV_INPUT)
+      p->t[v] = (torc_tensor *)inputs[g->values[v].input];
+  point_input_views(p, inputs);
+  if (p->direct_out)
+    p->t[g->output] = dst;
+  for (int i = 0; i < p->n_nodes && st == TORC_OK; i++) {
+    const pnode *n = &p->nodes[i];
+    const torc_tensor *in[TORC__KCALL_MAX_IN];
+    torc_tensor *out[TORC__KCALL_MAX_OUT];
+    for (int k = 0; k < n->n_in; k++)
+      in[k] = p->t[n->in[k]];
+    for (int k = 0; k < n->n_out; k++)
+      out[k] = p->t[n->out[k]];
+    st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
+                           n->params, n->params_size);
+  }
+  if (st == TORC_OK && !p->direct_out)
+    st = torc_copy_(dst, p->t[g->output]);
+  point_input_views(p, NULL);
+  for (int v = 0; v < g->n_values; v++)
+    if (p->cls[v] == PV_INPUT || p->cls[v] == PV_OUTPUT)
+      p->t[v] = NULL;
+  return st;
+}
+
+torc_status torc_plan_run(torc_plan *p, const torc_tensor *const *inputs,
+                          int n_in, torc_tensor **out) {
+  if (out)
+    *out = NULL;
+  if (p == NULL || out == NULL || (n_in > 0 && inputs == NULL))
+    return torc__null_input("torc_plan_run");
+  const gvalue *o = &p->g->values[p->g->output];
+  torc_tensor *y = torc__empty(o->shape, o->ndim, o->dtype, p->dev);
+  if (y == NULL)
+    return torc_set_error(TORC_ERR_OOM, "torc_plan_run: out of memory for "
+                                        "the result");
+  torc_status st = run(p, inputs, n_in, y, "torc_plan_run");
+  if (st) {
+    torc_release(y);
+    return st;
+  }
+  *out = y;
+  return TORC_OK;
+}
+
+torc_status torc_plan_run_into(torc_plan *p, const torc_tensor *const *inputs,
+                               int n_in, torc_tensor *out) {
+  if (p == NULL || out == NULL || (n_in > 0 && inputs == NULL))
+    return torc__null_input("torc_plan_run_into");
+  const gvalue *o = &p->g->values[p->g->output];
+  if (torc_dtype_of(out) != o->dtype || !same_shape(o, out) ||
+      !torc_is_contiguous(out) ||
+      !same_dev(torc_device_of(out), p->dev)) {
+    char want[160], got[160];
+    torc__shape_str(o->shape, o->ndim, want, sizeof want);
+    torc__shape_str(torc_shape(out), torc_ndim(out), got, sizeof got);
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "torc_plan_run_into: out is %s%s%s but the plan "
+                          "gives a contiguous %s%s on its device; pass a "
+                          "contiguous tensor of that dtype and shape",
+                          torc_dtype_name(torc_dtype_of(out)), got,
+                          torc_is_contiguous(out) ? "" : " (not contiguous)",
+                          torc_dtype_name(o->dtype), want);
+  }
+  return run(p, inputs, n_in, out, "torc_plan_run_into");
+}
