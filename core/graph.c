@@ -189,6 +189,9 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
   int training = torc_module_is_training(m);
   torc_module_train(m, 0);
   torc_grad_mode mode = torc_set_grad_mode(TORC_INFERENCE);
+  /* The forward runs in a scope of its own, which owns its result (the
+   * graph takes a reference), whether or not the caller has one open. */
+  int scope = torc_scope_begin();
   torc__trace_on = g;
   torc_tensor *y = torc_module_forward_n(m, inputs, n_in);
   torc__trace_on = NULL;
@@ -200,7 +203,7 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
   else if (st == TORC_ERR_OOM && y != NULL)
     torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory recording "
                                  "the graph");
-  torc_release(y);
+  torc_scope_end(scope);
   if (st) {
     torc_graph_free(g);
     return st;

@@ -483,9 +483,29 @@ static void test_check_errors(void **state) {
   torc_module_free(m);
 }
 
+/* A trace inside the caller's open scope: the forward's temporaries and
+ * result stay out of it, and the graph replays after the scope ends. */
+static void test_trace_in_scope(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  int scope = torc_scope_begin();
+  torc_tensor *x = torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  torc_tensor *x2 = torc_scope_keep(
+      torc_randn(TORC_SHAPE(2, 4), TORC_F32, TORC_CPU, NULL));
+  torc_scope_end(scope);
+  assert_replay_equal(m, g, x2);
+  torc_release(x2);
+  torc_graph_free(g);
+  torc_module_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_trace_mlp, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_in_scope, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_cnn, test_live_setup,
                                       test_live_teardown),
