@@ -404,8 +404,10 @@ static const char *nn_shapes(const gnode *n, const torc__gshape *sh) {
         return "its inputs and outputs differ in shape";
     return NULL;
   }
-  return NULL;
+  return torc__graph_unchecked;
 }
+
+const char torc__graph_unchecked[] = "torc cannot verify this op's shapes";
 
 const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
   const torc__gshape *o = &sh[n->n_in];
@@ -419,7 +421,7 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
   case TORC__OPK_COPY:
     /* (pad and interpolate are unary ops that change the shape) */
     if (!plain)
-      return NULL;
+      return torc__graph_unchecked;
     for (int k = 0; k < n->n_in + n->n_out; k++) {
       const torc__gshape *v = &sh[k];
       if (!same_dims(v, o))
@@ -452,7 +454,7 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
     torc_reduce_params p; /* torc_norm_params begins alike */
     if (strcmp(ps, "torc_reduce_params") != 0 &&
         strcmp(ps, "torc_norm_params") != 0)
-      return NULL;
+      return torc__graph_unchecked;
     if (n->n_in != 1 || n->params_size != sizeof p)
       return "a reduction takes 1 input";
     memcpy(&p, n->params, sizeof p);
@@ -469,7 +471,7 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
   case TORC__OPK_DIM: {
     torc_dim_params p;
     if (strcmp(ps, "torc_dim_params") != 0) /* the indexing ops, topk */
-      return NULL;
+      return torc__graph_unchecked;
     if (n->n_in != 1 || n->params_size != sizeof p)
       return "an op along a dim takes 1 input";
     memcpy(&p, n->params, sizeof p);
@@ -488,7 +490,7 @@ const char *torc__graph_node_shapes(const gnode *n, const torc__gshape *sh) {
   case TORC__OPK_NN:
     return nn_shapes(n, sh);
   default:
-    return NULL;
+    return torc__graph_unchecked;
   }
 }
 
@@ -693,7 +695,7 @@ static torc_status check_shapes(const gnode *n, int i,
     sh[k] = (torc__gshape){torc_ndim(t), torc_shape(t), torc_dtype_of(t)};
   }
   const char *why = torc__graph_node_shapes(n, sh);
-  if (why == NULL)
+  if (why == NULL || why == torc__graph_unchecked) /* refused at load */
     return TORC_OK;
   return torc_set_error(TORC_ERR_SHAPE,
                         "torc_graph_run: node %d (%s) of the loaded graph: "

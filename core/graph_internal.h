@@ -77,11 +77,16 @@ typedef struct {
 
 /* What is wrong with the shapes and dtypes sh (node n's inputs, then its
  * outputs) for its op's kernel, or NULL: for the ops whose shape logic is
- * plain (elementwise ops, matmul, reductions, ops along a dim), the
- * shapes the core itself gives their kernels. The nn ops are not
- * checked. */
+ * plain (elementwise ops, matmul, reductions, ops along a dim) and for
+ * conv2d, the pools, batch and layer norm and dropout, the shapes the
+ * core itself gives their kernels. For any other op it returns
+ * torc__graph_unchecked. */
 const char *torc__graph_node_shapes(const torc__gnode *n,
                                     const torc__gshape *sh);
+
+/* torc__graph_node_shapes' answer for an op whose shapes it cannot
+ * verify (a graph file may not hold it). */
+extern const char torc__graph_unchecked[];
 
 /* Appends m's parameters and buffers (all of them, by state-dict name) to
  * g->named; non-zero on OOM. */

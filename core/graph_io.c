@@ -628,6 +628,11 @@ static torc_status load_graph(loader *l, json_t *root) {
       sh[k] = (torc__gshape){v->ndim, v->shape, v->dtype};
     }
     const char *why = torc__graph_node_shapes(n, sh);
+    if (why == torc__graph_unchecked)
+      return bad(l, "node %zu (%s): %s, so a saved graph may not hold it "
+                 "(docs/graph.md lists the ops a graph file may hold); "
+                 "keep the model's INI file and checkpoint instead",
+                 i, torc__ops[g->nodes[i].op].name, why);
     if (why)
       return bad(l, "node %zu (%s): %s; the file is damaged", i,
                  torc__ops[g->nodes[i].op].name, why);

@@ -289,6 +289,19 @@ static void assert_load_fails(const char *name, torc_module *m,
   assert_null(g);
 }
 
+/* An op whose shapes the loader cannot verify is refused, by name. */
+static void test_unverifiable_op(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(torc_sequential_append(m, torc_adaptive_avgpool2d_new(1, 1)),
+                   0);
+  save_traced(m, TORC_SHAPE(2, 3, 4, 4), "adaptive.graph");
+  assert_load_fails("adaptive.graph", m,
+                    "(adaptive_avg_pool2d): torc cannot verify this op's "
+                    "shapes, so a saved graph may not hold it");
+  torc_module_free(m);
+}
+
 static void test_hostile(void **state) {
   (void)state;
   torc_module *m = mlp_new(8);
@@ -462,6 +475,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_hostile_masks, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_io_errors, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_unverifiable_op, test_live_setup,
                                       test_live_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
