@@ -115,6 +115,7 @@ include tests/onnx_module.mk
 include tests/old_plugin.mk
 include tests/cuda.mk
 include tests/graph.mk
+include tests/rnn.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh
