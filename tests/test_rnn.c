@@ -432,6 +432,48 @@ static void test_errors(void **state) {
   torc_module_free(m);
 }
 
+/* For tests/test_rnn_torch.sh: every case built with torc's own init, its
+ * state dict under "CASE." and its eval-mode run on the fixture's inputs
+ * under "CASE.io.", in $TORC_RNN_EXPORT_DIR/rnn.torc.safetensors (read by
+ * gen_rnn.py --check). */
+static void test_export_for_pytorch(void **state) {
+  (void)state;
+  const char *dir = getenv("TORC_RNN_EXPORT_DIR");
+  assert_non_null(dir);
+  torc_state_dict *sd = torc_state_dict_new();
+  assert_non_null(sd);
+  torc_module *mods[N_CASES];
+  int scope = torc_scope_begin();
+  for (int i = 0; i < N_CASES; i++) {
+    const rnn_case *c = &CASES[i];
+    char p[64], key[96];
+    mods[i] = build(c, 3);
+    torc_module_train(mods[i], 0);
+    snprintf(p, sizeof p, "%s.", c->name);
+    assert_ok(torc_module_state_dict(mods[i], p, sd));
+    int lstm = c->type[0] == 'l';
+    const char *names[] = {"x", "h0", "c0", "out", "h_n", "c_n"};
+    torc_tensor *t[6] = {fx_get(c->name, "x"), fx_get(c->name, "h0"),
+                         lstm ? fx_get(c->name, "c0") : NULL, NULL, NULL,
+                         NULL};
+    assert_ok(torc_rnn_forward(mods[i], t[0], t[1], t[2], NULL, &t[3], &t[4],
+                               &t[5]));
+    for (int k = 0; k < 6; k++) {
+      if (t[k] == NULL)
+        continue;
+      snprintf(key, sizeof key, "%sio.%s", p, names[k]);
+      assert_ok(torc_state_dict_set(sd, key, t[k]));
+    }
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/rnn.torc.safetensors", dir);
+  assert_ok(torc_state_dict_save(sd, path));
+  torc_state_dict_free(sd);
+  torc_scope_end(scope);
+  for (int i = 0; i < N_CASES; i++)
+    torc_module_free(mods[i]);
+}
+
 static int setup(void **state) {
   if (test_setup_ref_sim(state))
     return -1;
@@ -469,5 +511,12 @@ int main(void) {
       cmocka_unit_test(test_ini),
       cmocka_unit_test(test_errors),
   };
+  const struct CMUnitTest export_only[] = {
+      cmocka_unit_test(test_export_for_pytorch),
+  };
+  const char *dir = getenv("TORC_RNN_EXPORT_DIR");
+  if (dir && *dir)
+    return cmocka_run_group_tests_name("rnn export", export_only, setup,
+                                       teardown);
   return cmocka_run_group_tests_name("rnn", tests, setup, teardown);
 }
