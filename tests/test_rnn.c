@@ -2,7 +2,7 @@
  * against PyTorch: state-dict names, order and shapes, a strict load of
  * PyTorch's state dict, outputs, final states and gradients (of input,
  * initial states and every parameter), variable lengths against
- * pack_padded_sequence, repr, the INI types and last_step, lazy
+ * pack_padded_sequence (on the cpu and sim), repr, the INI types and last_step, lazy
  * input_size, dropout's modes and the user errors. Expected values are in
  * tests/fixtures/rnn.safetensors, written by tests/fixtures/gen_rnn.py. */
 #include <math.h>
@@ -170,13 +170,16 @@ static torc_tensor *loss_of(torc_tensor *out, torc_tensor *h_n,
 
 /* Runs a loaded case (prefix: its fixture prefix; packed: with lengths)
  * and compares outputs, states and gradients. */
-static void run_case(const rnn_case *c, const char *prefix, int packed) {
+static void run_case(const rnn_case *c, const char *prefix, int packed,
+                     torc_device dev) {
   int scope = torc_scope_begin();
   torc_module *m = build_loaded(c);
+  assert_ok(torc_module_to(m, dev));
   int lstm = c->type[0] == 'l';
-  torc_tensor *x = torc_clone(fx_get(c->name, "x"));
-  torc_tensor *h0 = torc_clone(fx_get(c->name, "h0"));
-  torc_tensor *c0 = lstm ? torc_clone(fx_get(c->name, "c0")) : NULL;
+  torc_tensor *x = torc_clone(torc_to(fx_get(c->name, "x"), dev));
+  torc_tensor *h0 = torc_clone(torc_to(fx_get(c->name, "h0"), dev));
+  torc_tensor *c0 =
+      lstm ? torc_clone(torc_to(fx_get(c->name, "c0"), dev)) : NULL;
   assert_ok(torc_set_requires_grad(x, 1));
   assert_ok(torc_set_requires_grad(h0, 1));
   if (c0)
@@ -213,13 +216,26 @@ static void run_case(const rnn_case *c, const char *prefix, int packed) {
 static void test_against_pytorch(void **state) {
   (void)state;
   for (int i = 0; i < N_CASES; i++)
-    run_case(&CASES[i], CASES[i].name, 0);
+    run_case(&CASES[i], CASES[i].name, 0, TORC_CPU);
 }
 
 static void test_packed(void **state) {
   (void)state;
-  run_case(&CASES[0], "packed_lstm", 1);
-  run_case(&CASES[2], "packed_gru", 1);
+  run_case(&CASES[0], "packed_lstm", 1, TORC_CPU);
+  run_case(&CASES[2], "packed_gru", 1, TORC_CPU);
+}
+
+/* The same on the sim device (the lengths stay on the cpu). */
+static void test_sim(void **state) {
+  (void)state;
+  torc_device sim;
+  if (torc_device_parse("sim", &sim) != TORC_OK) {
+    printf("# sim not available: %s\n", torc_last_error());
+    return;
+  }
+  run_case(&CASES[0], "lstm", 0, sim);
+  run_case(&CASES[0], "packed_lstm", 1, sim);
+  run_case(&CASES[2], "packed_gru", 1, sim);
 }
 
 /* torc_module_forward gives the output sequence with zero initial states:
@@ -504,6 +520,7 @@ int main(void) {
       cmocka_unit_test(test_default_init),
       cmocka_unit_test(test_against_pytorch),
       cmocka_unit_test(test_packed),
+      cmocka_unit_test(test_sim),
       cmocka_unit_test(test_forward_and_unbatched),
       cmocka_unit_test(test_repr),
       cmocka_unit_test(test_lazy),
