@@ -14,14 +14,22 @@
 #include "layers_internal.h"
 #include "torc/indexing.h"
 
+/* The largest input_size and hidden_size (so 4 * hidden * in cannot
+ * overflow). */
+#define RNN_MAX_SIZE ((int64_t)1 << 31)
+
 enum { CELL_LSTM, CELL_GRU, CELL_RNN_TANH, CELL_RNN_RELU };
 
-/* What torc_rnn_forward hands the forward, and where it takes the final
- * states from (torc_module_forward runs with none). */
+/* What torc_rnn_forward hands the forward of module `m`, and where it
+ * takes the final states from (torc_module_forward runs with none). One
+ * per thread, so that threads may run one module's forward at once. */
 typedef struct rnn_request {
+  const torc_module *m;
   const torc_tensor *h0, *c0, *lengths;
   torc_tensor *h_n, *c_n;
 } rnn_request;
+
+static _Thread_local rnn_request *tl_req;
 
 typedef struct rnn_state {
   torc__layer_head head;
@@ -29,7 +37,6 @@ typedef struct rnn_state {
   int64_t in, hidden; /* in 0 until inferred */
   int layers, bias, batch_first, bidir;
   double dropout;
-  rnn_request *req; /* set during torc_rnn_forward */
 } rnn_state;
 
 static const char *cell_type(const rnn_state *s) {
@@ -292,7 +299,7 @@ static torc_tensor *rnn_forward(torc_module *m, const torc_tensor *const *in,
   if (n_in != 1)
     return torc__layer_one_input(m, n_in);
   rnn_state *s = torc_module_state(m);
-  rnn_request *rq = s->req;
+  rnn_request *rq = tl_req && tl_req->m == m ? tl_req : NULL;
   const torc_tensor *x = in[0];
   char a[96];
   int nd = torc_ndim(x);
@@ -315,11 +322,11 @@ static torc_tensor *rnn_forward(torc_module *m, const torc_tensor *const *in,
   }
   int64_t f = torc_size(x, -1);
   if (s->in == 0) {
-    if (f == 0) {
+    if (f == 0 || f > RNN_MAX_SIZE) {
       torc_set_error(TORC_ERR_SHAPE,
-                     "%s: cannot infer input_size from an input with no "
-                     "features (shape %s)",
-                     cell_type(s), shape_of(x, a, sizeof a));
+                     "%s: cannot infer input_size from an input with %lld "
+                     "features (shape %s); it must be from 1 to 2^31",
+                     cell_type(s), (long long)f, shape_of(x, a, sizeof a));
       return NULL;
     }
     s->in = f;
@@ -464,11 +471,12 @@ static torc_module *rnn_new(const char *type, int cell,
                    type);
     return NULL;
   }
-  if (o->input_size < 0 || o->hidden_size < 1) {
+  if (o->input_size < 0 || o->hidden_size < 1 ||
+      o->input_size > RNN_MAX_SIZE || o->hidden_size > RNN_MAX_SIZE) {
     torc_set_error(TORC_ERR_INVALID,
                    "%s: input_size %lld and hidden_size %lld; hidden_size "
-                   "must be >= 1 and input_size >= 1 (or 0 to infer it at "
-                   "the first forward)",
+                   "must be from 1 to 2^31 and input_size from 1 to 2^31 "
+                   "(or 0 to infer it at the first forward)",
                    type, (long long)o->input_size, (long long)o->hidden_size);
     return NULL;
   }
@@ -548,11 +556,11 @@ torc_status torc_rnn_forward(torc_module *m, const torc_tensor *x,
                           "an lstm, gru or rnn; run it with "
                           "torc_module_forward",
                           torc_module_type_name(m));
-  rnn_state *s = torc_module_state(m);
-  rnn_request rq = {h0, c0, lengths, NULL, NULL};
-  s->req = &rq;
+  rnn_request rq = {m, h0, c0, lengths, NULL, NULL};
+  rnn_request *outer = tl_req;
+  tl_req = &rq;
   torc_tensor *y = torc_module_forward(m, x);
-  s->req = NULL;
+  tl_req = outer;
   if (y == NULL)
     return torc_last_status();
   if (out)

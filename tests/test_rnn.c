@@ -428,6 +428,10 @@ static void test_errors(void **state) {
   torc_rnn_options o = torc_rnn_options_default(0);
   assert_null(torc_lstm_new(&o));
   assert_error(TORC_ERR_INVALID, "hidden_size 0");
+  o = torc_rnn_options_default((int64_t)1 << 40);
+  assert_null(torc_rnn_new(&o));
+  assert_error(TORC_ERR_INVALID, "hidden_size 1099511627776; hidden_size "
+                                 "must be from 1 to 2^31");
   o = torc_rnn_options_default(4);
   o.num_layers = 0;
   assert_null(torc_gru_new(&o));

@@ -408,8 +408,9 @@ TORC_API int torc_module_from(const torc_module *m);
 /* The settings of a recurrent layer, with PyTorch's meaning and defaults
  * (set them from torc_rnn_options_default). */
 typedef struct torc_rnn_options {
-  int64_t input_size;  /* features per step; 0 = infer at the first forward */
-  int64_t hidden_size; /* features of the state, >= 1 (required) */
+  int64_t input_size;  /* features per step, up to 2^31; 0 = infer at the
+                        * first forward */
+  int64_t hidden_size; /* features of the state, 1 to 2^31 (required) */
   int num_layers;      /* stacked layers, >= 1 (default 1) */
   int bias;            /* 1: bias_ih and bias_hh (default 1) */
   int batch_first;     /* 1: input and output [N, L, F]; 0: [L, N, F]
