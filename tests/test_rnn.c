@@ -136,10 +136,9 @@ static void test_names_shapes(void **state) {
   }
 }
 
-/* The default init: every parameter within 1/sqrt(hidden), not constant. */
-static void test_default_init(void **state) {
-  (void)state;
-  torc_module *m = build(&CASES[0], 3);
+/* The default init: every parameter within 1/sqrt(hidden), not constant;
+ * torc_module_init re-draws it, with PyTorch's init whatever the scheme. */
+static void check_init(torc_module *m) {
   torc_named_tensor *list = NULL;
   int n = torc_module_named_parameters(m, &list);
   double bound = 1 / sqrt(4.0);
@@ -155,6 +154,18 @@ static void test_default_init(void **state) {
     free(v);
   }
   torc_named_tensors_free(list, n);
+}
+
+static void test_default_init(void **state) {
+  (void)state;
+  torc_module *m = build(&CASES[0], 3);
+  check_init(m);
+  int scope = torc_scope_begin();
+  torc_tensor *before = torc_clone(torc_module_parameter(m, "weight_hh_l1"));
+  assert_ok(torc_module_init(m, "xavier_normal", NULL));
+  check_init(m);
+  assert_true(max_diff(before, torc_module_parameter(m, "weight_hh_l1")) > 0);
+  torc_scope_end(scope);
   torc_module_free(m);
 }
 
