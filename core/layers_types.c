@@ -667,6 +667,66 @@ static torc_module *create_activation(const char *const *k,
   return torc__activation_new(t, a, b, dim, flags);
 }
 
+/* ---- recurrent layers ---- */
+
+#define RNN_KEYS                                                               \
+  {"input_size", "features per step, >= 1; 0 = infer from the first input",   \
+   "0"},                                                                       \
+      {"hidden_size", "features of the hidden state, >= 1", NULL},             \
+      {"num_layers", "stacked layers, >= 1", "1"},                             \
+      {"bias", "learn bias_ih and bias_hh: yes or no", "yes"},                 \
+      {"batch_first", "input and output [N, L, F] (yes) or [L, N, F] (no)",    \
+       "no"},                                                                  \
+      {"dropout", "dropout between layers while training, 0 to 1", "0"},      \
+      {"bidirectional", "also run the sequence backwards: yes or no", "no"}
+
+static const torc_module_key lstm_keys[] = {RNN_KEYS, {NULL, NULL, NULL}};
+static const torc_module_key rnn_keys[] = {
+    RNN_KEYS,
+    {"nonlinearity", "the cell's activation: tanh or relu", "tanh"},
+    {NULL, NULL, NULL}};
+
+/* user: "lstm", "gru" or "rnn". */
+static torc_module *create_rnn(const char *const *k, const char *const *v,
+                               int n, void *user) {
+  const char *t = user;
+  const torc_module_key *keys = strcmp(t, "rnn") == 0 ? rnn_keys : lstm_keys;
+  torc_rnn_options o = torc_rnn_options_default(0);
+  int64_t layers = 1;
+  if (!p_int(t, "input_size", GET("input_size"), 0, &o.input_size) ||
+      !p_int(t, "hidden_size", GET("hidden_size"), 1, &o.hidden_size) ||
+      !p_int(t, "num_layers", GET("num_layers"), 1, &layers) ||
+      !p_bool(t, "bias", GET("bias"), &o.bias) ||
+      !p_bool(t, "batch_first", GET("batch_first"), &o.batch_first) ||
+      !p_num(t, "dropout", GET("dropout"), 0, 1, "a number from 0 to 1",
+             &o.dropout) ||
+      !p_bool(t, "bidirectional", GET("bidirectional"), &o.bidirectional))
+    return NULL;
+  if (layers > 1000000) {
+    bad(t, "num_layers", GET("num_layers"), "an integer from 1 to 1000000");
+    return NULL;
+  }
+  o.num_layers = (int)layers;
+  if (t[0] == 'l')
+    return torc_lstm_new(&o);
+  if (t[0] == 'g')
+    return torc_gru_new(&o);
+  o.nonlinearity = GET("nonlinearity");
+  if (strcmp(o.nonlinearity, "tanh") != 0 &&
+      strcmp(o.nonlinearity, "relu") != 0) {
+    bad(t, "nonlinearity", o.nonlinearity, "tanh or relu");
+    return NULL;
+  }
+  return torc_rnn_new(&o);
+}
+
+static torc_module *create_last_step(const char *const *k,
+                                     const char *const *v, int n,
+                                     void *user) {
+  (void)k, (void)v, (void)n, (void)user;
+  return torc_last_step_new();
+}
+
 /* ---- the table ---- */
 
 #define TYPE(name, desc, keys, create, user)                                   \
@@ -749,6 +809,14 @@ TYPE(selu, "scale (x, or alpha (e^x - 1) for x < 0) (nn.SELU)", no_keys,
      create_activation, "selu");
 TYPE(mish, "x tanh(softplus(x)) (nn.Mish)", no_keys, create_activation,
      "mish");
+TYPE(lstm, "long short-term memory over a sequence (nn.LSTM)", lstm_keys,
+     create_rnn, "lstm");
+TYPE(gru, "gated recurrent unit over a sequence (nn.GRU)", lstm_keys,
+     create_rnn, "gru");
+TYPE(rnn, "Elman recurrent layer, tanh or relu (nn.RNN)", rnn_keys,
+     create_rnn, "rnn");
+TYPE(last_step, "the last time step of [N, L, F]: [N, F]", no_keys,
+     create_last_step, NULL);
 
 const torc_module_type *const torc__builtin_module_types[] = {
     &type_linear, &type_conv2d, &type_conv_transpose2d, &type_batchnorm1d,
@@ -760,4 +828,5 @@ const torc_module_type *const torc__builtin_module_types[] = {
     &type_hardswish, &type_hardsigmoid, &type_softsign, &type_selu,
     &type_mish, &type_prelu, &type_celu, &type_hardtanh, &type_relu6,
     &type_conv1d, &type_conv3d, &type_maxpool1d, &type_avgpool1d,
-    &type_maxpool3d, &type_avgpool3d, NULL};
+    &type_maxpool3d, &type_avgpool3d, &type_lstm, &type_gru, &type_rnn,
+    &type_last_step, NULL};

@@ -116,6 +116,7 @@ include tests/old_plugin.mk
 include tests/cuda.mk
 include tests/graph.mk
 include tests/graph_plan.mk
+include tests/rnn.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh

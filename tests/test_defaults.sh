@@ -39,6 +39,9 @@ layer maxpool3d stride 0 stands for PyTorch's None: the kernel size
 layer avgpool3d stride 0 stands for PyTorch's None: the kernel size
 layer avgpool2d divisor_override 0 stands for PyTorch's None: off
 layer adaptive_avgpool2d output_size 1 is global pooling, the common use; PyTorch requires it
+layer lstm input_size 0 infers it from the first input; PyTorch requires it
+layer gru input_size 0 infers it from the first input; PyTorch requires it
+layer rnn input_size 0 infers it from the first input; PyTorch requires it
 layer softmax dim -1 is the last dim; PyTorch's None picks a dim implicitly, with a deprecation warning
 layer log_softmax dim -1 is the last dim; PyTorch's None picks a dim implicitly, with a deprecation warning
 scheduler onecycle max_lr empty takes each group's lr; PyTorch requires it

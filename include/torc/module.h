@@ -393,6 +393,81 @@ TORC_API torc_module *torc_concat_node_new(int from, int dim);
 TORC_API int torc_module_from(const torc_module *m);
 
 /* ------------------------------------------------------------------------
+ * Recurrent layers (nn.LSTM, nn.GRU, nn.RNN), with PyTorch's parameter
+ * names, layouts, equations and default init, so state dicts move both
+ * ways. Per layer k (and direction: a "_reverse" suffix for the backward
+ * one): weight_ih_l{k} [G*hidden, in], weight_hh_l{k} [G*hidden, hidden],
+ * bias_ih_l{k} [G*hidden], bias_hh_l{k} [G*hidden], where G is 4 (LSTM,
+ * gates i, f, g, o), 3 (GRU, gates r, z, n, with n = tanh(W_in x + b_in +
+ * r * (W_hn h + b_hn))) or 1 (RNN); `in` is input_size for layer 0 and
+ * hidden_size * directions above. Every parameter starts U(-1/sqrt(hidden),
+ * 1/sqrt(hidden)), as PyTorch's reset_parameters (the reset slot applies
+ * that whatever the scheme).
+ * ---------------------------------------------------------------------- */
+
+/* The settings of a recurrent layer, with PyTorch's meaning and defaults
+ * (set them from torc_rnn_options_default). */
+typedef struct torc_rnn_options {
+  int64_t input_size;  /* features per step, up to 2^31; 0 = infer at the
+                        * first forward */
+  int64_t hidden_size; /* features of the state, 1 to 2^31 (required) */
+  int num_layers;      /* stacked layers, >= 1 (default 1) */
+  int bias;            /* 1: bias_ih and bias_hh (default 1) */
+  int batch_first;     /* 1: input and output [N, L, F]; 0: [L, N, F]
+                        * (default 0, as PyTorch); states are always
+                        * [num_layers * directions, N, hidden] */
+  double dropout;      /* dropout on each layer's output but the last,
+                        * training only, 0 <= p <= 1 (default 0) */
+  int bidirectional;   /* 1: a backward direction too, outputs joined
+                        * [forward, backward] on the last dim (default 0) */
+  const char *nonlinearity; /* torc_rnn_new only: "tanh" (default, NULL)
+                             * or "relu" */
+} torc_rnn_options;
+
+/* The defaults above with hidden_size (and input_size 0: inferred). */
+TORC_API torc_rnn_options torc_rnn_options_default(int64_t hidden_size);
+
+/* nn.LSTM, nn.GRU and nn.RNN (torc type names lstm, gru, rnn). o NULL is
+ * an error (hidden_size is required). torc_module_forward takes the input
+ * [L, N, input_size] ([N, L, input_size] with batch_first; or one
+ * unbatched sequence [L, input_size]) and returns the output sequence
+ * [L, N, directions * hidden] (likewise laid out), with zero initial
+ * states; torc_rnn_forward gives the final states too. Errors
+ * (TORC_ERR_INVALID) name the option, its value and the accepted range. */
+TORC_API torc_module *torc_lstm_new(const torc_rnn_options *o);
+TORC_API torc_module *torc_gru_new(const torc_rnn_options *o);
+TORC_API torc_module *torc_rnn_new(const torc_rnn_options *o);
+
+/* Runs a recurrent layer m (lstm, gru or rnn) on x with initial states h0
+ * and, for an LSTM, c0 (each [num_layers * directions, N, hidden], or
+ * [num_layers * directions, hidden] for an unbatched x; NULL = zeros).
+ * lengths (NULL = every sequence is full length) is an i64 [N] tensor on
+ * the cpu of each sequence's length, 1 .. L in any order: as PyTorch's
+ * pack_padded_sequence (enforce_sorted=False), steps at or after a
+ * sequence's length leave its state alone and give zero outputs, so the
+ * final states are those at each sequence's last valid step (the backward
+ * direction starts there). *out receives the output sequence, *h_n the
+ * final hidden states and *c_n (LSTM only; NULL for the others) the final
+ * cell states, all [num_layers * directions, N, hidden] but *out, owned
+ * as ops return tensors (by the open scope, else the caller). Any of the
+ * three pointers may be NULL. Returns TORC_OK, or an error status with a
+ * message naming the shapes (TORC_ERR_SHAPE: x not 2-D/3-D, its features
+ * not input_size, h0/c0 not the shape above; TORC_ERR_INVALID: m not a
+ * recurrent layer, c0 for a GRU/RNN, bad lengths). Differentiable with
+ * respect to x, h0, c0 and every parameter. */
+TORC_API torc_status torc_rnn_forward(torc_module *m, const torc_tensor *x,
+                                      const torc_tensor *h0,
+                                      const torc_tensor *c0,
+                                      const torc_tensor *lengths,
+                                      torc_tensor **out, torc_tensor **h_n,
+                                      torc_tensor **c_n);
+
+/* The last time step of a batch of sequences: [N, L, F] -> [N, F] (torc
+ * type last_step), so an INI classifier can be lstm (batch_first) ->
+ * last_step -> linear. A 2-D [L, F] input gives [F]. */
+TORC_API torc_module *torc_last_step_new(void);
+
+/* ------------------------------------------------------------------------
  * Module types by name (what the INI trainer and plugins use)
  * ---------------------------------------------------------------------- */
 
