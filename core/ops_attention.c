@@ -246,20 +246,30 @@ static torc_tensor *sdpa(const torc_tensor *q, const torc_tensor *k,
     torc__generator_take(gen, (uint64_t)(B * L * S), &p.seed, &p.offset);
   torc_dtype ldt = q->dtype == TORC_F64 ? TORC_F64 : TORC_F32;
   torc_device dev = q->storage->device;
+  /* q, k, v row-major (views such as a [B, L, H, E] transposed to heads
+   * first are copied: linear in L and S), the mask expanded with stride 0
+   * and left as it is */
+  torc_tensor *qc = torc__contiguous(q), *kc = torc__contiguous(k);
+  torc_tensor *vc = torc__contiguous(v);
   torc_tensor *me = mask ? torc__expand(mask, ss, nd) : NULL;
   torc_tensor *out[2] = {torc__empty(os, nd, q->dtype, dev),
                          torc__empty(os, nd - 1, ldt, dev)};
-  const torc_tensor *in[4] = {q, k, v, me};
-  torc_status st = (mask && !me) || !out[0] || !out[1] ? torc_last_status()
-                                                       : TORC_OK;
+  const torc_tensor *in[4] = {qc, kc, vc, me};
+  torc_status st = !qc || !kc || !vc || (mask && !me) || !out[0] || !out[1]
+                       ? torc_last_status()
+                       : TORC_OK;
   if (st == TORC_OK && torc__numel(os, nd) + torc__numel(os, nd - 1) > 0)
     st = torc__kernel_call(TORC__OP_scaled_dot_product_attention, q->dtype,
                            in, mask ? 4 : 3, out, 2, &p, sizeof p);
   if (st == TORC_OK) {
-    const torc_tensor *save[6] = {q, k, v, out[0], out[1], me};
-    st = torc__attn_record(TORC__ATTN_SDPA, in, 3, save, mask ? 6 : 5, &p,
+    const torc_tensor *edges[3] = {q, k, v};
+    const torc_tensor *save[6] = {qc, kc, vc, out[0], out[1], me};
+    st = torc__attn_record(TORC__ATTN_SDPA, edges, 3, save, mask ? 6 : 5, &p,
                            sizeof p, out[0]);
   }
+  torc_release(qc);
+  torc_release(kc);
+  torc_release(vc);
   torc_release(me);
   torc_release(out[1]);
   if (st) {

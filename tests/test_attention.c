@@ -239,6 +239,52 @@ static void test_dropout(void **state) {
   torc_scope_end(scope);
 }
 
+/* With dropout the mask comes from the generator's stream: a fresh
+ * generator of one seed per call gives every call the same mask, so
+ * gradcheck sees a fixed function and checks the dropout backward. */
+static torc_tensor *dropout_fn(torc_tensor *const *in, int n, void *user) {
+  (void)n;
+  (void)user;
+  torc_generator *g = torc_generator_new(3);
+  torc_tensor *o = torc_scaled_dot_product_attention(in[0], in[1], in[2],
+                                                     NULL, 0.4, 0, 0, g);
+  torc_generator_free(g);
+  return o;
+}
+
+static void test_gradcheck_dropout(void **state) {
+  (void)state;
+  int64_t qs[3] = {2, 4, 3}, ks[3] = {2, 6, 3};
+  int scope = torc_scope_begin();
+  torc_tensor *in[3] = {randn(qs, 3), randn(ks, 3), randn(ks, 3)};
+  for (int i = 0; i < 3; i++)
+    assert_ok(torc_set_requires_grad(in[i], 1));
+  assert_ok(torc_gradcheck(dropout_fn, NULL, in, 3, 1e-6, 1e-7, 1e-5));
+  torc_scope_end(scope);
+}
+
+/* q, k, v as [B, L, H, E] transposed to [B, H, L, E] (strided views, as a
+ * multi-head layer makes them) give what their contiguous copies give. */
+static void test_strided_inputs(void **state) {
+  (void)state;
+  int scope = torc_scope_begin();
+  int64_t s[4] = {2, 7, 3, 8};
+  torc_tensor *x[3], *xt[3], *xc[3];
+  for (int i = 0; i < 3; i++) {
+    x[i] = torc_randn(s, 4, TORC_F32, TORC_CPU, NULL);
+    xt[i] = torc_transpose(x[i], 1, 2);
+    xc[i] = torc_contiguous(xt[i]);
+    assert_torc(xc[i]);
+  }
+  torc_tensor *a = torc_scaled_dot_product_attention(xt[0], xt[1], xt[2],
+                                                     NULL, 0, 1, 0, NULL);
+  torc_tensor *b = torc_scaled_dot_product_attention(xc[0], xc[1], xc[2],
+                                                     NULL, 0, 1, 0, NULL);
+  assert_torc(a);
+  test_assert_close(a, b, 0);
+  torc_scope_end(scope);
+}
+
 /* ---- errors ---- */
 
 static void expect_err(torc_tensor *t, torc_status st, const char *a,
@@ -428,6 +474,8 @@ int main(void) {
       cmocka_unit_test(test_gradcheck),
       cmocka_unit_test(test_gradcheck_masks),
       cmocka_unit_test(test_dropout),
+      cmocka_unit_test(test_gradcheck_dropout),
+      cmocka_unit_test(test_strided_inputs),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_memory_4096),
       cmocka_unit_test(test_fused_vs_ref),
