@@ -44,8 +44,11 @@ static torc_status sdpa_bw(torc__node *n, torc_tensor *const *gout,
   torc_attention_kparams p;
   memcpy(&p, n->params, sizeof p);
   torc_tensor *q = SAVED(0);
-  torc_tensor *g = G->dtype == q->dtype ? torc_retain(G)
-                                        : torc__cast(G, q->dtype);
+  /* gy in q's dtype and row-major (a gradient may arrive expanded) */
+  torc_tensor *gc = G->dtype == q->dtype ? torc_retain(G)
+                                         : torc__cast(G, q->dtype);
+  torc_tensor *g = gc ? torc__contiguous(gc) : NULL;
+  torc_release(gc);
   if (g == NULL)
     return torc_last_status();
   const torc_tensor *in[7] = {g,        q,        SAVED(1),

@@ -372,6 +372,24 @@ static void test_memory_4096(void **state) {
          "inputs (the score matrix would be %zu)\n",
          used, full);
   assert_true(used < full / 16);
+  /* the backward: the three gradients, gy and blocks, still no [L, S] */
+  torc_tensor *in[3] = {q, k, v}, *g[3];
+  for (int i = 0; i < 3; i++)
+    assert_ok(torc_set_requires_grad(in[i], 1));
+  torc_tensor *o2 = torc_scaled_dot_product_attention(q, k, v, NULL, 0, 1, 0,
+                                                      NULL);
+  assert_torc(o2);
+  torc_tensor *root = torc_sum(o2, NULL, 0, 0);
+  assert_torc(root);
+  assert_ok(torc_synchronize(TORC_CPU));
+  assert_ok(torc_device_memory_stats2(TORC_CPU, &before));
+  assert_ok(torc_reset_peak_memory_stats(TORC_CPU));
+  assert_ok(torc_grad(&root, NULL, 1, in, 3, g, 0, 0));
+  assert_ok(torc_synchronize(TORC_CPU));
+  assert_ok(torc_device_memory_stats2(TORC_CPU, &after));
+  used = after.peak_allocated - before.allocated;
+  printf("its backward: peak %zu bytes above what the forward left\n", used);
+  assert_true(used < full / 8);
   torc_scope_end(scope);
 }
 
@@ -383,11 +401,13 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* q [2, L, E], k and v [2, S, E] in dtype dt; the result with the
- * dispatcher pinned to `pin` (NULL: the best kernel) and its time. */
+/* The result with the dispatcher pinned to `pin` (NULL: the best kernel)
+ * and its time; with grads != NULL (in[] requiring grad) also the
+ * gradients of sum(out * gy) into grads[0..2] and their time. */
 static torc_tensor *run_pinned(const char *pin, torc_tensor *const *in,
                                const torc_tensor *mask, int causal,
-                               double *secs) {
+                               double *secs, const torc_tensor *gy,
+                               torc_tensor **grads, double *bw_secs) {
   torc__dispatch_pin(pin);
   double t0 = now_s();
   torc_tensor *o = torc_scaled_dot_product_attention(in[0], in[1], in[2],
@@ -395,6 +415,12 @@ static torc_tensor *run_pinned(const char *pin, torc_tensor *const *in,
   assert_torc(o);
   assert_ok(torc_synchronize(TORC_CPU));
   *secs = now_s() - t0;
+  if (grads) {
+    t0 = now_s();
+    assert_ok(torc_grad(&o, &gy, 1, in, 3, grads, 0, 0));
+    assert_ok(torc_synchronize(TORC_CPU));
+    *bw_secs = now_s() - t0;
+  }
   torc__dispatch_pin(NULL);
   return o;
 }
@@ -428,11 +454,21 @@ static void test_fused_vs_ref(void **state) {
           torc_tril(torc_ones(ms, 2, TORC_BOOL, TORC_CPU), 0));
     else if (cases[c].mask == 2)
       m = torc_randn(ms, 2, dt, TORC_CPU, NULL);
-    double t;
-    torc_tensor *a = run_pinned(NULL, in, m, cases[c].causal, &t);
-    torc_tensor *b = run_pinned("ref", in, m, cases[c].causal, &t);
+    for (int i = 0; i < 3; i++)
+      assert_ok(torc_set_requires_grad(in[i], 1));
+    int64_t os[3] = {2, cases[c].L, 32};
+    torc_tensor *gy = torc_randn(os, 3, dt, TORC_CPU, NULL);
+    torc_tensor *ga[3], *gb[3];
+    double t, tb;
+    torc_tensor *a = run_pinned(NULL, in, m, cases[c].causal, &t, gy, ga, &tb);
+    torc_tensor *b = run_pinned("ref", in, m, cases[c].causal, &t, gy, gb,
+                                &tb);
+    double tol = dt == TORC_F64 ? 1e-12 : 2e-6;
     double d = deviation(a, b);
-    if (!(d <= (dt == TORC_F64 ? 1e-12 : 2e-6))) {
+    for (int i = 0; i < 3; i++) {
+      d = fmax(d, deviation(ga[i], gb[i]));
+    }
+    if (!(d <= tol * 5)) {
       print_error("case %zu: fused differs from ref by %.3g\n", c, d);
       fail();
     }
@@ -458,13 +494,21 @@ static void test_fused_speed(void **state) {
   torc_tensor *in[3] = {torc_randn(s, 3, TORC_F32, TORC_CPU, NULL),
                         torc_randn(s, 3, TORC_F32, TORC_CPU, NULL),
                         torc_randn(s, 3, TORC_F32, TORC_CPU, NULL)};
-  double tf, tr;
-  torc_tensor *a = run_pinned(NULL, in, NULL, 0, &tf);
-  torc_tensor *b = run_pinned("ref", in, NULL, 0, &tr);
-  printf("attention forward at L = S = 1024, E = 64, f32: fused %.4f s, ref "
-         "%.4f s (%.1fx)\n",
-         tf, tr, tr / tf);
-  assert_true(deviation(a, b) <= 2e-6);
+  for (int i = 0; i < 3; i++)
+    assert_ok(torc_set_requires_grad(in[i], 1));
+  torc_tensor *gy = torc_randn(s, 3, TORC_F32, TORC_CPU, NULL);
+  torc_tensor *ga[3], *gb[3];
+  double tf, tr, bf, br;
+  torc_tensor *a = run_pinned(NULL, in, NULL, 0, &tf, gy, ga, &bf);
+  torc_tensor *b = run_pinned("ref", in, NULL, 0, &tr, gy, gb, &br);
+  printf("attention at L = S = 1024, E = 64, f32: forward fused %.4f s, ref "
+         "%.4f s (%.1fx); backward fused %.4f s, ref %.4f s (%.1fx)\n",
+         tf, tr, tr / tf, bf, br, br / bf);
+  double d = deviation(a, b);
+  for (int i = 0; i < 3; i++) {
+    d = fmax(d, deviation(ga[i], gb[i]));
+  }
+  assert_true(d <= 1e-5);
   torc_scope_end(scope);
 }
 
