@@ -95,6 +95,14 @@ static torc_tensor *masked_fill(const torc_tensor *x, const torc_tensor *mask,
   const torc_tensor *pair[2] = {x, mask};
   if (torc__same_device(fn, pair, 2))
     return NULL;
+  if (!torc_dtype_is_float(x->dtype) && x->dtype != TORC_BOOL &&
+      !(value >= -9.2e18 && value <= 9.2e18)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "%s: value %g does not fit x's dtype %s; give a finite "
+                   "value in its range",
+                   fn, value, torc_dtype_name(x->dtype));
+    return NULL;
+  }
   torc_tensor *me = torc__expand(mask, x->shape, x->ndim);
   if (me == NULL)
     return NULL;

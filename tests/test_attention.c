@@ -330,6 +330,9 @@ static void test_errors(void **state) {
              TORC_ERR_DTYPE, "the mask is f32", NULL);
   expect_err(torc_masked_fill(q, torc_ones(mb, 2, TORC_BOOL, TORC_CPU), 0),
              TORC_ERR_SHAPE, "[4, 5]", "[2, 3, 4]");
+  expect_err(torc_masked_fill(torc_ones(ms, 2, TORC_I64, TORC_CPU),
+                              torc_ones(ms, 2, TORC_BOOL, TORC_CPU), NAN),
+             TORC_ERR_INVALID, "value nan does not fit x's dtype i64", NULL);
   expect_err(torc_scaled_dot_product_attention(q, NULL, k, NULL, 0, 0, 0,
                                                NULL),
              TORC_ERR_NULL, "torc_scaled_dot_product_attention", NULL);
