@@ -285,6 +285,41 @@ static void test_strided_inputs(void **state) {
   torc_scope_end(scope);
 }
 
+/* The causal mask as models build it: tril of a bool matrix, then
+ * masked_fill of an integer tensor where it is false; checked element by
+ * element against the definitions (kept where j - i <= diagonal). */
+static void test_bool_and_int(void **state) {
+  (void)state;
+  int scope = torc_scope_begin();
+  int64_t s[2] = {4, 6};
+  for (int64_t d = -2; d <= 2; d++) {
+    torc_tensor *t = torc_tril(torc_ones(s, 2, TORC_BOOL, TORC_CPU), d);
+    torc_tensor *u = torc_triu(torc_ones(s, 2, TORC_I32, TORC_CPU), d);
+    assert_torc(t);
+    assert_torc(u);
+    assert_int_equal(torc_dtype_of(t), TORC_BOOL);
+    torc_tensor *f = torc_masked_fill(torc_full(s, 2, 7, TORC_I64, TORC_CPU),
+                                      torc_logical_not(t), -3);
+    assert_torc(f);
+    assert_int_equal(torc_dtype_of(f), TORC_I64);
+    double *tv = test_values(t), *uv = test_values(u), *fv = test_values(f);
+    assert_non_null(tv);
+    assert_non_null(uv);
+    assert_non_null(fv);
+    for (int64_t i = 0; i < 4; i++)
+      for (int64_t j = 0; j < 6; j++) {
+        int low = j - i <= d, up = j - i >= d;
+        assert_true(tv[i * 6 + j] == low);
+        assert_true(uv[i * 6 + j] == up);
+        assert_true(fv[i * 6 + j] == (low ? 7 : -3));
+      }
+    free(tv);
+    free(uv);
+    free(fv);
+  }
+  torc_scope_end(scope);
+}
+
 /* ---- errors ---- */
 
 static void expect_err(torc_tensor *t, torc_status st, const char *a,
@@ -523,6 +558,7 @@ int main(void) {
       cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_gradcheck_dropout),
       cmocka_unit_test(test_strided_inputs),
+      cmocka_unit_test(test_bool_and_int),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_memory_4096),
       cmocka_unit_test(test_fused_vs_ref),
