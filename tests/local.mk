@@ -92,6 +92,7 @@ EXTRA_DIST += tests/harness.sh tests/cli_lib.sh tests/test_cli.sh tests/test_tem
 include tests/plugins/local.mk
 EXTRA_DIST += tests/valgrind.supp tests/data/cnn.ini
 include tests/nn.mk
+include tests/attention.mk
 include tests/st.mk
 include tests/index.mk
 include tests/module.mk

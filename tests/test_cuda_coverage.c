@@ -17,7 +17,19 @@ static const struct gap {
   torc_dtype dtype;
   const char *why;
 } gaps[] = {
-    {NULL, TORC_F32, NULL}, /* the end: no gap is left */
+#define GAP_FLOATS(op, why)                                                    \
+  {op, TORC_F32, why}, {op, TORC_F64, why}, {op, TORC_F16, why},               \
+      {op, TORC_BF16, why}
+#define GAP_ALL(op, why)                                                       \
+  GAP_FLOATS(op, why), {op, TORC_I32, why}, {op, TORC_I64, why},               \
+      {op, TORC_U8, why}, {op, TORC_BOOL, why}
+#define ATTN_WHY "attention ops are new: ref and the cpu plugin serve them"
+    GAP_ALL("tril", ATTN_WHY),
+    GAP_ALL("triu", ATTN_WHY),
+    GAP_ALL("masked_fill", ATTN_WHY),
+    GAP_FLOATS("scaled_dot_product_attention", ATTN_WHY),
+    GAP_FLOATS("scaled_dot_product_attention_backward", ATTN_WHY),
+    {NULL, TORC_F32, NULL}, /* the end */
 };
 
 

@@ -149,6 +149,31 @@ static int sh_embed(int variant, int n_in, shapes *o) {
   return 1;
 }
 
+/* masked_fill: x [3,4], mask [3,4] (broadcast: [4]; size-1: [1,3,1]). */
+static int sh_masked(int variant, int n_in, shapes *o) {
+  sh_elem(variant == V_BROADCAST ? V_CONTIG : variant, n_in, o);
+  if (variant == V_BROADCAST)
+    set_shape(o, 1, 1, 4, 0, 0, 0);
+  return 1;
+}
+
+/* attention: q [2,3,4], k [2,5,4], v [2,5,3] (+ a bool mask [3,5], which
+ * broadcasts over the batch); empty: L = 0; size-1: [1,1,4], [1,1,4],
+ * [1,1,1]. */
+static int sh_attn(int variant, int n_in, shapes *o) {
+  if (variant == V_BROADCAST)
+    return 0;
+  int one = variant == V_SIZE1;
+  int64_t b = one ? 1 : 2, l = variant == V_EMPTY ? 0 : one ? 1 : 3;
+  int64_t s = one ? 1 : 5, ev = one ? 1 : 3;
+  set_shape(o, 0, 3, b, l, 4, 0);
+  set_shape(o, 1, 3, b, s, 4, 0);
+  set_shape(o, 2, 3, b, s, ev, 0);
+  if (n_in > 3)
+    set_shape(o, 3, 2, l, s, 0, 0);
+  return 1;
+}
+
 /* ---- the calls ---- */
 
 static torc_tensor *c_matmul(torc_tensor *const *in) {
@@ -316,6 +341,33 @@ static torc_tensor *c_adaptive_avg_pool2d(torc_tensor *const *in) {
 static torc_tensor *c_layer_norm(torc_tensor *const *in) {
   const int64_t ns[1] = {4};
   return torc_layer_norm(in[0], ns, 1, in[1], in[2], 1e-5);
+}
+static torc_tensor *c_tril(torc_tensor *const *in) {
+  return torc_tril(in[0], 1);
+}
+static torc_tensor *c_triu(torc_tensor *const *in) {
+  return torc_triu(in[0], -1);
+}
+static torc_tensor *c_masked_fill(torc_tensor *const *in) {
+  return torc_masked_fill(in[0], in[1], -0.5);
+}
+static torc_tensor *c_sdpa(torc_tensor *const *in) {
+  return torc_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0, 0, 0,
+                                           NULL);
+}
+static torc_tensor *c_sdpa_causal(torc_tensor *const *in) {
+  return torc_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0, 1,
+                                           0.3, NULL);
+}
+/* a bool mask with the diagonal always taking part (S >= L here): no row
+ * is all -inf */
+static torc_tensor *c_sdpa_mask(torc_tensor *const *in) {
+  torc_tensor *diag = torc_tril(torc_triu(torc_ones_like(in[3]), 0), 0);
+  torc_tensor *keep = diag ? torc_logical_or(in[3], diag) : NULL;
+  torc_tensor *out = keep ? torc_scaled_dot_product_attention(
+                                in[0], in[1], in[2], keep, 0, 0, 0, NULL)
+                          : NULL;
+  return out;
 }
 static torc_tensor *c_gather(torc_tensor *const *in) {
   return torc_gather(in[0], 1, in[1]);
@@ -506,6 +558,15 @@ const op_row conf_rows[] = {
      1},
     {"layer_norm", c_layer_norm, sh_lastdim, 3, {O_DATA, O_DATA, O_DATA}, 0,
      1},
+    {"tril", c_tril, sh_elem, 1, {O_DATA}, 0, 1},
+    {"triu", c_triu, sh_elem, 1, {O_DATA}, 0, 1},
+    {"masked_fill", c_masked_fill, sh_masked, 2, {O_DATA, O_BOOL}, 0, 1},
+    {"scaled_dot_product_attention", c_sdpa, sh_attn, 3,
+     {O_DATA, O_DATA, O_DATA}, 0, 1},
+    {"scaled_dot_product_attention(causal,scale)", c_sdpa_causal, sh_attn, 3,
+     {O_DATA, O_DATA, O_DATA}, 0, 1},
+    {"scaled_dot_product_attention(bool mask)", c_sdpa_mask, sh_attn, 4,
+     {O_DATA, O_DATA, O_DATA, O_BOOL}, 0, 1},
     {"gather", c_gather, sh_gather, 2, {O_DATA, O_INDEX}, 4, 1},
     {"index_select", c_index_select, sh_select, 2, {O_DATA, O_INDEX}, 3, 1},
     {"embedding", c_embedding, sh_embed, 2, {O_INDEX, O_DATA}, 5, 1},

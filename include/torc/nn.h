@@ -288,6 +288,58 @@ TORC_API torc_tensor *torc_cross_entropy(const torc_tensor *logits,
                                          const torc_tensor *weight,
                                          const torc_cross_entropy_params *p);
 
+/* ---- attention and its masks ---- */
+
+/* The lower triangle of the last two dims of x (any dtype, at least 2-D;
+ * the leading dims are a batch): element [..., i, j] is kept where
+ * j - i <= diagonal and zeroed elsewhere, as torch.tril. diagonal 0 is
+ * the main diagonal, > 0 above it, < 0 below. Differentiable: the
+ * gradient passes through the same mask. A 0-D or 1-D x is
+ * TORC_ERR_SHAPE. Contiguous result. */
+TORC_API torc_tensor *torc_tril(const torc_tensor *x, int64_t diagonal);
+
+/* The upper triangle, as torch.triu: [..., i, j] kept where
+ * j - i >= diagonal. Otherwise as torc_tril. */
+TORC_API torc_tensor *torc_triu(const torc_tensor *x, int64_t diagonal);
+
+/* x with `value` where mask is true, as torch.Tensor.masked_fill: the mask
+ * is bool and broadcasts to x's shape (x's shape is the result's); the
+ * value is cast to x's dtype (truncated for integers). Differentiable in
+ * x: the gradient is zero where the mask is set. A mask of another dtype
+ * is TORC_ERR_DTYPE, one that does not broadcast TORC_ERR_SHAPE naming
+ * both shapes. */
+TORC_API torc_tensor *torc_masked_fill(const torc_tensor *x,
+                                       const torc_tensor *mask, double value);
+
+/* Scaled dot-product attention, as
+ * torch.nn.functional.scaled_dot_product_attention (PyTorch 2):
+ *   softmax(q k^T * scale + mask) v
+ * with q [..., L, E], k [..., S, E], v [..., S, Ev] of one floating dtype
+ * and the same leading (batch, head) dims; the result is [..., L, Ev].
+ *   attn_mask  NULL, or broadcastable to [..., L, S]: bool (true: the key
+ *              takes part; false: its score is -inf) or q's dtype (added
+ *              to the scores). A row whose keys are all masked out gives
+ *              NaN, as softmax over -infs.
+ *   dropout_p  the probability of dropping each attention weight (the
+ *              kept ones scaled by 1 / (1 - dropout_p)), from gen's Philox
+ *              stream (NULL: the default generator). As in PyTorch, the
+ *              function has no training flag: pass 0 in evaluation.
+ *   is_causal  query i attends to keys j <= i (PyTorch's top-left aligned
+ *              causal mask, also when L != S). Giving attn_mask too is
+ *              TORC_ERR_INVALID, as in PyTorch.
+ *   scale      the factor of the scores; 0 means the default 1/sqrt(E).
+ * Differentiable in q, k and v (the mask gets no gradient). Memory stays
+ * linear in L and S: the backward recomputes the weights from each row's
+ * saved log-sum-exp. Mismatched shapes are TORC_ERR_SHAPE naming them;
+ * another mask dtype TORC_ERR_DTYPE.
+ *
+ * Kernel contract: "scaled_dot_product_attention" and its backward take
+ * torc_attention_kparams (torc/plugin.h, which lists their operands). */
+TORC_API torc_tensor *torc_scaled_dot_product_attention(
+    const torc_tensor *q, const torc_tensor *k, const torc_tensor *v,
+    const torc_tensor *attn_mask, double dropout_p, int is_causal,
+    double scale, torc_generator *gen);
+
 TORC_END_DECLS
 
 #endif /* TORC_NN_H */

@@ -279,6 +279,22 @@ typedef struct torc_dropout_kparams {
   double p;
 } torc_dropout_kparams;
 
+/* "scaled_dot_product_attention": in q [B..., L, E], k [B..., S, E],
+ * v [B..., S, Ev] (+ mask, broadcast to [B..., L, S] with stride 0, bool:
+ * true takes part, or floating: added to the scores); out o [B..., L, Ev]
+ * and lse [B..., L] (the log-sum-exp of each row's scaled, masked scores).
+ * Its backward: in gy, q, k, v, o, lse (+ mask); out gq, gk, gv. With
+ * dropout_p > 0 the weight of (row r of the flattened [B..., L], key j) is
+ * kept when torc_philox_uniform(seed, offset + r * S + j) >= dropout_p. */
+typedef struct torc_attention_kparams {
+  double scale;     /* the scores' factor, already resolved */
+  double dropout_p; /* 0: no dropout */
+  uint64_t seed;
+  uint64_t offset;
+  int32_t is_causal; /* key j takes part in row i only when j <= i */
+  int32_t has_mask;  /* in[3] (forward) or in[6] (backward) is the mask */
+} torc_attention_kparams;
+
 /* Kernel registration flags. */
 enum {
   /* The kernel needs contiguous inputs; the core makes copies if needed. */

@@ -34,6 +34,8 @@ int torc_cpu__register_table(const torc_host *host, torc_plugin *self,
  * fused kernels), registered by init. */
 int torc_cpu__register_ew(const torc_host *host, torc_plugin *self);
 int torc_cpu__register_fused(const torc_host *host, torc_plugin *self);
+/* attention.c: the fused attention forward. */
+int torc_cpu__register_attention(const torc_host *host, torc_plugin *self);
 
 /* The kernels (f32 and f64 only; every other dtype stays on ref). */
 int torc_cpu__k_matmul(const torc_kernel_args *a);
