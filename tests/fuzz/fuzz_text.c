@@ -2,7 +2,8 @@
  * source (plugins/data/text.c), through the public data API: byte 0 picks
  * the options (bit 0: level byte instead of char; bits 1-2: split all,
  * train or test; bit 3: target next; bit 4: unk = yes; bit 5: the input
- * begins with a vocabulary file, up to its first NUL byte), byte 1 the
+ * begins with a vocabulary file, up to its first NUL byte; bit 6:
+ * encoding = onehot), byte 1 the
  * window (context 1 + bits 0-4, stride 1 + bits 5-7), the rest is the
  * text. The source is opened on it and every window is read.
  */
@@ -41,6 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (flags & 16) {
     keys[n] = "unk";
     values[n++] = "yes";
+  }
+  if (flags & 64) {
+    keys[n] = "encoding";
+    values[n++] = "onehot";
   }
   if (flags & 32) {
     const uint8_t *nul = memchr(data, 0, size);
