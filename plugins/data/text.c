@@ -204,10 +204,10 @@ static int list_folder(const char *path, char ***names, int *count) {
   return TORC_OK;
 }
 
-/* Appends file `file` to *buf (*len bytes used), keeping the total within
- * max_bytes. */
+/* Appends file `file` to *buf (*len bytes used of *cap, NUL-terminated),
+ * keeping the total within max_bytes. */
 static int append_file(const char *file, uint64_t max_bytes, char **buf,
-                       size_t *len) {
+                       size_t *len, size_t *cap) {
   int fd;
   uint64_t size;
   uint64_t room = max_bytes - *len;
@@ -230,16 +230,29 @@ static int append_file(const char *file, uint64_t max_bytes, char **buf,
   close(fd);
   if (st != TORC_OK)
     return st;
-  char *nb = realloc(*buf, *len + (size_t)size + 1);
-  if (nb == NULL) {
-    free(data);
-    return dsrc_oom("text", *len + (size_t)size + 1);
+  if (*buf == NULL) { /* the first file: its buffer is the text's */
+    *buf = data;
+    *len = (size_t)size;
+    *cap = (size_t)size + 1;
+    return TORC_OK;
   }
-  memcpy(nb + *len, data, (size_t)size);
+  size_t need = *len + (size_t)size + 1;
+  if (need > *cap) {
+    /* Doubling: a folder of many small files is copied O(total) times,
+     * not once per file. */
+    size_t nc = *cap * 2 > need ? *cap * 2 : need;
+    char *nb = realloc(*buf, nc);
+    if (nb == NULL) {
+      free(data);
+      return dsrc_oom("text", nc);
+    }
+    *buf = nb;
+    *cap = nc;
+  }
+  memcpy(*buf + *len, data, (size_t)size);
   free(data);
   *len += (size_t)size;
-  nb[*len] = '\0';
-  *buf = nb;
+  (*buf)[*len] = '\0';
   return TORC_OK;
 }
 
@@ -272,6 +285,7 @@ static int read_text(const char *path, uint64_t max_bytes, char **buf,
                      size_t *len, text_files *files) {
   *buf = NULL;
   *len = 0;
+  size_t cap = 0;
   memset(files, 0, sizeof *files);
   int fd, e;
   uint64_t size;
@@ -298,7 +312,7 @@ static int read_text(const char *path, uint64_t max_bytes, char **buf,
       snprintf(files->paths[i], pl, "%s/%s", path, names[i]);
       files->n = i + 1;
       files->starts[i] = *len;
-      st = append_file(files->paths[i], max_bytes, buf, len);
+      st = append_file(files->paths[i], max_bytes, buf, len, &cap);
     }
     for (int i = 0; i < n; i++)
       free(names[i]);
@@ -314,7 +328,7 @@ static int read_text(const char *path, uint64_t max_bytes, char **buf,
                                                              : 0)) == NULL)
     return dsrc_oom("text", 64);
   files->n = 1;
-  return append_file(path, max_bytes, buf, len);
+  return append_file(path, max_bytes, buf, len, &cap);
 }
 
 /* ---- the vocabulary ---- */
