@@ -269,6 +269,14 @@ static void test_split(void **state) {
                             "test_fraction", "1"),
                     TORC_ERR_INVALID);
   assert_contains(torc_last_error(), "test_fraction");
+  /* A test part too short for one window names the part. */
+  assert_open_fails(open_ds("text", 5, "path", P("s.txt"), "context", "12",
+                            "level", "byte", "split", "test",
+                            "test_fraction", "0.1"),
+                    TORC_ERR_SHAPE);
+  assert_contains(torc_last_error(), "the test part of '");
+  assert_contains(torc_last_error(), "s.txt' has 10 tokens (of 100 in all), "
+                                     "fewer than context + 1 = 13");
   assert_open_fails(open_ds("text", 3, "path", P("s.txt"), "context", "2",
                             "split", "valid"),
                     TORC_ERR_INVALID);

@@ -798,12 +798,15 @@ static int text_open(const char *const *keys, const char *const *values,
   }
   int64_t need = ds->context + 1;
   if (ds->n_tokens < need) {
+    char what[64] = "";
+    if (strcmp(ds->part, "all"))
+      snprintf(what, sizeof what, "the %s part of ", ds->part);
     st = dsrc_error(TORC_ERR_SHAPE,
-                    "text: the %s part of '%s' has %" PRId64 " tokens (of %"
-                    PRId64 " in all), fewer than context + 1 = %" PRId64
+                    "text: %s'%s' has %" PRId64 " tokens (of %" PRId64
+                    " in all), fewer than context + 1 = %" PRId64
                     " (a window and its next token); give a smaller "
                     "context or more text",
-                    ds->part, path, ds->n_tokens, ds->total, need);
+                    what, path, ds->n_tokens, ds->total, need);
     goto fail;
   }
   if (ds->onehot && ds->vocab_size * ds->context > TEXT_MAX_ONEHOT) {
