@@ -287,7 +287,7 @@ static int read_text(const char *path, uint64_t max_bytes, char **buf,
   *len = 0;
   size_t cap = 0;
   memset(files, 0, sizeof *files);
-  int fd, e;
+  int fd = -1, e;
   uint64_t size;
   const char *kind;
   if (path != NULL && path[0] != '\0' &&

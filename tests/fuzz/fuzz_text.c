@@ -7,9 +7,9 @@
  * window (context 1 + bits 0-4, stride 1 + bits 5-7), the rest is the
  * text. The source is opened on it and every window is read.
  */
-#include <string.h>
-
 #include "fuzz_common.h"
+
+#include <string.h>
 
 static char text_path[1100], vocab_path[1100];
 
