@@ -97,6 +97,7 @@ include tests/st.mk
 include tests/index.mk
 include tests/module.mk
 include tests/data.mk
+include tests/text.mk
 include tests/optim.mk
 include tests/cpu.mk
 include tests/onednn.mk

@@ -1,5 +1,5 @@
 /* plugins/data/data.c — the "data" plugin: registers the built-in data
- * sources (idx, csv, npy, image_folder, synthetic), and the helpers they
+ * sources (idx, csv, npy, image_folder, synthetic, text), and the helpers they
  * share (errors, key and size-limit parsing, opening and reading files —
  * regular files only, within a size limit — and making sample tensors).
  */
@@ -366,7 +366,7 @@ static int data_init(const torc_host *host, torc_plugin *self) {
   dsrc_api = host->api;
   const torc_data_source_type *types[] = {
       &dsrc_idx_type, &dsrc_csv_type, &dsrc_npy_type,
-      &dsrc_image_folder_type, &dsrc_synthetic_type};
+      &dsrc_image_folder_type, &dsrc_synthetic_type, &dsrc_text_type};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     int st = host->register_data_source(self, types[i]);
     if (st != TORC_OK)
@@ -382,7 +382,7 @@ static const torc_plugin_info data_info = {
     .name = "data",
     .version = "0.1.0",
     .description = "data sources: idx (MNIST, gzip or raw), csv, npy, "
-                   "image_folder (PNG, JPEG), synthetic",
+                   "image_folder (PNG, JPEG), synthetic, text",
     .provides = TORC_PROVIDES_DATA,
     .flags = 0,
     .keys = NULL,

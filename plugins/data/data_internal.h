@@ -25,6 +25,7 @@ extern const torc_data_source_type dsrc_csv_type;
 extern const torc_data_source_type dsrc_npy_type;
 extern const torc_data_source_type dsrc_image_folder_type;
 extern const torc_data_source_type dsrc_synthetic_type;
+extern const torc_data_source_type dsrc_text_type;
 
 /* Records an error for the calling thread (host->set_error); returns st. */
 int dsrc_error(int status, const char *fmt, ...) TORC_PRINTF(2, 3);

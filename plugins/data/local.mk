@@ -4,7 +4,7 @@ plugin_LTLIBRARIES += plugins/data.la
 plugins_data_la_SOURCES = plugins/data/data.c plugins/data/data_internal.h \
 	plugins/data/idx.c plugins/data/csv.c plugins/data/npy.c \
 	plugins/data/image_folder.c plugins/data/image_decode.c \
-	plugins/data/synthetic.c
+	plugins/data/synthetic.c plugins/data/text.c
 plugins_data_la_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS) $(PNG_CFLAGS) \
 	$(JPEG_CFLAGS)
 plugins_data_la_LIBADD = $(ZLIB_LIBS) $(PNG_LIBS) $(JPEG_LIBS) -lm

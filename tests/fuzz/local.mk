@@ -1,16 +1,16 @@
 # tests/fuzz/local.mk — libFuzzer harnesses of every reader a user feeds
 # (safetensors and checkpoints, INI files and the model builder, idx, csv,
-# npy, PNG/JPEG, ONNX models and tensors, ELF plugin files). Built only by ./configure
+# npy, text, PNG/JPEG, ONNX models and tensors, ELF plugin files). Built only by ./configure
 # --enable-fuzzers (CC=clang); `make fuzz FUZZ_TIME=60` runs each on a copy
 # of its seed corpus (tests/fuzz/corpus/NAME) and fails on any finding.
 # Not part of `make check`. docs/fuzzing.md tells how to use them.
-FUZZ_SRC_HARNESSES = safetensors ini idx csv npy image onnx
+FUZZ_SRC_HARNESSES = safetensors ini idx csv npy image onnx text
 if HAVE_ELF_CHECK
 FUZZ_SRC_HARNESSES += elf
 endif
 FUZZ_HARNESS_PROGS = tests/fuzz/fuzz_safetensors tests/fuzz/fuzz_ini \
 	tests/fuzz/fuzz_idx tests/fuzz/fuzz_csv tests/fuzz/fuzz_npy \
-	tests/fuzz/fuzz_image tests/fuzz/fuzz_onnx
+	tests/fuzz/fuzz_image tests/fuzz/fuzz_onnx tests/fuzz/fuzz_text
 if HAVE_ELF_CHECK
 FUZZ_HARNESS_PROGS += tests/fuzz/fuzz_elf
 endif
@@ -40,6 +40,10 @@ tests_fuzz_fuzz_csv_SOURCES = tests/fuzz/fuzz_csv.c tests/fuzz/fuzz_common.h
 tests_fuzz_fuzz_csv_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_csv_LDFLAGS = $(FUZZ_LINK_FLAGS)
 tests_fuzz_fuzz_csv_LDADD = $(FUZZ_LIBS)
+tests_fuzz_fuzz_text_SOURCES = tests/fuzz/fuzz_text.c tests/fuzz/fuzz_common.h
+tests_fuzz_fuzz_text_CPPFLAGS = $(FUZZ_CPPFLAGS)
+tests_fuzz_fuzz_text_LDFLAGS = $(FUZZ_LINK_FLAGS)
+tests_fuzz_fuzz_text_LDADD = $(FUZZ_LIBS)
 tests_fuzz_fuzz_npy_SOURCES = tests/fuzz/fuzz_npy.c tests/fuzz/fuzz_common.h
 tests_fuzz_fuzz_npy_CPPFLAGS = $(FUZZ_CPPFLAGS)
 tests_fuzz_fuzz_npy_LDFLAGS = $(FUZZ_LINK_FLAGS)
