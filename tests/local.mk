@@ -99,6 +99,7 @@ include tests/data.mk
 include tests/optim.mk
 include tests/cpu.mk
 include tests/onednn.mk
+include tests/onednn_bf16.mk
 include tests/oom.mk
 include tests/alloc.mk
 include tests/train.mk
