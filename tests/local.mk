@@ -101,6 +101,7 @@ include tests/text.mk
 include tests/optim.mk
 include tests/cpu.mk
 include tests/onednn.mk
+include tests/onednn_bf16.mk
 include tests/oom.mk
 include tests/alloc.mk
 include tests/train.mk

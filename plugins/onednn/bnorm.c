@@ -18,6 +18,7 @@ typedef struct bgeo {
   int64_t N, C, S;
   int training;
   float eps;
+  int32_t dt; /* x and y: TORC_F32, or TORC_BF16 (inference only) */
 } bgeo;
 
 typedef struct bn_ctx {
@@ -33,7 +34,7 @@ static int bn_build(dnn_entry *e, const void *vctx) {
    * for 3 it runs its reference loops. */
   int64_t xd[4] = {g->N, g->C, g->S, 1}, xs[4] = {g->C * g->S, g->S, 1, 1};
   int64_t cd[1] = {g->C}, cs[1] = {1};
-  if (torc_dnn__md(&xm, 4, xd, xs, dnnl_f32) != TORC_OK ||
+  if (torc_dnn__md(&xm, 4, xd, xs, dnn_dt(g->dt)) != TORC_OK ||
       torc_dnn__md(&cm, 1, cd, cs, dnnl_f32) != TORC_OK)
     return torc_dnn__fail("batch_norm", "describing the operands", 0);
   unsigned flags = dnnl_use_scale | dnnl_use_shift;
@@ -98,7 +99,7 @@ static int bn_run(const torc_kernel_args *a, const bgeo *g, int backward,
   float eps = g->eps;
   int32_t eb;
   memcpy(&eb, &eps, sizeof eb);
-  int64_t v[] = {g->N, g->C, g->S, g->training, eb};
+  int64_t v[] = {g->N, g->C, g->S, g->training, eb, g->dt};
   memcpy(key.v, v, sizeof v);
   bn_ctx c = {g, backward};
   torc_dnn__lock();
@@ -121,29 +122,57 @@ static int bgeo_init(const torc_kernel_args *a, bgeo *g, const torc_ktensor *x,
     return torc_dnn__set_error(TORC_ERR_INTERNAL,
                                "onednn kernel '%s' got no norm parameters",
                                a->op);
-  if (x->ndim < 2 || x->dtype != TORC_F32 || w->dtype != TORC_F32 ||
-      b->dtype != TORC_F32 || dnn_numel(w, 0) != x->shape[1] ||
+  if (x->ndim < 2 || !dnn_float_ok(x->dtype) || w->dtype != x->dtype ||
+      b->dtype != x->dtype || dnn_numel(w, 0) != x->shape[1] ||
       dnn_numel(b, 0) != x->shape[1])
     return torc_dnn__set_error(TORC_ERR_SHAPE,
-                               "onednn kernel '%s': x must be f32 [N, C, *] "
-                               "with f32 [C] weight and bias",
+                               "onednn kernel '%s': x must be f32 (or bf16) "
+                               "[N, C, *] with [C] weight and bias of its "
+                               "dtype",
                                a->op);
+  g->dt = x->dtype;
   g->N = x->shape[0], g->C = x->shape[1], g->S = dnn_numel(x, 2);
   g->training = p->training != 0;
   g->eps = (float)p->eps;
   return TORC_OK;
 }
 
-/* Element c of a float [C] vector of dtype f32 or f64. */
-static double ld(const torc_ktensor *t, int64_t c) {
-  return t->dtype == TORC_F64 ? ((const double *)t->data)[t->offset + c]
-                              : ((const float *)t->data)[t->offset + c];
-}
-static void st_(const torc_ktensor *t, int64_t c, double v) {
-  if (t->dtype == TORC_F64)
-    ((double *)t->data)[t->offset + c] = v;
-  else
-    ((float *)t->data)[t->offset + c] = (float)v;
+#define ld dnn_ld
+#define st_ dnn_st
+
+/* batch_norm in bf16, eval mode: x, y bf16; oneDNN takes the weight,
+ * bias and statistics in f32, converted here. Training (batch statistics
+ * in bf16) is ref's. */
+static int batch_norm_bf16(const torc_kernel_args *a, const bgeo *g) {
+  const torc_ktensor *rm = a->n_in == 5 ? &a->in[3] : NULL;
+  const torc_ktensor *rv = a->n_in == 5 ? &a->in[4] : NULL;
+  const torc_ktensor *mo = &a->out[1], *io = &a->out[2];
+  const torc_norm_kparams *p = a->params;
+  if (g->training || rm == NULL || g->N * g->S == 0)
+    return TORC_KERNEL_DECLINED;
+  int64_t C = g->C;
+  for (int i = 0; i < 4; i++) {
+    const torc_ktensor *t = i == 0 ? rm : i == 1 ? rv : i == 2 ? mo : io;
+    if (t->dtype != TORC_F32 && t->dtype != TORC_F64 && t->dtype != TORC_BF16)
+      return TORC_KERNEL_DECLINED;
+  }
+  float *buf = malloc(sizeof(float) * (size_t)C * 4);
+  if (buf == NULL)
+    return torc_dnn__set_error(TORC_ERR_OOM, "onednn: out of memory");
+  float *wf = buf, *bf = buf + C, *mean = buf + 2 * C, *var = buf + 3 * C;
+  for (int64_t c = 0; c < C; c++) {
+    wf[c] = (float)ld(&a->in[1], c), bf[c] = (float)ld(&a->in[2], c);
+    mean[c] = (float)ld(rm, c), var[c] = (float)ld(rv, c);
+  }
+  void *ptrs[6] = {dnn_at(&a->in[0], 0), wf, bf, mean, var,
+                   dnn_at(&a->out[0], 0)};
+  int st = bn_run(a, g, 0, ptrs);
+  for (int64_t c = 0; st == TORC_OK && c < C; c++) {
+    st_(mo, c, mean[c]);
+    st_(io, c, 1.0 / sqrt((double)var[c] + p->eps));
+  }
+  free(buf);
+  return st;
 }
 
 /* in x [N, C, *], w, b [C] (+ running mean, var [C]); out y, mean,
@@ -163,6 +192,8 @@ int torc_dnn__k_batch_norm(const torc_kernel_args *a) {
   int st = bgeo_init(a, &g, x, w, b);
   if (st != TORC_OK)
     return st;
+  if (g.dt == TORC_BF16)
+    return batch_norm_bf16(a, &g);
   if ((rm && ((rm->dtype != TORC_F32 && rm->dtype != TORC_F64) ||
               (rv->dtype != TORC_F32 && rv->dtype != TORC_F64))) ||
       mo->dtype != TORC_F32 || io->dtype != TORC_F32 ||
@@ -225,7 +256,7 @@ int torc_dnn__k_batch_norm_backward(const torc_kernel_args *a) {
   int st = bgeo_init(a, &g, x, w, w);
   if (st != TORC_OK)
     return st;
-  if (mt->dtype != TORC_F32 || it->dtype != TORC_F32 ||
+  if (x->dtype != TORC_F32 || mt->dtype != TORC_F32 || it->dtype != TORC_F32 ||
       gy->dtype != TORC_F32 || gw->dtype != TORC_F32 || gb->dtype != TORC_F32)
     return torc_dnn__set_error(TORC_ERR_DTYPE,
                                "onednn kernel 'batch_norm_backward': every "

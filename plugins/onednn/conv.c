@@ -23,6 +23,7 @@
  * is clipped at 0 by describing x (or gx) as a view of its first
  * H + PR rows: those rows are never read (and get a zero gradient).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "onednn_internal.h"
@@ -36,6 +37,7 @@ typedef struct geo {
   int64_t N, C, H, W, O, OH, OW, kH, kW, G, Hv, Wv;
   int64_t S[2], PL[2], PR[2], D[2];
   int bias;
+  int32_t dt; /* TORC_F32 or TORC_BF16 (x, w and y; the bias is f32) */
 } geo;
 
 static int geo_init(const torc_kernel_args *a, geo *g, const torc_ktensor *x,
@@ -50,16 +52,18 @@ static int geo_init(const torc_kernel_args *a, geo *g, const torc_ktensor *x,
   if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || G < 1 ||
       x->shape[0] != y->shape[0] || x->shape[1] % G || w->shape[0] % G ||
       w->shape[1] * G != x->shape[1] || w->shape[0] != y->shape[1] ||
-      x->dtype != TORC_F32 || w->dtype != TORC_F32 || y->dtype != TORC_F32)
+      !dnn_float_ok(x->dtype) || w->dtype != x->dtype ||
+      y->dtype != x->dtype)
     return torc_dnn__set_error(TORC_ERR_SHAPE,
                                "onednn kernel '%s': operands of %d, %d and %d "
-                               "dims with groups %lld do not fit an f32 "
-                               "convolution",
+                               "dims with groups %lld do not fit an f32 (or "
+                               "bf16) convolution",
                                a->op, x->ndim, w->ndim, y->ndim, (long long)G);
   memset(g, 0, sizeof *g);
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2];
   g->W = x->shape[3], g->O = w->shape[0], g->kH = w->shape[2];
   g->kW = w->shape[3], g->OH = y->shape[2], g->OW = y->shape[3], g->G = G;
+  g->dt = x->dtype;
   int64_t in[2] = {g->H, g->W}, k[2] = {g->kH, g->kW}, o[2] = {g->OH, g->OW};
   int64_t v[2];
   for (int i = 0; i < 2; i++) {
@@ -91,7 +95,7 @@ static void geo_key(dnn_key *k, int op, const geo *g, int n_threads) {
   int64_t v[] = {g->N,    g->C,    g->H,    g->W,    g->O,    g->OH,
                  g->OW,   g->kH,   g->kW,   g->G,    g->Hv,   g->Wv,
                  g->S[0], g->S[1], g->PL[0], g->PL[1], g->PR[0], g->PR[1],
-                 g->D[0], g->D[1], g->bias};
+                 g->D[0], g->D[1], g->bias, g->dt};
   memcpy(k->v, v, sizeof v);
 }
 
@@ -110,12 +114,13 @@ static int user_mds(const geo *g, mds *m) {
   int64_t ws[5] = {Og * Cg * g->kH * g->kW, Cg * g->kH * g->kW,
                    g->kH * g->kW, g->kW, 1};
   int64_t bd[1] = {g->O}, bs[1] = {1};
-  int st = torc_dnn__md(&m->x, 4, xd, xs, dnnl_f32);
+  dnnl_data_type_t dt = dnn_dt(g->dt);
+  int st = torc_dnn__md(&m->x, 4, xd, xs, dt);
   if (st == TORC_OK)
-    st = torc_dnn__md(&m->y, 4, yd, ys, dnnl_f32);
+    st = torc_dnn__md(&m->y, 4, yd, ys, dt);
   if (st == TORC_OK)
-    st = g->G == 1 ? torc_dnn__md(&m->w, 4, wd + 1, ws + 1, dnnl_f32)
-                   : torc_dnn__md(&m->w, 5, wd, ws, dnnl_f32);
+    st = g->G == 1 ? torc_dnn__md(&m->w, 4, wd + 1, ws + 1, dt)
+                   : torc_dnn__md(&m->w, 5, wd, ws, dt);
   if (st == TORC_OK)
     st = torc_dnn__md(&m->b, 1, bd, bs, dnnl_f32);
   return st;
@@ -123,7 +128,7 @@ static int user_mds(const geo *g, mds *m) {
 
 /* The same dims with format "any" (the primitive chooses). */
 static void any_md(dnnl_memory_desc_t *out, const dnnl_memory_desc_t *in) {
-  dnnl_memory_desc_init_by_tag(out, in->ndims, in->dims, dnnl_f32,
+  dnnl_memory_desc_init_by_tag(out, in->ndims, in->dims, in->data_type,
                                dnnl_format_tag_any);
 }
 
@@ -257,12 +262,13 @@ static void add_bias(float *t, const float *bias, int64_t n, int64_t ch,
 }
 
 static int check_bias(const torc_kernel_args *a, const torc_ktensor *b,
-                      int64_t ch) {
-  if (b->ndim != 1 || b->shape[0] != ch || b->dtype != TORC_F32)
+                      int64_t ch, int32_t dt) {
+  if (b->ndim != 1 || b->shape[0] != ch || b->dtype != dt)
     return torc_dnn__set_error(TORC_ERR_SHAPE,
-                               "onednn kernel '%s': the bias must be f32 "
+                               "onednn kernel '%s': the bias must be %s "
                                "[%lld]",
-                               a->op, (long long)ch);
+                               a->op, dt == TORC_BF16 ? "bf16" : "f32",
+                               (long long)ch);
   return TORC_OK;
 }
 
@@ -275,6 +281,32 @@ static int check_io(const torc_kernel_args *a) {
   return TORC_OK;
 }
 
+/* conv2d in bf16 (x, w, y bf16; oneDNN accumulates in f32 and takes the
+ * bias in f32, converted here). No input channels: ref serves it. */
+static int conv2d_bf16(const torc_kernel_args *a, const geo *g) {
+  if (geo_empty(g))
+    return TORC_KERNEL_DECLINED;
+  float *bias = NULL;
+  if (g->bias) {
+    if ((bias = malloc(sizeof *bias * (size_t)g->O)) == NULL)
+      return torc_dnn__set_error(TORC_ERR_OOM, "onednn: out of memory");
+    for (int64_t o = 0; o < g->O; o++)
+      bias[o] = (float)dnn_ld(&a->in[2], o);
+  }
+  const torc_ktensor *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+  int st = TORC_OK;
+  for (int64_t n0 = 0; n0 < g->N && st == TORC_OK; n0 += DNN_CONV_CHUNK) {
+    geo gc = *g;
+    gc.N = g->N - n0 < DNN_CONV_CHUNK ? g->N - n0 : DNN_CONV_CHUNK;
+    void *xp = dnn_at(x, n0 * g->C * g->H * g->W);
+    void *yp = dnn_at(y, n0 * g->O * g->OH * g->OW);
+    void *ptrs[4] = {xp, dnn_at(w, 0), bias ? (void *)bias : yp, yp};
+    st = conv_run(a, DNN_OP_CONV_FWD, &gc, ptrs);
+  }
+  free(bias);
+  return st;
+}
+
 /* in x, w (, bias); out y. */
 int torc_dnn__k_conv2d(const torc_kernel_args *a) {
   int st = check_io(a);
@@ -283,12 +315,15 @@ int torc_dnn__k_conv2d(const torc_kernel_args *a) {
   const torc_ktensor *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
   geo g;
   if ((st = geo_init(a, &g, x, w, y)) != TORC_OK ||
-      (a->n_in == 3 && (st = check_bias(a, &a->in[2], g.O)) != TORC_OK))
+      (a->n_in == 3 &&
+       (st = check_bias(a, &a->in[2], g.O, g.dt)) != TORC_OK))
     return st;
   g.bias = a->n_in == 3;
   int64_t ny = g.N * g.O * g.OH * g.OW;
   if (ny == 0)
     return TORC_OK;
+  if (g.dt == TORC_BF16)
+    return conv2d_bf16(a, &g);
   if (geo_empty(&g)) { /* no input channels: y = bias or 0 */
     memset(dnn_f32(y, 0), 0, sizeof(float) * (size_t)ny);
     if (g.bias)
@@ -319,7 +354,8 @@ int torc_dnn__k_conv2d_backward_input(const torc_kernel_args *a) {
   const torc_ktensor *gy = &a->in[0], *w = &a->in[1], *gx = &a->out[0];
   geo g;
   if ((st = geo_init(a, &g, gx, w, gy)) != TORC_OK ||
-      (a->n_in == 3 && (st = check_bias(a, &a->in[2], g.C)) != TORC_OK))
+      (a->n_in == 3 &&
+       (st = check_bias(a, &a->in[2], g.C, TORC_F32)) != TORC_OK))
     return st;
   int64_t nx = g.N * g.C * g.H * g.W;
   if (nx == 0)

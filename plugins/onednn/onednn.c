@@ -1,8 +1,9 @@
 /* plugins/onednn/onednn.c — the onednn plugin: oneDNN 2.6 (v2 C API)
  * kernels for the core's "cpu" device at a priority above the cpu plugin:
  * conv2d forward and both backwards (and conv_transpose2d), max/avg
- * pooling and batch norm with their backwards, f32 only (oneDNN has no f64;
- * f64 stays with cpu/ref). oneDNN's OpenMP threads follow each kernel's
+ * pooling and batch norm with their backwards, in f32 (oneDNN has no f64;
+ * f64 stays with cpu/ref); matmul, conv2d, pooling and batch norm
+ * (inference) in bf16 where the CPU has native bf16 (bf16.c). oneDNN's OpenMP threads follow each kernel's
  * n_threads. `torc test-backend onednn` certifies it against ref.
  */
 #include <stdlib.h>
@@ -128,7 +129,10 @@ static int dnn_init(const torc_host *host, torc_plugin *self) {
       return st;
     }
   }
-  return TORC_OK;
+  int st = torc_dnn__register_bf16(host, self);
+  if (st != TORC_OK)
+    dnn_fini(self);
+  return st;
 }
 
 static const torc_plugin_info dnn_info = {
@@ -138,7 +142,8 @@ static const torc_plugin_info dnn_info = {
     .name = "onednn",
     .version = "0.1.0",
     .description = "oneDNN kernels for cpu: conv2d (forward, backward, "
-                   "transposed), max/avg pooling and batch norm, f32",
+                   "transposed), max/avg pooling and batch norm, f32; "
+                   "matmul, conv2d, pooling, batch norm in bf16",
     .provides = TORC_PROVIDES_KERNELS,
     /* libgomp's threads must outlive any dlclose. */
     .flags = TORC_PLUGIN_NO_UNLOAD,

@@ -41,7 +41,8 @@ enum {
   DNN_OP_POOL_FWD,
   DNN_OP_POOL_BWD,
   DNN_OP_BN_FWD,
-  DNN_OP_BN_BWD
+  DNN_OP_BN_BWD,
+  DNN_OP_MATMUL
 };
 
 /* One argument of a cached primitive: `user` wraps torc's plain buffer
@@ -142,6 +143,71 @@ int torc_dnn__k_avg_pool2d(const torc_kernel_args *a);
 int torc_dnn__k_avg_pool2d_backward(const torc_kernel_args *a);
 int torc_dnn__k_batch_norm(const torc_kernel_args *a);
 int torc_dnn__k_batch_norm_backward(const torc_kernel_args *a);
+
+/* 1 when init found native bf16 support (AVX-512 BF16 or AMX): the bf16
+ * kernels are registered and the f32 ones accept bf16 operands. */
+extern int torc_dnn__bf16;
+
+/* Registers the bf16 kernels (bf16.c) when torc_dnn__bf16 is set. */
+int torc_dnn__register_bf16(const torc_host *host, torc_plugin *self);
+
+/* "matmul" in bf16 (bf16.c). */
+int torc_dnn__k_matmul(const torc_kernel_args *a);
+
+/* Bytes per element of an f32 or bf16 tensor. */
+static inline size_t dnn_esize(int32_t dt) { return dt == TORC_BF16 ? 2 : 4; }
+
+/* oneDNN's data type for an f32 or bf16 tensor. */
+static inline dnnl_data_type_t dnn_dt(int32_t dt) {
+  return dt == TORC_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
+/* 1 when dt is a dtype the plugin's kernels compute in (f32; bf16 when the
+ * CPU has it). */
+static inline int dnn_float_ok(int32_t dt) {
+  return dt == TORC_F32 || (dt == TORC_BF16 && torc_dnn__bf16);
+}
+
+/* Address of element `i` of an f32 or bf16 tensor. */
+static inline void *dnn_at(const torc_ktensor *t, int64_t i) {
+  return (char *)t->data + (size_t)(t->offset + i) * dnn_esize(t->dtype);
+}
+
+/* bf16 <-> f32 (round to nearest even; NaN kept quiet). */
+static inline float dnn_bf16_to_f32(uint16_t h) {
+  union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+  return v.f;
+}
+static inline uint16_t dnn_f32_to_bf16(float f) {
+  union { float f; uint32_t u; } v = {f};
+  if ((v.u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((v.u >> 16) | 0x40);
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
+}
+
+/* Element c of a float vector of dtype f32, f64 or bf16, and its store. */
+static inline double dnn_ld(const torc_ktensor *t, int64_t c) {
+  switch (t->dtype) {
+  case TORC_F64:
+    return ((const double *)t->data)[t->offset + c];
+  case TORC_BF16:
+    return dnn_bf16_to_f32(((const uint16_t *)t->data)[t->offset + c]);
+  default:
+    return ((const float *)t->data)[t->offset + c];
+  }
+}
+static inline void dnn_st(const torc_ktensor *t, int64_t c, double v) {
+  switch (t->dtype) {
+  case TORC_F64:
+    ((double *)t->data)[t->offset + c] = v;
+    break;
+  case TORC_BF16:
+    ((uint16_t *)t->data)[t->offset + c] = dnn_f32_to_bf16((float)v);
+    break;
+  default:
+    ((float *)t->data)[t->offset + c] = (float)v;
+  }
+}
 
 /* Address of element `i` (in elements) of an f32 tensor. */
 static inline float *dnn_f32(const torc_ktensor *t, int64_t i) {

@@ -25,18 +25,21 @@ typedef struct pgeo {
   int64_t NC, N, C, H, W, OH, OW, Hv, Wv;
   int64_t K[2], S[2], PL[2], PR[2], D[2];
   const torc_pool_kparams *p;
+  int32_t dt; /* TORC_F32, or TORC_BF16 (forward only, oneDNN or ref) */
 } pgeo;
 
 static int pgeo_init(const torc_kernel_args *a, pgeo *g, const torc_ktensor *x,
                      const torc_ktensor *y, const torc_pool_kparams *p) {
   if (x->ndim != 4 || y->ndim != 4 || x->shape[0] != y->shape[0] ||
-      x->shape[1] != y->shape[1] || x->dtype != TORC_F32 ||
-      y->dtype != TORC_F32)
+      x->shape[1] != y->shape[1] || !dnn_float_ok(x->dtype) ||
+      y->dtype != x->dtype)
     return torc_dnn__set_error(TORC_ERR_SHAPE,
                                "onednn kernel '%s': input and output must "
-                               "both be f32 [N, C, H, W] with equal N and C",
+                               "both be f32 (or bf16) [N, C, H, W] with "
+                               "equal N and C",
                                a->op);
   memset(g, 0, sizeof *g);
+  g->dt = x->dtype;
   g->N = x->shape[0], g->C = x->shape[1], g->NC = g->N * g->C;
   g->H = x->shape[2], g->W = x->shape[3];
   g->OH = y->shape[2], g->OW = y->shape[3];
@@ -83,8 +86,8 @@ static int pool_mds(const pgeo *g, dnnl_memory_desc_t *x,
   int64_t xs[4] = {g->C * g->H * g->W, g->H * g->W, g->W, 1};
   int64_t yd[4] = {g->N, g->C, g->OH, g->OW};
   int64_t ys[4] = {g->C * g->OH * g->OW, g->OH * g->OW, g->OW, 1};
-  int st = torc_dnn__md(x, 4, xd, xs, dnnl_f32);
-  return st == TORC_OK ? torc_dnn__md(y, 4, yd, ys, dnnl_f32) : st;
+  int st = torc_dnn__md(x, 4, xd, xs, dnn_dt(g->dt));
+  return st == TORC_OK ? torc_dnn__md(y, 4, yd, ys, dnn_dt(g->dt)) : st;
 }
 
 static int pool_build(dnn_entry *e, const void *vctx) {
@@ -160,7 +163,7 @@ static int pool_dnn(const torc_kernel_args *a, const pgeo *g,
   int64_t v[] = {g->N,     g->C,     g->H,     g->W,     g->OH,    g->OW,
                  g->Hv,    g->Wv,    g->K[0],  g->K[1],  g->S[0],  g->S[1],
                  g->PL[0], g->PL[1], g->PR[0], g->PR[1], g->D[0],  g->D[1],
-                 (int64_t)alg};
+                 (int64_t)alg, g->dt};
   memcpy(key.v, v, sizeof v);
   pool_ctx c = {g, alg, backward};
   torc_dnn__lock();
@@ -316,6 +319,15 @@ static int has_nan(const float *x, int64_t n) {
   return nan;
 }
 
+/* 1 when the bf16 x[0, n) holds a NaN. */
+static int has_nan_bf16(const uint16_t *x, int64_t n) {
+  int nan = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : nan)
+  for (int64_t i = 0; i < n; i++)
+    nan |= (x[i] & 0x7fff) > 0x7f80;
+  return nan;
+}
+
 /* in x; out y, indices (i64, ih * W + iw). */
 int torc_dnn__k_max_pool2d(const torc_kernel_args *a) {
   int st = check_io(a, 1, 2);
@@ -333,12 +345,16 @@ int torc_dnn__k_max_pool2d(const torc_kernel_args *a) {
   if (dnn_numel(y, 0) == 0)
     return TORC_OK;
   torc_dnn__threads(a->n_threads);
-  if (g.Hv > 0 && g.Wv > 0 && !has_nan(dnn_f32(x, 0), dnn_numel(x, 0))) {
-    st = pool_dnn(a, &g, dnnl_pooling_max, 0, dnn_f32(x, 0), dnn_f32(y, 0),
+  int nan = g.dt == TORC_BF16 ? has_nan_bf16(dnn_at(x, 0), dnn_numel(x, 0))
+                              : has_nan(dnn_f32(x, 0), dnn_numel(x, 0));
+  if (g.Hv > 0 && g.Wv > 0 && !nan) {
+    st = pool_dnn(a, &g, dnnl_pooling_max, 0, dnn_at(x, 0), dnn_at(y, 0),
                   ix);
     if (st != TORC_ERR_UNSUPPORTED)
       return st;
   }
+  if (g.dt == TORC_BF16) /* the loops are f32's: ref serves the rest */
+    return TORC_KERNEL_DECLINED;
   max_loops(&g, dnn_f32(x, 0), dnn_f32(y, 0), (int64_t *)ix->data + ix->offset);
   return TORC_OK;
 }
@@ -408,10 +424,12 @@ int torc_dnn__k_avg_pool2d(const torc_kernel_args *a) {
     return TORC_OK;
   dnnl_alg_kind_t alg = avg_alg(&g);
   if (alg) {
-    st = pool_dnn(a, &g, alg, 0, dnn_f32(x, 0), dnn_f32(y, 0), NULL);
+    st = pool_dnn(a, &g, alg, 0, dnn_at(x, 0), dnn_at(y, 0), NULL);
     if (st != TORC_ERR_UNSUPPORTED)
       return st;
   }
+  if (g.dt == TORC_BF16)
+    return TORC_KERNEL_DECLINED;
   torc_dnn__threads(a->n_threads);
   avg_loops(&g, dnn_f32(x, 0), dnn_f32(y, 0));
   return TORC_OK;
