@@ -6,5 +6,6 @@ if HAVE_CMOCKA
 check_PROGRAMS += tests/test_onnx
 TESTS += tests/test_onnx
 endif
-tests_test_onnx_SOURCES = tests/test_onnx.c tests/testutil.h
+tests_test_onnx_SOURCES = tests/test_onnx.c tests/testutil.h \
+	tests/onnx_testutil.h
 tests_test_onnx_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -9,5 +9,6 @@ if HAVE_CMOCKA
 check_PROGRAMS += tests/test_onnx_module
 TESTS += tests/test_onnx_module
 endif
-tests_test_onnx_module_SOURCES = tests/test_onnx_module.c tests/testutil.h
+tests_test_onnx_module_SOURCES = tests/test_onnx_module.c tests/testutil.h \
+	tests/onnx_testutil.h
 tests_test_onnx_module_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

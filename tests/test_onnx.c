@@ -2,37 +2,7 @@
  * dims, overflowing dims, raw_data of the wrong length, an unsupported
  * element type, external data, an undefined input, unsupported operators)
  * on protobuf messages encoded here by hand, and a small model run. */
-#include "testutil.h"
-
-/* ---- a minimal protobuf encoder ---- */
-typedef struct buf {
-  uint8_t b[1024];
-  size_t n;
-} buf;
-
-static void varint(buf *o, uint64_t v) {
-  do {
-    uint8_t c = v & 0x7f;
-    v >>= 7;
-    o->b[o->n++] = (uint8_t)(c | (v ? 0x80 : 0));
-  } while (v);
-}
-static void f_int(buf *o, int field, int64_t v) {
-  varint(o, (uint64_t)field << 3);
-  varint(o, (uint64_t)v);
-}
-static void f_bytes(buf *o, int field, const void *p, size_t len) {
-  varint(o, (uint64_t)field << 3 | 2);
-  varint(o, len);
-  memcpy(o->b + o->n, p, len);
-  o->n += len;
-}
-static void f_str(buf *o, int field, const char *s) {
-  f_bytes(o, field, s, strlen(s));
-}
-static void f_msg(buf *o, int field, const buf *m) {
-  f_bytes(o, field, m->b, m->n);
-}
+#include "onnx_testutil.h"
 
 /* A model: input x, initializer (the given TensorProto) w, and the nodes
  * (op, in0, in1, out) in order, output `out`. */

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "onnx_testutil.h"
 #include "torc/autograd.h"
 #include "torc/module.h"
 #include "torc/onnx.h"
@@ -229,34 +229,6 @@ static void test_state_roundtrip(void **state) {
 
 /* ---- hand-made models ---- */
 
-typedef struct buf {
-  uint8_t b[2048];
-  size_t n;
-} buf;
-
-static void varint(buf *o, uint64_t v) {
-  do {
-    uint8_t c = v & 0x7f;
-    v >>= 7;
-    o->b[o->n++] = (uint8_t)(c | (v ? 0x80 : 0));
-  } while (v);
-}
-static void f_int(buf *o, int field, int64_t v) {
-  varint(o, (uint64_t)field << 3);
-  varint(o, (uint64_t)v);
-}
-static void f_bytes(buf *o, int field, const void *p, size_t len) {
-  varint(o, (uint64_t)field << 3 | 2);
-  varint(o, len);
-  memcpy(o->b + o->n, p, len);
-  o->n += len;
-}
-static void f_str(buf *o, int field, const char *s) {
-  f_bytes(o, field, s, strlen(s));
-}
-static void f_msg(buf *o, int field, const buf *m) {
-  f_bytes(o, field, m->b, m->n);
-}
 
 /* A model on input x: nodes {op, in0, in1, out} (named after the output),
  * float initializers [1] named inits[i] holding 1 + i, output "z"; written
