@@ -96,10 +96,13 @@ int64_t torc__numel(const int64_t *shape, int ndim) {
 }
 
 void torc__contiguous_strides(const int64_t *shape, int ndim, int64_t *out) {
+  /* Saturates instead of overflowing: a stride only grows past int64 for a
+   * shape with no elements, whose strides address nothing. */
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     out[i] = s;
-    s *= shape[i] > 1 ? shape[i] : 1;
+    if (__builtin_mul_overflow(s, shape[i] > 1 ? shape[i] : 1, &s))
+      s = INT64_MAX;
   }
 }
 
@@ -121,6 +124,8 @@ torc_status torc__check_shape(const int64_t *shape, int ndim, const char *fn) {
   if (ndim > 0 && shape == NULL)
     return torc_set_error(TORC_ERR_INVALID, "%s: shape is NULL with ndim %d",
                           fn, ndim);
+  /* The product skips zero sizes, so that a shape with no elements still
+   * has contiguous strides that fit in int64 (they multiply the others). */
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) {
@@ -131,10 +136,12 @@ torc_status torc__check_shape(const int64_t *shape, int ndim, const char *fn) {
     }
     if (shape[i] > 0 && n > INT64_MAX / 16 / shape[i]) {
       char b[128];
-      return torc_set_error(TORC_ERR_SHAPE, "%s: shape %s is too large", fn,
+      return torc_set_error(TORC_ERR_SHAPE, "%s: shape %s is too large (its nonzero sizes "
+                            "multiply past 2^59); pass the shape you meant", fn,
                             torc__shape_str(shape, ndim, b, sizeof b));
     }
-    n *= shape[i];
+    if (shape[i] > 0)
+      n *= shape[i];
   }
   return TORC_OK;
 }

@@ -39,6 +39,15 @@ static void test_creation_and_properties(void **state) {
   int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
   assert_null(torc_zeros(nine, 9, TORC_F32, TORC_CPU));
   assert_error(TORC_ERR_SHAPE, "0 to 8");
+  /* No elements, but sizes whose product (past the zero) overflows the
+   * strides: refused rather than given wrapped strides. */
+  assert_null(torc_empty(TORC_SHAPE(0, 2882303761601003515LL, 4), TORC_F32,
+                         TORC_CPU));
+  assert_error(TORC_ERR_SHAPE, "too large");
+  torc_tensor *z = torc_empty(TORC_SHAPE(0, 1000, 4), TORC_F32, TORC_CPU);
+  assert_torc(z);
+  assert_int_equal(torc_strides(z)[0], 4000);
+  torc_release(z);
 }
 
 static void test_arange_linspace_eye(void **state) {
