@@ -1448,6 +1448,79 @@ static torc_status op_where(onode *n) {
 }
 
 
+/* Trilu(x, k = 0): the upper (upper = 1, the default) or lower triangle of
+ * the last two dims. */
+static torc_status op_trilu(onode *n) {
+  NEED_IN(0);
+  double k = 0;
+  if (n->n_in > 1 && n->in[1]) {
+    torc_status st = scalar_of(n->in[1], &k);
+    if (st != TORC_OK)
+      return st;
+  }
+  if (!(k >= -9e18 && k <= 9e18))
+    return torc_set_error(TORC_ERR_RANGE, "Trilu's k %g is out of range", k);
+  int upper = attr_i(n, "upper", 1) != 0;
+  CHECK(n->out[0] = upper ? torc_triu(n->in[0], (int64_t)k)
+                          : torc_tril(n->in[0], (int64_t)k));
+  return TORC_OK;
+}
+
+/* OneHot(indices, depth, values = [off, on]), a new dim of size depth at
+ * axis: on where the index (wrapped once when negative) equals the
+ * position, off elsewhere, also for an index out of range. */
+static torc_status op_one_hot(onode *n) {
+  NEED_IN(0);
+  NEED_IN(1);
+  NEED_IN(2);
+  double depth_d;
+  torc_status st = scalar_of(n->in[1], &depth_d);
+  if (st != TORC_OK)
+    return st;
+  if (!(depth_d >= 1 && depth_d <= (double)(1 << 24)))
+    return torc_set_error(TORC_ERR_RANGE,
+                          "OneHot's depth %g is not between 1 and %d",
+                          depth_d, 1 << 24);
+  int64_t depth = (int64_t)depth_d;
+  if (torc_numel(n->in[2]) != 2)
+    return torc_set_error(TORC_ERR_SHAPE,
+                          "OneHot's values has %lld elements; it takes 2 "
+                          "(off, on)",
+                          (long long)torc_numel(n->in[2]));
+  int nd = torc_ndim(n->in[0]);
+  if (nd + 1 > TORC_MAX_DIMS)
+    return torc_set_error(TORC_ERR_SHAPE, "OneHot of a %d-dim tensor", nd);
+  int axis;
+  st = norm_axis(attr_i(n, "axis", -1), nd + 1, &axis);
+  if (st != TORC_OK)
+    return st;
+  torc_device dev = torc_device_of(n->in[0]);
+  torc_tensor *idx = torc_to_dtype(n->in[0], TORC_I64);
+  CHECK(idx);
+  torc_tensor *neg = torc_lt(idx, torc_zeros(NULL, 0, TORC_I64, dev));
+  CHECK(neg);
+  torc_tensor *wrapped = torc_add(idx, torc_full(NULL, 0, (double)depth,
+                                                 TORC_I64, dev));
+  CHECK(wrapped);
+  CHECK(idx = torc_where(neg, wrapped, idx));
+  CHECK(idx = torc_unsqueeze(idx, axis));
+  int64_t shape[TORC_MAX_DIMS];
+  for (int i = 0; i <= nd; i++)
+    shape[i] = i == axis ? depth : 1;
+  torc_tensor *pos = torc_arange(0, (double)depth, 1, TORC_I64, dev);
+  CHECK(pos);
+  CHECK(pos = torc_reshape(pos, shape, nd + 1));
+  torc_tensor *hit = torc_eq(idx, pos);
+  CHECK(hit);
+  torc_tensor *vals = torc_reshape(n->in[2], (int64_t[]){2}, 1);
+  CHECK(vals);
+  torc_tensor *off = torc_select(vals, 0, 0), *on = torc_select(vals, 0, 1);
+  CHECK(off);
+  CHECK(on);
+  CHECK(n->out[0] = torc_contiguous(torc_where(hit, on, off)));
+  return TORC_OK;
+}
+
 static torc_status op_cast(onode *n) {
   NEED_IN(0);
   int64_t to = attr_i(n, "to", -1);
@@ -1848,6 +1921,7 @@ static const op_row op_table[] = {
     {"Mul", ANY, op_mul},
     {"Neg", ANY, op_neg},
     {"Not", ANY, op_not},
+    {"OneHot", ANY, op_one_hot},
     {"Or", ANY, op_or},
     {"Pad", ANY, op_pad},
     {"Pow", ANY, op_pow},
@@ -1888,6 +1962,7 @@ static const op_row op_table[] = {
     {"Tile", 6, 99, op_tile},
     {"TopK", ANY, op_topk},
     {"Transpose", ANY, op_transpose},
+    {"Trilu", ANY, op_trilu},
     {"Unsqueeze", ANY, op_unsqueeze},
     {"Where", ANY, op_where},
     {"Xor", ANY, op_xor},

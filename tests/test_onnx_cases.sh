@@ -44,7 +44,7 @@ if [ "${TORC_VALGRIND:-0}" = 1 ]; then
 else
   check_set pytorch-operator 35 "$D/pytorch-operator"
   check_set pytorch-converted 82 "$D/pytorch-converted"
-  check_set node 599 "$D/node"
+  check_set node 621 "$D/node"
 fi
 
 # A garbage model and a truncated one: one "fail" line each, status 1.
