@@ -113,7 +113,9 @@ EOF
 flip_run() {
   sed "s/FLIP/$1/" "$tmp/flip.ini" >"$tmp/f.ini"
   run_torc train "$tmp/f.ini" --overwrite
-  grep '^epoch [0-9]*/[0-9]*: ' "$tmp/out" >"$tmp/flip.$2"
+  # the epoch lines without their " | S s" time, which varies run to run
+  grep '^epoch [0-9]*/[0-9]*: ' "$tmp/out" | sed 's/ | [0-9.]* s$//' \
+    >"$tmp/flip.$2"
   [ "$rc" -eq 0 ]
 }
 flip=
