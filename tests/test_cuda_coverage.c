@@ -29,6 +29,10 @@ static const struct gap {
     GAP_ALL("masked_fill", ATTN_WHY),
     GAP_FLOATS("scaled_dot_product_attention", ATTN_WHY),
     GAP_FLOATS("scaled_dot_product_attention_backward", ATTN_WHY),
+#define INFER_WHY                                                              \
+  "fused inference kernels: a plan on cuda runs the ops they fuse"
+    GAP_FLOATS("linear_act", INFER_WHY),
+    GAP_FLOATS("conv2d_act", INFER_WHY),
     {NULL, TORC_F32, NULL}, /* the end */
 };
 

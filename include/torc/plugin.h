@@ -254,6 +254,37 @@ typedef struct torc_pool_kparams {
   int64_t divisor;
 } torc_pool_kparams;
 
+/* The activation a fused inference kernel applies (TORC_ACT_*): none, or
+ * relu with the relu op's NaN rule (relu(NaN) = NaN). */
+enum { TORC_ACT_NONE = 0, TORC_ACT_RELU = 1 };
+
+/* "linear_act": in x [M, K], w [K, N] (any strides: a linear layer's
+ * weight [N, K] read transposed) and optionally b [N] (n_in 3); out y
+ * [M, N], contiguous: y = act(x w + b), what matmul, add and the
+ * activation give one after the other (ref rounds as they do; a fast
+ * kernel agrees to a matmul's tolerance, NaN and infinities included).
+ * A planned forward (torc_plan_new with TORC_PLAN_FUSE) runs a linear
+ * layer and its activation as this one call. Not differentiable. */
+typedef struct torc_linear_act_kparams {
+  int32_t act;      /* TORC_ACT_* */
+  int32_t reserved; /* 0 */
+} torc_linear_act_kparams;
+
+/* "conv2d_act": in x, w and optionally b, as "conv2d"; out y: y =
+ * pool(act(conv2d(x, w) + b)), where pool is "max_pool2d" with the
+ * params `pool` when has_pool is 1 (y then has the pool's output sizes;
+ * its indices are not made), and nothing when 0 (y has conv2d's sizes).
+ * NaN propagates as through the separate ops (a window holding a NaN
+ * gives NaN). A planned forward (TORC_PLAN_FUSE) runs a convolution, its
+ * activation and the max pool after it as this one call. Not
+ * differentiable. */
+typedef struct torc_conv_act_kparams {
+  torc_conv_kparams conv;
+  int32_t act;      /* TORC_ACT_* */
+  int32_t has_pool; /* 1: a max pool follows the activation */
+  torc_pool_kparams pool;
+} torc_conv_act_kparams;
+
 /* "batch_norm": in x [N, C, *], w [C], b [C] and, when n_in is 5, the
  * running mean and var [C] (contiguous; updated in place when training,
  * with momentum and the unbiased variance); out y, mean [C], invstd [C]

@@ -1,6 +1,8 @@
 # plugins/ref/fused.mk — the reference kernels of the fused ops
-# (cross-entropy, optimizer steps) and the list ops (torc/foreach.h).
+# (cross-entropy, optimizer steps), the list ops (torc/foreach.h) and the
+# fused inference kernels (linear_act, conv2d_act).
 plugins_ref_librefkernels_la_SOURCES += \
 	plugins/ref/ref_fused.h \
 	plugins/ref/kernels_fused.c \
-	plugins/ref/kernels_foreach.c
+	plugins/ref/kernels_foreach.c \
+	plugins/ref/kernels_infer.c
