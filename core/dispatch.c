@@ -402,6 +402,13 @@ static const kbest *lookup(int devtype, int op, torc_dtype dt) {
   return b->fn ? b : NULL;
 }
 
+int torc__kernel_exists(int devtype, int op, torc_dtype dt) {
+  if (devtype < 0 || devtype >= TORC__MAX_DEVICE_TYPES || op < 0 ||
+      op >= TORC__OP_COUNT || dt < 0 || dt >= TORC_DTYPE_COUNT)
+    return 0;
+  return lookup(devtype, op, dt) != NULL;
+}
+
 /* ---- the slow-provider warning ---- */
 
 /* The heavy ops of a training step and the plugins of this tree that

@@ -3,7 +3,9 @@
  * by values that are never live together, the tensors over the arena made
  * once, elementwise unary nodes run in place when their input dies there,
  * and the inference rewrites (batch norm folded into the conv2d or linear
- * before it). A call allocates nothing but the result it returns. */
+ * before it; a linear layer and its relu, a convolution with its relu and
+ * max pool, each made one fused kernel call). A call allocates nothing but
+ * the result it returns. */
 #include <math.h>
 #include <string.h>
 
@@ -48,7 +50,8 @@ struct torc_plan {
   torc_tensor *arena; /* made by the first run */
   torc_device dev;
   size_t arena_bytes;
-  int n_inplace, n_folded;
+  int n_inplace, n_folded, n_fused;
+  union fused_params *fparams; /* the fused nodes' params until detach */
   int direct_out; /* the output node writes the result itself */
 };
 
@@ -190,6 +193,16 @@ static int add_folded(torc_plan *p, torc_tensor *t) {
   p->slot[id] = -1;
   p->t[id] = t;
   return id;
+}
+
+/* Removes the nodes a rewrite dropped (op -1). The fused nodes' params
+ * stay where they are: indexed by the node's position before. */
+static void compact(torc_plan *p) {
+  int k = 0;
+  for (int i = 0; i < p->n_nodes; i++)
+    if (p->nodes[i].op >= 0)
+      p->nodes[k++] = p->nodes[i];
+  p->n_nodes = k;
 }
 
 /* ---- batch norm folding ---- */
@@ -381,6 +394,223 @@ static int fold_bn(torc_plan *p, int j, const int *readers) {
   }
   torc__free(s);
   return done;
+}
+
+/* ---- fusing ---- */
+
+/* The params of a fused node (a slot per node of the plan). */
+union fused_params {
+  torc_linear_act_kparams lin;
+  torc_conv_act_kparams conv;
+};
+
+/* The one node after `from` that reads value v (v read once, by a node,
+ * and not the result: only_read_by's conditions), or -1. */
+static int sole_reader(const torc_plan *p, const int *readers, int v,
+                       int from) {
+  if (v >= p->g->n_values || p->cls[v] != PV_ARENA || p->root[v] != v ||
+      readers[v] != 1 || v == p->g->output)
+    return -1;
+  for (int j = from + 1; j < p->n_nodes; j++) {
+    const pnode *n = &p->nodes[j];
+    for (int k = 0; n->op >= 0 && k < n->n_in; k++)
+      if (n->in[k] == v)
+        return j;
+  }
+  return -1;
+}
+
+/* Node j when it is a relu of v writing a new value, else -1. */
+static int relu_of(const torc_plan *p, int j, int v) {
+  const pnode *n = j >= 0 ? &p->nodes[j] : NULL;
+  return n && n->op == TORC__OP_relu && n->n_in == 1 && n->n_out == 1 &&
+                 n->in[0] == v && n->out[0] != v
+             ? j
+             : -1;
+}
+
+/* 1 when value id is an ndim-dim value of dtype dt with shape `shape`. */
+static int value_is(const torc_plan *p, int id, int ndim, const int64_t *shape,
+                    torc_dtype dt) {
+  const gvalue *v = &p->g->values[id < p->g->n_values ? id : 0];
+  if (id >= p->g->n_values) /* a folded value: its tensor */
+    return torc_ndim(p->t[id]) == ndim && torc_dtype_of(p->t[id]) == dt &&
+           memcmp(torc_shape(p->t[id]), shape,
+                  (size_t)ndim * sizeof(int64_t)) == 0;
+  return v->ndim == ndim && v->dtype == dt &&
+         memcmp(v->shape, shape, (size_t)ndim * sizeof(int64_t)) == 0;
+}
+
+/* Drops the chain's nodes from i up to `last` (exclusive): the nodes on
+ * the way from node i's output to value y, the fused node's output, which
+ * node `last` writes. */
+static void drop_between(torc_plan *p, int i, int last, int y) {
+  int v = p->nodes[i].out[0];
+  p->nodes[i].op = -1;
+  for (int k = i + 1; k < last && v != y; k++) {
+    pnode *n = &p->nodes[k];
+    for (int r = 0; n->op >= 0 && r < n->n_in; r++)
+      if (n->in[r] == v) {
+        v = n->out[0];
+        n->op = -1;
+        break;
+      }
+  }
+}
+
+/* The [N] bias value an add reads as `other` against an [M, N] product:
+ * other itself when it is [N]; when it is a constant [M, N] that repeats
+ * one row (stride 0 over the rows: how a traced linear layer reads its
+ * bias), a new value of the plan's viewing that row. -1 when neither, -2
+ * out of memory. */
+static int bias_vector(torc_plan *p, int other, const gvalue *yv) {
+  if (value_is(p, other, 1, &yv->shape[1], yv->dtype))
+    return other;
+  const torc_tensor *t = p->t[other];
+  if ((p->cls[other] != PV_CONST && p->cls[other] != PV_FOLDED) ||
+      t == NULL || torc_ndim(t) != 2 || torc_dtype_of(t) != yv->dtype ||
+      torc_shape(t)[0] != yv->shape[0] || torc_shape(t)[1] != yv->shape[1] ||
+      (torc_shape(t)[0] > 1 && torc_strides(t)[0] != 0))
+    return -1;
+  torc_tensor *row = torc__view_of(t, &yv->shape[1], &torc_strides(t)[1], 1,
+                                   torc_storage_offset(t));
+  if (row == NULL)
+    return -2;
+  int id = add_folded(p, row);
+  return id < 0 ? -2 : id;
+}
+
+/* Fuses matmul node i (2-D) with the bias add and the relu after it, when
+ * at least one follows: the last fused node becomes the "linear_act"
+ * call, the others are dropped. 1 when fused, 0 when not, -1 out of
+ * memory. */
+static int fuse_linear(torc_plan *p, int i, const int *readers) {
+  pnode *mm = &p->nodes[i];
+  if (mm->n_in != 2 || mm->n_out != 1)
+    return 0;
+  int y = mm->out[0];
+  const gvalue *yv = &p->g->values[y];
+  if (y >= p->g->n_values || yv->ndim != 2 ||
+      p->g->values[mm->in[0]].ndim != 2)
+    return 0;
+  int last = i, bias = -1, act = TORC_ACT_NONE;
+  int j = sole_reader(p, readers, y, i);
+  if (j >= 0 && p->nodes[j].op == TORC__OP_add && p->nodes[j].n_in == 2 &&
+      p->nodes[j].n_out == 1) {
+    const pnode *a = &p->nodes[j];
+    int other = a->in[0] == y ? a->in[1] : a->in[0];
+    int b = other != y ? bias_vector(p, other, yv) : -1;
+    if (b == -2)
+      return -1;
+    const gvalue *ov = &p->g->values[a->out[0]];
+    if (b >= 0 && (a->in[0] == y || a->in[1] == y) &&
+        a->out[0] < p->g->n_values && ov->ndim == 2 &&
+        ov->shape[0] == yv->shape[0] && ov->shape[1] == yv->shape[1] &&
+        ov->dtype == yv->dtype) {
+      bias = b, last = j, y = a->out[0];
+      j = sole_reader(p, readers, y, j);
+    }
+  }
+  if (relu_of(p, j, y) >= 0)
+    act = TORC_ACT_RELU, last = j, y = p->nodes[j].out[0];
+  if (last == i)
+    return 0;
+  int x = mm->in[0], w = mm->in[1];
+  torc_dtype kdt = mm->kdtype;
+  drop_between(p, i, last, y);
+  pnode *f = &p->nodes[last];
+  union fused_params *fp = &p->fparams[last];
+  memset(fp, 0, sizeof *fp);
+  fp->lin.act = act;
+  f->op = TORC__OP_linear_act;
+  f->kdtype = kdt;
+  f->params = &fp->lin;
+  f->params_size = sizeof fp->lin;
+  f->in[0] = x;
+  f->in[1] = w;
+  f->n_in = 2;
+  if (bias >= 0)
+    f->in[f->n_in++] = bias;
+  f->out[0] = y;
+  f->n_out = 1;
+  return 1;
+}
+
+/* Fuses conv2d node i with the relu and the max pool after it (at least
+ * one of them; the pool's indices read by nothing) into "conv2d_act". */
+static int fuse_conv(torc_plan *p, int i, const int *readers) {
+  pnode *cv = &p->nodes[i];
+  if (cv->n_in < 2 || cv->n_out != 1 ||
+      cv->params_size != sizeof(torc_conv_kparams))
+    return 0;
+  int y = cv->out[0], last = i, act = TORC_ACT_NONE;
+  const torc_pool_kparams *pool = NULL;
+  int j = sole_reader(p, readers, y, i);
+  if (relu_of(p, j, y) >= 0) {
+    act = TORC_ACT_RELU, last = j, y = p->nodes[j].out[0];
+    j = sole_reader(p, readers, y, j);
+  }
+  if (j >= 0) {
+    const pnode *mp = &p->nodes[j];
+    if (mp->op == TORC__OP_max_pool2d && mp->n_in == 1 && mp->n_out == 2 &&
+        mp->in[0] == y && mp->params_size == sizeof *pool &&
+        readers[p->root[mp->out[1]]] == 0 && p->root[mp->out[0]] == mp->out[0])
+      pool = mp->params, last = j, y = mp->out[0];
+  }
+  if (last == i)
+    return 0;
+  union fused_params *fp = &p->fparams[last];
+  memset(fp, 0, sizeof *fp);
+  memcpy(&fp->conv.conv, cv->params, sizeof fp->conv.conv);
+  fp->conv.act = act;
+  if (pool) {
+    fp->conv.has_pool = 1;
+    fp->conv.pool = *pool;
+  }
+  int in[3] = {cv->in[0], cv->in[1], cv->n_in > 2 ? cv->in[2] : -1};
+  int n_in = cv->n_in > 3 ? 3 : cv->n_in;
+  torc_dtype kdt = cv->kdtype;
+  drop_between(p, i, last, y);
+  pnode *f = &p->nodes[last];
+  f->op = TORC__OP_conv2d_act;
+  f->kdtype = kdt;
+  f->params = &fp->conv;
+  f->params_size = sizeof fp->conv;
+  f->n_in = n_in;
+  memcpy(f->in, in, (size_t)n_in * sizeof(int));
+  f->out[0] = y;
+  f->n_out = 1;
+  return 1;
+}
+
+/* The fusions, where the plan's device has the fused kernel for the
+ * node's dtype. */
+static torc_status fuse(torc_plan *p) {
+  p->fparams = torc__calloc((size_t)p->n_nodes + 1, sizeof *p->fparams);
+  int *readers = torc__malloc(((size_t)p->n_values + 1) * sizeof(int));
+  if (p->fparams == NULL || readers == NULL) {
+    torc__free(readers);
+    return plan_oom();
+  }
+  count_readers(p, readers);
+  for (int i = 0; i < p->n_nodes; i++) {
+    pnode *n = &p->nodes[i];
+    int done = 0;
+    if (n->op == TORC__OP_matmul &&
+        torc__kernel_exists(p->dev.type, TORC__OP_linear_act, n->kdtype))
+      done = fuse_linear(p, i, readers);
+    else if (n->op == TORC__OP_conv2d &&
+             torc__kernel_exists(p->dev.type, TORC__OP_conv2d_act, n->kdtype))
+      done = fuse_conv(p, i, readers);
+    if (done < 0) {
+      torc__free(readers);
+      return plan_oom();
+    }
+    p->n_fused += done;
+  }
+  torc__free(readers);
+  compact(p);
+  return TORC_OK;
 }
 
 /* ---- building ---- */
@@ -639,11 +869,7 @@ static torc_status rewrite(torc_plan *p) {
     }
   }
   torc__free(readers);
-  int k = 0;
-  for (int i = 0; i < p->n_nodes; i++)
-    if (p->nodes[i].op >= 0)
-      p->nodes[k++] = p->nodes[i];
-  p->n_nodes = k;
+  compact(p);
   return TORC_OK;
 }
 
@@ -684,11 +910,12 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     *out = NULL;
   if (g == NULL || out == NULL)
     return torc__null_input("torc_plan_new");
-  if (flags & ~TORC_PLAN_FOLD_BN)
+  int known = TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE;
+  if (flags & ~known)
     return torc_set_error(TORC_ERR_INVALID,
                           "torc_plan_new: unknown flags 0x%x; pass 0 or "
-                          "TORC_PLAN_FOLD_BN",
-                          (unsigned)(flags & ~TORC_PLAN_FOLD_BN));
+                          "TORC_PLAN_FOLD_BN and TORC_PLAN_FUSE or'ed",
+                          (unsigned)(flags & ~known));
   torc_plan *p = torc__calloc(1, sizeof *p);
   size_t nv = (size_t)g->n_values + 1;
   if (p == NULL)
@@ -704,16 +931,18 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     st = classify(p);
   if (st == TORC_OK)
     st = copy_nodes(p);
+  if (st == TORC_OK)
+    st = plan_device(p);
   if (st == TORC_OK && (flags & TORC_PLAN_FOLD_BN))
     st = rewrite(p);
+  if (st == TORC_OK && (flags & TORC_PLAN_FUSE))
+    st = fuse(p);
   if (st == TORC_OK) {
     p->direct_out = result_direct(p);
     if (p->direct_out)
       p->cls[g->output] = PV_OUTPUT;
     st = assign_slots(p);
   }
-  if (st == TORC_OK)
-    st = plan_device(p);
   if (st == TORC_OK)
     st = detach(p);
   if (st) {
@@ -733,7 +962,7 @@ void torc_plan_free(torc_plan *p) {
   torc_release(p->arena);
   torc__free(p->cls), torc__free(p->root), torc__free(p->slot);
   torc__free(p->t), torc__free(p->nodes);
-  torc__free(p->own.values), torc__free(p->params);
+  torc__free(p->own.values), torc__free(p->params), torc__free(p->fparams);
   torc__free(p);
 }
 
@@ -746,6 +975,8 @@ int torc_plan_n_nodes(const torc_plan *p) { return p ? p->n_nodes : 0; }
 int torc_plan_n_in_place(const torc_plan *p) { return p ? p->n_inplace : 0; }
 
 int torc_plan_n_folded(const torc_plan *p) { return p ? p->n_folded : 0; }
+
+int torc_plan_n_fused(const torc_plan *p) { return p ? p->n_fused : 0; }
 
 /* ---- running ---- */
 

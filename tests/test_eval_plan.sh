@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/test_eval_plan.sh — torc eval through a plan (torc/graph.h): a CNN
 # with batch norm traced on the first batch, the batch norm folded, the
-# short last batch run eagerly, the same loss and accuracy as with
-# [eval] plan = no; [eval] precision = bf16 and f16 report the accuracy
+# convolution, relu and pool fused into one call and the linear layer into
+# another, the short last batch run eagerly, the same loss and accuracy as
+# with [eval] plan = no; [eval] precision = bf16 and f16 report the accuracy
 # against f32 (a small difference); a bad precision is refused.
 
 set -u
@@ -72,11 +73,11 @@ pass "a CNN with batch norm trains"
 W=runs/cnn/final.safetensors
 run_torc eval cnn.ini --checkpoint $W --set eval.verbose=yes
 expect_rc 0
-expect_has out "plan: 5 kernel calls (1 batch norms folded, 1 in place)"
+expect_has out "plan: 2 kernel calls (1 batch norms folded, 2 fused, 0 in place)"
 expect_has out "3 of 4 batches planned, the others eager"
 planned=$(grep '^eval:' "$tmp/out")
 [ -n "$planned" ] || fail "no eval: line"
-pass "torc eval plans the model, folds its batch norm, runs the last batch eagerly"
+pass "torc eval plans the model, folds its batch norm, fuses conv + relu + pool and the linear layer, runs the last batch eagerly"
 
 run_torc eval cnn.ini --checkpoint $W --set eval.plan=no --set eval.verbose=yes
 expect_rc 0

@@ -2,8 +2,9 @@
  * result equals the eager forward bit for bit for an MLP, a CNN and a
  * residual block; calls after the first allocate nothing; the arena is
  * smaller than the intermediates together; nodes run in place; batch norm
- * folded into conv2d and linear within 1e-5; the plan follows weights
- * changed in place; the argument errors. */
+ * folded into conv2d and linear within 1e-5; the fused kernels
+ * (linear_act, conv2d_act) bit for bit on ref, NaN kept; the plan follows
+ * weights changed in place; the argument errors. */
 #include <math.h>
 
 #include "testutil.h"
@@ -127,7 +128,7 @@ static void assert_near(const torc_tensor *got, const torc_tensor *want,
  * figures. */
 typedef struct {
   size_t arena;
-  int nodes, in_place, folded, graph_nodes;
+  int nodes, in_place, folded, fused, graph_nodes;
 } figures;
 
 static figures check_plan(torc_module *m, const int64_t *shape, int ndim,
@@ -170,7 +171,8 @@ static figures check_plan(torc_module *m, const int64_t *shape, int ndim,
     torc_release(xi);
   }
   figures f = {torc_plan_arena_bytes(p), torc_plan_n_nodes(p),
-               torc_plan_n_in_place(p), torc_plan_n_folded(p), graph_nodes};
+               torc_plan_n_in_place(p), torc_plan_n_folded(p),
+               torc_plan_n_fused(p), graph_nodes};
   torc_release(into);
   torc_plan_free(p);
   torc_release(x);
@@ -244,6 +246,68 @@ static void test_plan_residual(void **state) {
   torc_module *m = residual_new();
   figures f = check_plan(m, TORC_SHAPE(5, 8), 0, 1);
   assert_true(f.in_place >= 1);
+  torc_module_free(m);
+}
+
+/* linear + relu, linear (then tanh), linear: three linear_act calls and
+ * the tanh, bit for bit the eager forward on the reference kernels. */
+static void test_plan_fused_mlp(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  figures f = check_plan(m, TORC_SHAPE(64, 16), TORC_PLAN_FUSE, 1);
+  assert_int_equal(f.fused, 3);
+  assert_int_equal(f.nodes, 4);
+  torc_module_free(m);
+}
+
+/* conv + bn + relu + pool, conv + bn + relu, flatten, linear: the batch
+ * norms folded, then two conv2d_act calls (the first with its pool) and
+ * one linear_act, within 1e-5 of eager; unfolded, the linear layer alone
+ * fused, bit for bit on the reference kernels. */
+static void test_plan_fused_cnn(void **state) {
+  (void)state;
+  torc_module *m = cnn_bn_new();
+  randomize_bn(m, TORC_SHAPE(8, 2, 8, 8));
+  figures f = check_plan(m, TORC_SHAPE(8, 2, 8, 8),
+                         TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, 0);
+  assert_int_equal(f.folded, 2);
+  assert_int_equal(f.fused, 3);
+  assert_int_equal(f.nodes, 3);
+  /* unfolded: a batch norm stands between each conv and its relu */
+  figures u = check_plan(m, TORC_SHAPE(8, 2, 8, 8), TORC_PLAN_FUSE, 1);
+  assert_int_equal(u.fused, 1); /* the linear layer alone */
+  torc_module_free(m);
+}
+
+/* A fused plan keeps NaN and infinities where the eager forward has them:
+ * relu(NaN) = NaN, a pool window holding a NaN gives NaN. */
+static void test_plan_fused_nan(void **state) {
+  (void)state;
+  torc_module *m = cnn_bn_new();
+  randomize_bn(m, TORC_SHAPE(8, 2, 8, 8));
+  torc_tensor *x = torc_randn(TORC_SHAPE(8, 2, 8, 8), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  torc_plan *p = NULL;
+  assert_int_equal(
+      torc_plan_new(g, TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, &p), 0);
+  torc_graph_free(g);
+  float *xd = torc_data(x);
+  xd[5] = NAN;               /* image 0 */
+  xd[3 * 128 + 70] = INFINITY; /* image 3 */
+  xd[6 * 128 + 9] = -INFINITY; /* image 6 */
+  torc_tensor *want = eager(m, x), *y = NULL;
+  assert_int_equal(torc_plan_run(p, (const torc_tensor *const *)&x, 1, &y),
+                   0);
+  const float *a = torc_data(y), *b = torc_data(want);
+  int n_nan = 0;
+  for (int64_t i = 0; i < torc_numel(want); i++) {
+    assert_int_equal(isnan(a[i]), isnan(b[i]));
+    n_nan += isnan(b[i]) != 0;
+  }
+  assert_true(n_nan > 0);
+  torc_release(y), torc_release(want), torc_release(x);
+  torc_plan_free(p);
   torc_module_free(m);
 }
 
@@ -357,6 +421,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_plan_linear_bn, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_plan_residual, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_plan_fused_mlp, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_plan_fused_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_plan_fused_nan, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_plan_loaded, test_live_setup,
                                       test_live_teardown),

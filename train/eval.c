@@ -138,7 +138,8 @@ static void planned_start(run *r, planned *pl, const torc_tensor *x,
   if (dt != TORC_F32 && torc_dtype_is_float(torc_dtype_of(x)))
     x = xc = torc_to_dtype(x, dt);
   if (x == NULL || torc_trace(r->model, &x, 1, &pl->g) != TORC_OK ||
-      torc_plan_new(pl->g, TORC_PLAN_FOLD_BN, &pl->p) != TORC_OK)
+      torc_plan_new(pl->g, TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, &pl->p) !=
+          TORC_OK)
     planned_free(pl);
   torc_release(xc);
   torc_clear_error();
@@ -268,11 +269,12 @@ static torc_status eval_pass_dt(run *r, int64_t epoch, int want_confusion,
   }
   if (st == TORC_OK && pf && pl.p && pl.verbose)
     fprintf(pf,
-            "plan: %d kernel calls (%d batch norms folded, %d in place), "
-            "arena %zu bytes; %lld of %lld batches planned, the others "
-            "eager\n",
+            "plan: %d kernel calls (%d batch norms folded, %d fused, %d "
+            "in place), arena %zu bytes; %lld of %lld batches planned, the "
+            "others eager\n",
             torc_plan_n_nodes(pl.p), torc_plan_n_folded(pl.p),
-            torc_plan_n_in_place(pl.p), torc_plan_arena_bytes(pl.p),
+            torc_plan_n_fused(pl.p), torc_plan_n_in_place(pl.p),
+            torc_plan_arena_bytes(pl.p),
             (long long)pl.planned, (long long)pl.batches);
   planned_free(&pl);
   if (st == TORC_OK && got < 0)

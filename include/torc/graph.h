@@ -141,10 +141,21 @@ typedef struct torc_plan torc_plan;
  * rounding (about 1e-6 relative in f32). */
 #define TORC_PLAN_FOLD_BN 1
 
+/* torc_plan_new flag: fuse, where the plan's device has the fused kernel,
+ * a linear layer (matmul, bias add) with the relu after it into one
+ * "linear_act" call, and a conv2d with the relu and the max pool after it
+ * (whose indices nothing reads) into one "conv2d_act" call; the
+ * intermediates between them are then never written. On the reference
+ * kernels the result is the eager forward's bit for bit; fast kernels
+ * agree to a matmul's or convolution's rounding (oneDNN's: within 1e-5 of
+ * the output's magnitude in the tests). NaN and infinities propagate as
+ * through the separate ops. */
+#define TORC_PLAN_FUSE 2
+
 /* Builds a plan for g into *out; the plan keeps what it needs (the
  * parameters it reads, not the trace's intermediates), so g may be freed
- * right after. flags: 0 or
- * TORC_PLAN_FOLD_BN. Errors (then *out is NULL): unknown flags, values
+ * right after. flags: 0 or TORC_PLAN_FOLD_BN and TORC_PLAN_FUSE or'ed
+ * (batch norms are folded before the fusing). Errors (then *out is NULL): unknown flags, values
  * on more than one device, a view the arena cannot hold (TORC_ERR_INVALID;
  * torc_graph_run still runs such a graph), out of memory. */
 TORC_API torc_status torc_plan_new(const torc_graph *g, int flags,
@@ -176,6 +187,10 @@ TORC_API int torc_plan_n_in_place(const torc_plan *p);
 
 /* How many batch norms were folded away. */
 TORC_API int torc_plan_n_folded(const torc_plan *p);
+
+/* How many fused kernel calls ("linear_act", "conv2d_act") the plan makes
+ * in place of the ops they fuse (TORC_PLAN_FUSE). */
+TORC_API int torc_plan_n_fused(const torc_plan *p);
 
 /* Frees p and the tensors it owns. NULL is ignored. */
 TORC_API void torc_plan_free(torc_plan *p);
