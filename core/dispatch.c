@@ -27,6 +27,7 @@ typedef struct kbest {
   void *data;
   uint32_t flags;
   uint64_t seq; /* the winning registration */
+  int priority; /* its effective priority */
   torc__plugin *owner;
   /* The key's other kernels, best first, tried in turn when the ones
    * before decline (TORC_KERNEL_DECLINED): for an exact dtype, its other
@@ -159,6 +160,7 @@ static void set_kbest(kbest *b, const kentry *e) {
   b->data = e->data;
   b->flags = e->flags;
   b->seq = e->seq;
+  b->priority = e->priority;
   b->owner = e->owner;
   b->rest = NULL;
   b->n_rest = 0;
@@ -402,11 +404,12 @@ static const kbest *lookup(int devtype, int op, torc_dtype dt) {
   return b->fn ? b : NULL;
 }
 
-int torc__kernel_exists(int devtype, int op, torc_dtype dt) {
+int torc__kernel_rank(int devtype, int op, torc_dtype dt) {
   if (devtype < 0 || devtype >= TORC__MAX_DEVICE_TYPES || op < 0 ||
       op >= TORC__OP_COUNT || dt < 0 || dt >= TORC_DTYPE_COUNT)
-    return 0;
-  return lookup(devtype, op, dt) != NULL;
+    return INT_MIN;
+  const kbest *k = lookup(devtype, op, dt);
+  return k ? k->priority : INT_MIN;
 }
 
 /* ---- the slow-provider warning ---- */

@@ -6,6 +6,7 @@
  * before it; a linear layer and its relu, a convolution with its relu and
  * max pool, each made one fused kernel call). A call allocates nothing but
  * the result it returns. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -583,8 +584,17 @@ static int fuse_conv(torc_plan *p, int i, const int *readers) {
   return 1;
 }
 
-/* The fusions, where the plan's device has the fused kernel for the
- * node's dtype. */
+/* 1 when the plan's device has a kernel for `fused` at the node's dtype
+ * that ranks at least as high as the one serving the node's own op: a
+ * fused call never trades a fast kernel for a slower one (ref's
+ * linear_act for the cpu plugin's matmul). */
+static int fusable(const torc_plan *p, const pnode *n, int fused) {
+  int have = torc__kernel_rank(p->dev.type, fused, n->kdtype);
+  return have != INT_MIN &&
+         have >= torc__kernel_rank(p->dev.type, n->op, n->kdtype);
+}
+
+/* The fusions, where fusable says so. */
 static torc_status fuse(torc_plan *p) {
   p->fparams = torc__calloc((size_t)p->n_nodes + 1, sizeof *p->fparams);
   int *readers = torc__malloc(((size_t)p->n_values + 1) * sizeof(int));
@@ -596,11 +606,9 @@ static torc_status fuse(torc_plan *p) {
   for (int i = 0; i < p->n_nodes; i++) {
     pnode *n = &p->nodes[i];
     int done = 0;
-    if (n->op == TORC__OP_matmul &&
-        torc__kernel_exists(p->dev.type, TORC__OP_linear_act, n->kdtype))
+    if (n->op == TORC__OP_matmul && fusable(p, n, TORC__OP_linear_act))
       done = fuse_linear(p, i, readers);
-    else if (n->op == TORC__OP_conv2d &&
-             torc__kernel_exists(p->dev.type, TORC__OP_conv2d_act, n->kdtype))
+    else if (n->op == TORC__OP_conv2d && fusable(p, n, TORC__OP_conv2d_act))
       done = fuse_conv(p, i, readers);
     if (done < 0) {
       torc__free(readers);

@@ -332,8 +332,9 @@ int torc__op_find(const char *name);
  * thread, taken back when its call returns (core/dispatch.c). */
 int torc__kernel_scratch(size_t nbytes, void **out);
 
-/* 1 when some kernel serves (device type, op, dtype), 0 otherwise. */
-int torc__kernel_exists(int devtype, int op, torc_dtype dt);
+/* The effective priority of the kernel that serves (device type, op,
+ * dtype), INT_MIN when none does. */
+int torc__kernel_rank(int devtype, int op, torc_dtype dt);
 
 /* Runs op `op` on the device of out[0] with kernel dtype `kdtype`: looks up
  * the kernel (error listing where it exists), checks every tensor is on
