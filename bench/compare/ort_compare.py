@@ -5,7 +5,7 @@ torch_compare.py) built as ONNX graphs with onnx.helper, weights drawn
 with PyTorch's default initialisation ranges (uniform +-1/sqrt(fan_in)),
 run by an InferenceSession on the 10000 Fashion-MNIST test images at batch
 1000, decoded and normalised once beforehand (as PyTorch's side), argmax
-accuracy counted; best of two passes, the first warming up. Threads:
+accuracy counted; best of five passes, the first warming up. Threads:
 TORCH_THREADS (the same count as the other sides) intra-op, one inter-op,
 sequential execution.
 
@@ -123,7 +123,7 @@ def evaluate(which):
     sess = ort.InferenceSession(model(which).SerializeToString(), so,
                                 providers=["CPUExecutionProvider"])
     best = 0.0
-    for _ in range(2):  # the first warms up
+    for _ in range(5):  # the first warms up
         n, correct = 0, 0
         t0 = time.perf_counter()
         for i in range(0, len(y), BATCH):
