@@ -3,9 +3,11 @@
  * padding and dilation, and matmul with transposed, strided, broadcast and
  * batched operands, each computed twice on the cpu — the dispatcher pinned
  * to ref's kernels, then to the plugin's — and compared (forward and
- * gradients); and that in normal use the plugin serves cpu's matmul and
+ * gradients); linear_act in a fused plan against eager and ref; and that in normal use the plugin serves cpu's matmul and
  * conv2d above ref.
  */
+#include <math.h>
+
 #include "testutil.h"
 
 static int setup_pinned(void **state) {
@@ -229,6 +231,67 @@ static void test_linear_3d(void **state) {
   torc_scope_end(scope);
 }
 
+/* linear_act through a fused plan (an MLP: linear + relu, linear), f32
+ * and f64, a NaN and an infinity in the input: on the plugin's kernels
+ * the fused plan gives the eager forward's bits (the same GEMM, then the
+ * add's and relu's roundings); on ref's, the same values to a GEMM's
+ * tolerance; NaN where eager has it. */
+static void test_linear_act_plan(void **state) {
+  (void)state;
+  torc_dtype dts[2] = {TORC_F32, TORC_F64};
+  for (int d = 0; d < 2; d++) {
+    torc_module *m = torc_sequential_new();
+    assert_ok(torc_sequential_append(m, torc_linear_new(24, 40, 1)));
+    assert_ok(torc_sequential_append(m, torc_module_build("relu", "")));
+    assert_ok(torc_sequential_append(m, torc_linear_new(40, 7, 1)));
+    assert_ok(torc_module_to_dtype(m, dts[d]));
+    torc_module_train(m, 0);
+    torc_grad_mode gm = torc_set_grad_mode(TORC_INFERENCE);
+    int scope = torc_scope_begin();
+    int64_t xs[2] = {33, 24};
+    torc_tensor *x = torc_randn(xs, 2, dts[d], TORC_CPU, NULL);
+    assert_torc(x);
+    torc_tensor *xn = torc_to_dtype(x, TORC_F64);
+    double *xv = torc_data(xn);
+    xv[5] = NAN, xv[24 * 3 + 1] = INFINITY;
+    x = torc_to_dtype(xn, dts[d]);
+    torc_tensor *y[2] = {NULL, NULL}, *want = NULL;
+    for (int side = 0; side < 2; side++) {
+      torc__dispatch_pin(side ? "ref" : "cpu");
+      if (side == 0)
+        want = torc_module_forward(m, x);
+      torc_graph *g = NULL;
+      torc_plan *p = NULL;
+      assert_ok(torc_trace(m, (const torc_tensor *const *)&x, 1, &g));
+      assert_ok(torc_plan_new(g, TORC_PLAN_FUSE, &p));
+      assert_int_equal(torc_plan_n_fused(p), 2);
+      assert_int_equal(torc_plan_n_nodes(p), 2);
+      assert_ok(torc_plan_run(p, (const torc_tensor *const *)&x, 1, &y[side]));
+      torc_plan_free(p);
+      torc_graph_free(g);
+    }
+    UNPIN;
+    assert_torc(want);
+    size_t es = torc_dtype_size(dts[d]);
+    assert_memory_equal(torc_data(y[0]), torc_data(want),
+                        (size_t)torc_numel(want) * es);
+    double *a = test_values(y[1]), *b = test_values(want);
+    int n_nan = 0;
+    for (int64_t i = 0; i < torc_numel(want); i++) {
+      assert_int_equal(isnan(a[i]), isnan(b[i]));
+      n_nan += isnan(b[i]) != 0;
+      if (!isnan(b[i]) && !isinf(b[i]))
+        assert_true(fabs(a[i] - b[i]) <= 1e-4 * (1 + fabs(b[i])));
+    }
+    assert_true(n_nan > 0);
+    free(a), free(b);
+    torc_release(y[0]), torc_release(y[1]);
+    torc_scope_end(scope);
+    torc_set_grad_mode(gm);
+    torc_module_free(m);
+  }
+}
+
 /* In normal use the plugin's kernels serve cpu above ref's, and only for
  * f32/f64 (ref keeps the other dtypes, but for copy). */
 static void test_serves_cpu(void **state) {
@@ -242,6 +305,7 @@ static void test_serves_cpu(void **state) {
     if (strcmp(k.device_type, "cpu") != 0 || !k.active)
       continue;
     int fast = strcmp(k.op, "matmul") == 0 || strcmp(k.op, "conv2d") == 0 ||
+               strcmp(k.op, "linear_act") == 0 ||
                strcmp(k.op, "conv2d_backward_input") == 0 ||
                strcmp(k.op, "conv2d_backward_weight") == 0 ||
                strcmp(k.op, "conv_transpose2d") == 0;
@@ -256,7 +320,7 @@ static void test_serves_cpu(void **state) {
       assert_false(ours);
     }
   }
-  assert_int_equal(found, 10);
+  assert_int_equal(found, 12);
   torc_shutdown();
 }
 
@@ -269,6 +333,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conv_transpose2d_geometry,
                                       test_live_setup, test_live_teardown),
       cmocka_unit_test_setup_teardown(test_matmul_layouts, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_linear_act_plan, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_linear_3d, test_live_setup,
                                       test_live_teardown),

@@ -1,9 +1,9 @@
 /* plugins/cpu/cpu.c — the cpu plugin: fast kernels for the core's "cpu"
  * device at a priority above ref (which keeps every op this plugin does
- * not serve): GEMM-backed matmul and conv2d (OpenBLAS or oneDNN sgemm, the
- * `gemm` key), vectorised elementwise ops, reductions and softmax (the ISA
- * picked at load), fused kernels; its own thread pool sized by [torc]
- * threads, joined at fini. `torc test-backend cpu` certifies it against
+ * not serve): GEMM-backed matmul, linear_act and conv2d (OpenBLAS or
+ * oneDNN sgemm, the `gemm` key), vectorised elementwise ops, reductions
+ * and softmax (the ISA picked at load), fused kernels; its own thread pool
+ * sized by [torc] threads, joined at fini. `torc test-backend cpu` certifies it against
  * ref by pinning the dispatcher to each provider in turn.
  */
 #include <stdlib.h>
@@ -16,6 +16,7 @@ int (*torc_cpu__set_error)(int status, const char *fmt, ...) = NULL;
 /* The GEMM and convolution kernels of gemm.c and conv.c. */
 static const torc_cpu_kernel blas_kernels[] = {
     {"matmul", torc_cpu__k_matmul, 0},
+    {"linear_act", torc_cpu__k_linear_act, 0},
     {"conv2d", torc_cpu__k_conv2d, TORC_KERNEL_CONTIGUOUS},
     {"conv2d_backward_input", torc_cpu__k_conv2d_backward_input,
      TORC_KERNEL_CONTIGUOUS},

@@ -39,6 +39,8 @@ int torc_cpu__register_attention(const torc_host *host, torc_plugin *self);
 
 /* The kernels (f32 and f64 only; every other dtype stays on ref). */
 int torc_cpu__k_matmul(const torc_kernel_args *a);
+/* "linear_act": matmul, then the bias and the activation (gemm.c). */
+int torc_cpu__k_linear_act(const torc_kernel_args *a);
 int torc_cpu__k_conv2d(const torc_kernel_args *a);
 int torc_cpu__k_conv2d_backward_input(const torc_kernel_args *a);
 int torc_cpu__k_conv2d_backward_weight(const torc_kernel_args *a);

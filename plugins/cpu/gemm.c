@@ -349,3 +349,81 @@ int torc_cpu__k_matmul(const torc_kernel_args *a) {
   free(wbuf);
   return st;
 }
+
+/* ---- linear_act: matmul, then the bias and the activation in one pass
+ * over y's rows (each row's work is small, so rows are split across the
+ * pool only when y is large). The sums are the add op's (one rounding to
+ * the dtype), so the result is matmul's, then add's, then relu's. */
+
+typedef struct epilogue {
+  int32_t dtype, act;
+  int64_t N;
+  char *y;
+  const char *b; /* NULL: no bias */
+  int64_t bs;    /* the bias's stride, in elements */
+} epilogue;
+
+#define EPILOGUE_ROWS(T)                                                       \
+  static void epilogue_##T(const epilogue *e, int64_t r0, int64_t r1) {       \
+    const T *b = (const T *)e->b;                                              \
+    for (int64_t r = r0; r < r1; r++) {                                        \
+      T *y = (T *)e->y + r * e->N;                                             \
+      if (b)                                                                   \
+        for (int64_t n = 0; n < e->N; n++)                                     \
+          y[n] = y[n] + b[n * e->bs];                                          \
+      if (e->act == TORC_ACT_RELU)                                             \
+        for (int64_t n = 0; n < e->N; n++)                                     \
+          y[n] = y[n] > 0 || y[n] != y[n] ? y[n] : (T)0; /* NaN kept */        \
+    }                                                                          \
+  }
+EPILOGUE_ROWS(float)
+EPILOGUE_ROWS(double)
+
+static void epilogue_task(void *ctx, int64_t r0, int64_t r1) {
+  const epilogue *e = ctx;
+  if (e->dtype == TORC_F64)
+    epilogue_double(e, r0, r1);
+  else
+    epilogue_float(e, r0, r1);
+}
+
+/* in x [M, K], w [K, N] (strided), optionally b [N]; out y [M, N]. */
+int torc_cpu__k_linear_act(const torc_kernel_args *a) {
+  const torc_linear_act_kparams *p = a->params;
+  if ((a->n_in != 2 && a->n_in != 3) || a->n_out != 1 || p == NULL ||
+      a->params_size < sizeof *p)
+    return torc_cpu__set_error(TORC_ERR_INTERNAL,
+                               "cpu kernel 'linear_act' got %d inputs, %d "
+                               "outputs and %zu bytes of params (expected "
+                               "2 or 3, 1 and %zu)",
+                               a->n_in, a->n_out, a->params_size, sizeof *p);
+  const torc_ktensor *y = &a->out[0];
+  if (p->act != TORC_ACT_NONE && p->act != TORC_ACT_RELU)
+    return TORC_KERNEL_DECLINED;
+  if (a->n_in == 3) {
+    const torc_ktensor *b = &a->in[2];
+    if (b->ndim != 1 || y->ndim != 2 || b->shape[0] != y->shape[1] ||
+        b->dtype != y->dtype)
+      return torc_cpu__set_error(TORC_ERR_SHAPE,
+                                 "cpu kernel 'linear_act': the bias must "
+                                 "be a vector of y's %lld columns and dtype",
+                                 (long long)(y->ndim == 2 ? y->shape[1] : 0));
+  }
+  torc_kernel_args mm = *a;
+  mm.op = "matmul";
+  mm.n_in = 2;
+  mm.params = NULL;
+  mm.params_size = 0;
+  int st = torc_cpu__k_matmul(&mm);
+  if (st != TORC_OK)
+    return st;
+  int64_t M = y->shape[0], N = y->shape[1];
+  if (M == 0 || N == 0 || (a->n_in == 2 && p->act == TORC_ACT_NONE))
+    return TORC_OK;
+  epilogue e = {y->dtype, p->act, N, cpu_ptr(y, 0),
+                a->n_in == 3 ? cpu_ptr(&a->in[2], 0) : NULL,
+                a->n_in == 3 ? a->in[2].strides[0] : 0};
+  int64_t grain = TORC_CPU_PAR_MIN / N + 1;
+  torc_cpu__parallel_for(a->n_threads, M, grain, epilogue_task, &e);
+  return TORC_OK;
+}
