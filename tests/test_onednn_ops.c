@@ -300,16 +300,16 @@ static void test_batch_norm(void **state) {
 
 /* ---- registration ---- */
 
-/* In normal use the plugin's kernels serve cpu's f32 conv, pooling and
- * batch-norm ops above ref and cpu, and no other kernel but the bf16
- * inference ones (test_onednn_bf16). */
+/* In normal use the plugin's kernels serve cpu's f32 conv, pooling,
+ * batch-norm and fused inference ops above ref and cpu, and no other
+ * kernel but the bf16 inference ones (test_onednn_bf16). */
 static void test_serves_cpu(void **state) {
   (void)state;
   static const char *const ops[] = {
       "conv2d",         "conv2d_backward_input", "conv_transpose2d",
       "conv2d_backward_weight", "max_pool2d",    "max_pool2d_backward",
       "avg_pool2d",     "avg_pool2d_backward",   "batch_norm",
-      "batch_norm_backward"};
+      "batch_norm_backward", "linear_act",          "conv2d_act"};
   static const char *const bf16_ops[] = {"matmul", "conv2d", "max_pool2d",
                                          "avg_pool2d", "batch_norm"};
   test_load_plugin("ref");

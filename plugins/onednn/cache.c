@@ -77,6 +77,8 @@ static void entry_free(dnn_entry *e) {
     dnnl_primitive_destroy(e->prim);
   if (e->pd)
     dnnl_primitive_desc_destroy(e->pd);
+  if (e->ext_free)
+    e->ext_free(e->ext);
   free(e);
 }
 
@@ -202,6 +204,10 @@ static int arena_reserve(size_t n) {
                                sz);
   arena_size = sz;
   return TORC_OK;
+}
+
+void *torc_dnn__arena(size_t n) {
+  return arena_reserve(n) == TORC_OK ? arena : NULL;
 }
 
 void *torc_dnn__arg_buffer(const dnn_entry *e, int arg) {

@@ -31,17 +31,11 @@
 /* Most images one forward or backward-data primitive runs at a time. */
 enum { DNN_CONV_CHUNK = 64 };
 
-/* The geometry of one convolution: x [N, C, H, W] (its input), w [O, Cg,
- * kH, kW], y [N, O, OH, OW]; Hv, Wv the rows and columns of x it reads. */
-typedef struct geo {
-  int64_t N, C, H, W, O, OH, OW, kH, kW, G, Hv, Wv;
-  int64_t S[2], PL[2], PR[2], D[2];
-  int bias;
-  int32_t dt; /* TORC_F32 or TORC_BF16 (x, w and y; the bias is f32) */
-} geo;
+typedef dnn_conv_geo geo;
+typedef dnn_conv_mds mds;
 
-static int geo_init(const torc_kernel_args *a, geo *g, const torc_ktensor *x,
-                    const torc_ktensor *w, const torc_ktensor *y) {
+int torc_dnn__conv_geo(const torc_kernel_args *a, geo *g, const torc_ktensor *x,
+                       const torc_ktensor *w, const torc_ktensor *y) {
   const torc_conv_kparams *p = a->params;
   if (p == NULL || a->params_size < sizeof *p)
     return torc_dnn__set_error(TORC_ERR_INTERNAL,
@@ -99,12 +93,7 @@ static void geo_key(dnn_key *k, int op, const geo *g, int n_threads) {
   memcpy(k->v, v, sizeof v);
 }
 
-/* torc's layouts: x (a view of its first Hv x Wv), w, y, bias. */
-typedef struct mds {
-  dnnl_memory_desc_t x, w, y, b;
-} mds;
-
-static int user_mds(const geo *g, mds *m) {
+int torc_dnn__conv_mds(const geo *g, dnn_conv_mds *m) {
   int64_t xd[4] = {g->N, g->C, g->Hv, g->Wv};
   int64_t xs[4] = {g->C * g->H * g->W, g->H * g->W, g->W, 1};
   int64_t yd[4] = {g->N, g->O, g->OH, g->OW};
@@ -190,7 +179,7 @@ static int conv_build(dnn_entry *e, const void *vctx) {
   const conv_ctx *c = vctx;
   const geo *g = c->g;
   mds user, any;
-  int st = user_mds(g, &user);
+  int st = torc_dnn__conv_mds(g, &user);
   if (st != TORC_OK)
     return torc_dnn__fail(c->name, "describing the operands", 0);
   any = user;
@@ -314,7 +303,7 @@ int torc_dnn__k_conv2d(const torc_kernel_args *a) {
     return st;
   const torc_ktensor *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
   geo g;
-  if ((st = geo_init(a, &g, x, w, y)) != TORC_OK ||
+  if ((st = torc_dnn__conv_geo(a, &g, x, w, y)) != TORC_OK ||
       (a->n_in == 3 &&
        (st = check_bias(a, &a->in[2], g.O, g.dt)) != TORC_OK))
     return st;
@@ -353,7 +342,7 @@ int torc_dnn__k_conv2d_backward_input(const torc_kernel_args *a) {
     return st;
   const torc_ktensor *gy = &a->in[0], *w = &a->in[1], *gx = &a->out[0];
   geo g;
-  if ((st = geo_init(a, &g, gx, w, gy)) != TORC_OK ||
+  if ((st = torc_dnn__conv_geo(a, &g, gx, w, gy)) != TORC_OK ||
       (a->n_in == 3 &&
        (st = check_bias(a, &a->in[2], g.C, TORC_F32)) != TORC_OK))
     return st;
@@ -385,7 +374,7 @@ int torc_dnn__k_conv2d_backward_weight(const torc_kernel_args *a) {
                                a->n_in, a->n_out);
   const torc_ktensor *x = &a->in[0], *gy = &a->in[1], *gw = &a->out[0];
   geo g;
-  int st = geo_init(a, &g, x, gw, gy);
+  int st = torc_dnn__conv_geo(a, &g, x, gw, gy);
   if (st != TORC_OK)
     return st;
   int64_t nw = dnn_numel(gw, 0);

@@ -7,7 +7,7 @@ plugin_LTLIBRARIES += plugins/onednn.la
 plugins_onednn_la_SOURCES = plugins/onednn/onednn.c \
 	plugins/onednn/onednn_internal.h plugins/onednn/cache.c \
 	plugins/onednn/conv.c plugins/onednn/pool.c plugins/onednn/bnorm.c \
-	plugins/onednn/bf16.c
+	plugins/onednn/bf16.c plugins/onednn/fused.c
 plugins_onednn_la_CFLAGS = $(AM_CFLAGS) -fopenmp
 plugins_onednn_la_LIBADD = $(DNNL_LIBS) -lm
 plugins_onednn_la_LDFLAGS = $(PLUGIN_LDFLAGS) -fopenmp

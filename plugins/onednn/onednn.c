@@ -2,9 +2,12 @@
  * kernels for the core's "cpu" device at a priority above the cpu plugin:
  * conv2d forward and both backwards (and conv_transpose2d), max/avg
  * pooling and batch norm with their backwards, in f32 (oneDNN has no f64;
- * f64 stays with cpu/ref); matmul, conv2d, pooling and batch norm
- * (inference) in bf16 where the CPU has native bf16 (bf16.c). oneDNN's OpenMP threads follow each kernel's
- * n_threads. `torc test-backend onednn` certifies it against ref.
+ * f64 stays with cpu/ref); the fused inference kernels linear_act (one
+ * matmul primitive) and conv2d_act (convolution, relu and max pool in
+ * oneDNN's blocked layout) in f32 (fused.c); matmul, conv2d, pooling and
+ * batch norm (inference) in bf16 where the CPU has native bf16 (bf16.c).
+ * oneDNN's OpenMP threads follow each kernel's n_threads. `torc
+ * test-backend onednn` certifies it against ref.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,19 +36,25 @@ int torc_dnn__use_plain(int64_t C, int64_t O, int forward) {
 typedef struct dnn_kernel {
   const char *op;
   torc_kernel_fn fn;
+  unsigned flags; /* TORC_KERNEL_* */
 } dnn_kernel;
 
+enum { CONTIG = TORC_KERNEL_CONTIGUOUS };
+
 static const dnn_kernel kernels[] = {
-    {"conv2d", torc_dnn__k_conv2d},
-    {"conv2d_backward_input", torc_dnn__k_conv2d_backward_input},
-    {"conv_transpose2d", torc_dnn__k_conv2d_backward_input},
-    {"conv2d_backward_weight", torc_dnn__k_conv2d_backward_weight},
-    {"max_pool2d", torc_dnn__k_max_pool2d},
-    {"max_pool2d_backward", torc_dnn__k_max_pool2d_backward},
-    {"avg_pool2d", torc_dnn__k_avg_pool2d},
-    {"avg_pool2d_backward", torc_dnn__k_avg_pool2d_backward},
-    {"batch_norm", torc_dnn__k_batch_norm},
-    {"batch_norm_backward", torc_dnn__k_batch_norm_backward},
+    {"conv2d", torc_dnn__k_conv2d, CONTIG},
+    {"conv2d_backward_input", torc_dnn__k_conv2d_backward_input, CONTIG},
+    {"conv_transpose2d", torc_dnn__k_conv2d_backward_input, CONTIG},
+    {"conv2d_backward_weight", torc_dnn__k_conv2d_backward_weight, CONTIG},
+    {"max_pool2d", torc_dnn__k_max_pool2d, CONTIG},
+    {"max_pool2d_backward", torc_dnn__k_max_pool2d_backward, CONTIG},
+    {"avg_pool2d", torc_dnn__k_avg_pool2d, CONTIG},
+    {"avg_pool2d_backward", torc_dnn__k_avg_pool2d_backward, CONTIG},
+    {"batch_norm", torc_dnn__k_batch_norm, CONTIG},
+    {"batch_norm_backward", torc_dnn__k_batch_norm_backward, CONTIG},
+    /* x and w strided: the matmul reads a transposed weight in place */
+    {"linear_act", torc_dnn__k_linear_act, 0},
+    {"conv2d_act", torc_dnn__k_conv2d_act, CONTIG},
 };
 
 static const torc_plugin_key keys[] = {
@@ -121,7 +130,7 @@ static int dnn_init(const torc_host *host, torc_plugin *self) {
         .priority = TORC_DNN_PRIORITY,
         .fn = kernels[i].fn,
         .data = NULL,
-        .flags = TORC_KERNEL_CONTIGUOUS,
+        .flags = kernels[i].flags,
     };
     int st = host->register_kernel(self, &reg);
     if (st != TORC_OK) {
@@ -142,8 +151,9 @@ static const torc_plugin_info dnn_info = {
     .name = "onednn",
     .version = "0.1.0",
     .description = "oneDNN kernels for cpu: conv2d (forward, backward, "
-                   "transposed), max/avg pooling and batch norm, f32; "
-                   "matmul, conv2d, pooling, batch norm in bf16",
+                   "transposed), max/avg pooling, batch norm and the fused "
+                   "linear_act and conv2d_act, f32; matmul, conv2d, "
+                   "pooling, batch norm in bf16",
     .provides = TORC_PROVIDES_KERNELS,
     /* libgomp's threads must outlive any dlclose. */
     .flags = TORC_PLUGIN_NO_UNLOAD,

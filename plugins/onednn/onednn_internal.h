@@ -42,7 +42,9 @@ enum {
   DNN_OP_POOL_BWD,
   DNN_OP_BN_FWD,
   DNN_OP_BN_BWD,
-  DNN_OP_MATMUL
+  DNN_OP_MATMUL,
+  DNN_OP_LINEAR_ACT,
+  DNN_OP_CONV_ACT
 };
 
 /* One argument of a cached primitive: `user` wraps torc's plain buffer
@@ -73,6 +75,10 @@ typedef struct dnn_entry {
   size_t arena_bytes; /* everything above, laid out in the arena */
   int64_t aux[8];     /* op-specific facts (e.g. workspace layout) */
   int unsupported;    /* oneDNN has no primitive: the caller's loops run */
+  /* A kernel's own state beyond one primitive (fused.c's chains), freed
+   * with the entry by ext_free(ext). */
+  void *ext;
+  void (*ext_free)(void *ext);
 } dnn_entry;
 
 /* Fills a new entry whose key is set: creates e->pd, adds the arguments
@@ -106,6 +112,11 @@ int torc_dnn__entry_arg(dnn_entry *e, int arg, const dnnl_memory_desc_t *user_md
  * workspace): input reorders, the primitive, output reorders. */
 int torc_dnn__run(dnn_entry *e, void *const *ptrs);
 
+/* The shared arena grown to at least n bytes (its contents are not
+ * kept), for a kernel that lays out its own buffers in it; NULL (error
+ * set) when out of memory. Valid until the next run or reserve. */
+void *torc_dnn__arena(size_t n);
+
 /* The arena address of a workspace argument after a run. */
 void *torc_dnn__arg_buffer(const dnn_entry *e, int arg);
 
@@ -129,6 +140,30 @@ int torc_dnn__md(dnnl_memory_desc_t *md, int ndim, const int64_t *dims,
  * blocked ones ([plugin.onednn] layout). */
 int torc_dnn__use_plain(int64_t C, int64_t O, int forward);
 
+/* The geometry of one convolution: x [N, C, H, W] (its input), w [O, Cg,
+ * kH, kW], y [N, O, OH, OW]; Hv, Wv the rows and columns of x it reads. */
+typedef struct dnn_conv_geo {
+  int64_t N, C, H, W, O, OH, OW, kH, kW, G, Hv, Wv;
+  int64_t S[2], PL[2], PR[2], D[2];
+  int bias;
+  int32_t dt; /* TORC_F32 or TORC_BF16 (x, w and y; the bias is f32) */
+} dnn_conv_geo;
+
+/* Fills g from x, w, y (y of the convolution's output sizes) and the
+ * torc_conv_kparams at a->params (a struct that begins with one, as
+ * torc_conv_act_kparams does, serves too); TORC_ERR_SHAPE or
+ * TORC_ERR_INTERNAL (error set) when they do not fit (conv.c). */
+int torc_dnn__conv_geo(const torc_kernel_args *a, dnn_conv_geo *g,
+                       const torc_ktensor *x, const torc_ktensor *w,
+                       const torc_ktensor *y);
+
+/* torc's plain layouts of a convolution: x (a view of its first Hv x Wv),
+ * w (OIHW, or GOIHW with groups), y, the f32 bias. */
+typedef struct dnn_conv_mds {
+  dnnl_memory_desc_t x, w, y, b;
+} dnn_conv_mds;
+int torc_dnn__conv_mds(const dnn_conv_geo *g, dnn_conv_mds *m);
+
 /* 1 when [plugin.onednn] algorithm = auto (oneDNN may pick Winograd), 0
  * for direct convolutions only. */
 extern int torc_dnn__conv_auto;
@@ -143,6 +178,8 @@ int torc_dnn__k_avg_pool2d(const torc_kernel_args *a);
 int torc_dnn__k_avg_pool2d_backward(const torc_kernel_args *a);
 int torc_dnn__k_batch_norm(const torc_kernel_args *a);
 int torc_dnn__k_batch_norm_backward(const torc_kernel_args *a);
+int torc_dnn__k_linear_act(const torc_kernel_args *a);
+int torc_dnn__k_conv2d_act(const torc_kernel_args *a);
 
 /* 1 when init found native bf16 support (AVX-512 BF16 or AMX): the bf16
  * kernels are registered and the f32 ones accept bf16 operands. */

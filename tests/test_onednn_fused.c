@@ -1,0 +1,588 @@
+/* tests/test_onednn_fused.c — the onednn plugin's fused inference kernels
+ * "linear_act" and "conv2d_act" (torc/plugin.h) against ref's, which
+ * compose the separate ops: with and without bias, relu and none, the
+ * max pool and none, odd sizes, ceil_mode, stride, dilation, groups, a
+ * batch past the plugin's chunk and not a multiple of it, transposed and
+ * padded weights, NaN and infinities (NaN where ref has it), and the cases
+ * the plugin declines (then ref's answer, through the dispatch order).
+ *
+ * No public function calls these ops yet (a planned forward will, and a
+ * graph file may not hold them), so the first group loads ref.so and
+ * onednn.so itself, runs their init with a host of its own that records
+ * the kernels they register, and calls them as the dispatcher does: the
+ * highest priority first, the next one when a kernel declines. The second
+ * group checks, through torc's own loader, that in normal use the plugin
+ * serves cpu's f32 linear_act and conv2d_act.
+ */
+#include "testutil.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+
+#include "torc/plugin.h"
+
+/* f32 sums of up to ~800 products of values in [-1, 1] against ref's
+ * double ones (relative to 1 + |ref|). */
+#define TOL 2e-5
+
+/* ---- a host of the test's own ---- */
+
+typedef struct kreg {
+  char op[32], provider[16];
+  int32_t dtype, priority;
+  torc_kernel_fn fn;
+} kreg;
+
+static kreg regs[1024];
+static int n_regs;
+static const char *loading; /* the plugin whose init runs */
+static char err_msg[1024];
+static int err_status;
+static int n_threads;
+
+static int h_set_error_v(int status, const char *fmt, va_list ap) {
+  vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+  err_status = status;
+  return status;
+}
+
+static int h_set_error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  h_set_error_v(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+static void h_log(int level, const char *fmt, ...) { (void)level, (void)fmt; }
+
+static int h_register_kernel(torc_plugin *self, const torc_kernel_reg *r) {
+  (void)self;
+  if (strcmp(r->device_type, "cpu") != 0 || strlen(r->op) >= 32)
+    return TORC_OK;
+  if (n_regs == (int)(sizeof regs / sizeof regs[0]))
+    return h_set_error(TORC_ERR_OOM, "test host: too many kernels");
+  kreg *k = &regs[n_regs++];
+  snprintf(k->op, sizeof k->op, "%s", r->op);
+  snprintf(k->provider, sizeof k->provider, "%s", loading);
+  k->dtype = r->dtype;
+  k->priority = r->priority;
+  k->fn = r->fn;
+  return TORC_OK;
+}
+
+static int h_num_threads(void) { return n_threads; }
+
+static const torc_host host = {
+    .struct_size = offsetof(torc_host, api),
+    .abi_major = TORC_ABI_MAJOR,
+    .abi_minor = TORC_ABI_MINOR,
+    .core_version = "test",
+    .set_error = h_set_error,
+    .log = h_log,
+    .register_kernel = h_register_kernel,
+    .num_threads = h_num_threads,
+    .set_error_v = h_set_error_v,
+};
+
+static const torc_plugin_info *dnn_info; /* for its fini */
+static char self_token;                  /* the plugins' opaque `self` */
+
+static const torc_plugin_info *load(const char *name) {
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/%s.so", path ? path : ".", name);
+  /* never closed: the onednn plugin's libgomp threads outlive a dlclose */
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    print_error("dlopen %s: %s\n", so, dlerror());
+    return NULL;
+  }
+  torc_plugin_entry_fn entry =
+      (torc_plugin_entry_fn)(uintptr_t)dlsym(h, "torc_plugin_entry");
+  const torc_plugin_info *info = entry ? entry() : NULL;
+  loading = name;
+  if (info == NULL ||
+      info->init(&host, (torc_plugin *)(void *)&self_token) != TORC_OK) {
+    print_error("init of %s failed: %s\n", name, err_msg);
+    return NULL;
+  }
+  return info;
+}
+
+static int setup_host(void **state) {
+  (void)state;
+  /* Under valgrind (tests/harness.sh), one thread, as test_onednn_ops. */
+  const char *vg = getenv("TORC_VALGRIND");
+  n_threads = vg && strcmp(vg, "1") == 0 ? 1 : 2;
+#ifdef TORC_SANITIZE
+  n_threads = 1;
+#endif
+  if (load("ref") == NULL || (dnn_info = load("onednn")) == NULL)
+    return -1;
+  return 0;
+}
+
+static int teardown_host(void **state) {
+  (void)state;
+  if (dnn_info && dnn_info->fini)
+    dnn_info->fini((torc_plugin *)(void *)&self_token);
+  dnn_info = NULL;
+  return 0;
+}
+
+/* Calls op's f32 kernels in priority order (only `pin`'s when not NULL),
+ * the next when one declines; returns the status, and in *served the
+ * provider that answered (NULL when every one declined). */
+static int call(const char *op, const char *pin, const torc_ktensor *in,
+                int n_in, const torc_ktensor *out, const void *params,
+                size_t params_size, const char **served) {
+  torc_kernel_args a = {
+      .struct_size = sizeof a,
+      .op = op,
+      .in = in,
+      .n_in = n_in,
+      .out = out,
+      .n_out = 1,
+      .params = params,
+      .params_size = params_size,
+      .n_threads = n_threads,
+  };
+  int tried[1024] = {0};
+  *served = NULL;
+  err_status = TORC_OK;
+  for (;;) {
+    int best = -1;
+    for (int i = 0; i < n_regs; i++)
+      if (!tried[i] && strcmp(regs[i].op, op) == 0 &&
+          regs[i].dtype == TORC_F32 &&
+          (pin == NULL || strcmp(regs[i].provider, pin) == 0) &&
+          (best < 0 || regs[i].priority > regs[best].priority))
+        best = i;
+    if (best < 0)
+      return TORC_KERNEL_DECLINED;
+    tried[best] = 1;
+    int st = regs[best].fn(&a);
+    if (st == TORC_KERNEL_DECLINED) {
+      assert_int_equal(err_status, TORC_OK); /* declined: no error set */
+      continue;
+    }
+    *served = regs[best].provider;
+    return st;
+  }
+}
+
+/* ---- tensors: plain arrays ---- */
+
+static uint64_t rng = 88172645463325252ull;
+
+/* Uniform in [-1, 1). */
+static float rnd(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+/* A descriptor of data with the given shape and strides (NULL: contiguous). */
+static torc_ktensor kt(float *data, int nd, const int64_t *shape,
+                       const int64_t *strides) {
+  torc_ktensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = TORC_F32;
+  t.ndim = nd;
+  int64_t s = 1;
+  for (int d = nd - 1; d >= 0; d--) {
+    t.shape[d] = shape[d];
+    t.strides[d] = strides ? strides[d] : s;
+    s *= shape[d];
+  }
+  return t;
+}
+
+static float *rnd_array(int64_t n) {
+  float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  assert_non_null(p);
+  for (int64_t i = 0; i < n; i++)
+    p[i] = rnd();
+  return p;
+}
+
+/* got against want, n elements: NaN where want has NaN, infinities equal,
+ * the rest within TOL. */
+static void assert_close(const float *got, const float *want, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    int ok = (g != g && w != w) ||
+             (isinf(w) ? g == w : fabs(g - w) <= TOL * (1 + fabs(w)));
+    if (!ok) {
+      print_error("element %lld: got %.9g, expected %.9g\n", (long long)i, g,
+                  w);
+      fail();
+    }
+  }
+}
+
+/* 1 when none of y[0, n) was written (all still the 0x7f7f7f7f fill). */
+static int untouched(const float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &y[i], sizeof u);
+    if (u != 0x7f7f7f7fu)
+      return 0;
+  }
+  return 1;
+}
+
+/* ---- linear_act ---- */
+
+typedef struct lin_case {
+  int64_t m, k, n;
+  int bias, relu;
+  int layout; /* 0: w [N, K] read transposed; 1: w [K, N]; 2: w rows
+               * padded by 3 and x transposed */
+} lin_case;
+
+/* Runs c through ref and through the plugin; returns how many of y's
+ * elements are NaN. x_poison: NaN and infinities written into x first. */
+static int64_t lin_run(const lin_case *c, int x_poison) {
+  int64_t M = c->m, K = c->k, N = c->n;
+  int64_t pad = c->layout == 2 ? 3 : 0;
+  float *xv = rnd_array(M * K), *wv = rnd_array(K * (N + pad) + N * K);
+  float *bv = rnd_array(N + 1);
+  float *yr = calloc((size_t)(M * N + 1), sizeof(float));
+  float *yd = calloc((size_t)(M * N + 1), sizeof(float));
+  assert_true(yr && yd);
+  if (x_poison && M * K >= 4) {
+    xv[0] = NAN;
+    xv[K + 1 < M * K ? K + 1 : 1] = INFINITY;
+    xv[M * K - 1] = -INFINITY;
+  }
+  int64_t xs[2] = {M, K}, ws[2] = {K, N}, bs[1] = {N}, ys[2] = {M, N};
+  int64_t xst[2] = {1, M}, wt[2] = {1, K}, wp[2] = {N + pad, 1};
+  torc_ktensor in[3] = {kt(xv, 2, xs, c->layout == 2 ? xst : NULL),
+                        kt(wv, 2, ws,
+                           c->layout == 0   ? wt
+                           : c->layout == 2 ? wp
+                                            : NULL),
+                        kt(bv, 1, bs, NULL)};
+  torc_ktensor yrt = kt(yr, 2, ys, NULL), ydt = kt(yd, 2, ys, NULL);
+  torc_linear_act_kparams p = {c->relu ? TORC_ACT_RELU : TORC_ACT_NONE, 0};
+  const char *who;
+  int n_in = c->bias ? 3 : 2;
+  assert_int_equal(
+      call("linear_act", "ref", in, n_in, &yrt, &p, sizeof p, &who), TORC_OK);
+  assert_int_equal(call("linear_act", NULL, in, n_in, &ydt, &p, sizeof p, &who),
+                   TORC_OK);
+  assert_string_equal(who, "onednn");
+  assert_close(yd, yr, M * N);
+  int64_t nan = 0;
+  for (int64_t i = 0; i < M * N; i++)
+    nan += yr[i] != yr[i];
+  free(xv), free(wv), free(bv), free(yr), free(yd);
+  return nan;
+}
+
+static const lin_case lin_cases[] = {
+    {5, 7, 3, 1, 1, 0},    {33, 64, 17, 0, 0, 0},    {64, 100, 40, 1, 0, 1},
+    {40, 30, 20, 1, 1, 2}, {1, 9, 1, 1, 1, 0},       {50, 1, 6, 1, 1, 0},
+    {3, 1, 1, 0, 1, 1},    {8, 0, 5, 1, 1, 0},       {8, 0, 5, 0, 0, 0},
+    {0, 4, 3, 1, 1, 0},    {100, 784, 256, 1, 1, 0}, {100, 128, 10, 1, 0, 0},
+};
+
+static void test_linear_act(void **state) {
+  (void)state;
+  /* Under valgrind (no AVX-512: oneDNN runs its avx2 sgemm for these) the
+   * 784-deep case is left out: that sgemm reads one vector past the end of
+   * a packing buffer it allocates itself (none of the kernel's operands),
+   * which memcheck reports. Natively oneDNN's brgemm runs it. */
+  const char *vg = getenv("TORC_VALGRIND");
+  int under_vg = vg && strcmp(vg, "1") == 0;
+  for (size_t i = 0; i < sizeof lin_cases / sizeof lin_cases[0]; i++)
+    if (!under_vg || lin_cases[i].k < 784)
+      lin_run(&lin_cases[i], 0);
+}
+
+/* A NaN in x makes its row NaN, an infinity its row infinite (or NaN
+ * where it meets a weight of the other sign... 0 * inf): the plugin keeps
+ * each, through the bias and relu, where ref has it. */
+static void test_linear_act_nan(void **state) {
+  (void)state;
+  static const lin_case cases[] = {
+      {6, 5, 4, 1, 1, 0}, {6, 5, 4, 0, 0, 1}, {9, 64, 33, 1, 1, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    assert_true(lin_run(&cases[i], 1) > 0);
+}
+
+/* x broadcast along M (stride 0) is no oneDNN layout: declined, and ref
+ * answers through the dispatch order. */
+static void test_linear_act_declined(void **state) {
+  (void)state;
+  int64_t M = 4, K = 6, N = 3;
+  float *xv = rnd_array(K), *wv = rnd_array(K * N), *bv = rnd_array(N);
+  float yr[12], yd[12];
+  memset(yd, 0x7f, sizeof yd);
+  int64_t xs[2] = {M, K}, xst[2] = {0, 1}, ws[2] = {K, N}, bs[1] = {N};
+  int64_t ys[2] = {M, N};
+  torc_ktensor in[3] = {kt(xv, 2, xs, xst), kt(wv, 2, ws, NULL),
+                        kt(bv, 1, bs, NULL)};
+  torc_ktensor yrt = kt(yr, 2, ys, NULL), ydt = kt(yd, 2, ys, NULL);
+  torc_linear_act_kparams p = {TORC_ACT_RELU, 0};
+  const char *who;
+  assert_int_equal(
+      call("linear_act", "onednn", in, 3, &ydt, &p, sizeof p, &who),
+      TORC_KERNEL_DECLINED);
+  assert_true(untouched(yd, M * N));
+  assert_int_equal(call("linear_act", "ref", in, 3, &yrt, &p, sizeof p, &who),
+                   TORC_OK);
+  assert_int_equal(call("linear_act", NULL, in, 3, &ydt, &p, sizeof p, &who),
+                   TORC_OK);
+  assert_string_equal(who, "ref");
+  assert_close(yd, yr, M * N);
+  free(xv), free(wv), free(bv);
+}
+
+/* ---- conv2d_act ---- */
+
+typedef struct conv_case {
+  int64_t n, c, h, w, o, kh, kw;
+  int64_t stride[2], pad[2], dil[2], groups;
+  int bias, relu, pool;
+  int64_t pk[2], ps[2], pp[2], pd[2];
+  int ceil;
+} conv_case;
+
+/* The output size of a window k (dilation d) with stride s and padding p
+ * over n, floor or ceil mode (PyTorch's rule: the last window starts
+ * inside the input or its left padding). */
+static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d,
+                        int ceil) {
+  int64_t span = d * (k - 1) + 1, room = n + 2 * p - span;
+  int64_t o = (ceil ? room + s - 1 : room) / s + 1;
+  if (ceil && (o - 1) * s >= n + p)
+    o--;
+  return o;
+}
+
+/* Runs c through ref and through the dispatch order (expecting `server`
+ * to answer); x_poison writes NaN and infinities into x, w_poison a NaN
+ * into w and an infinity into b. */
+static void conv_run(const conv_case *c, int x_poison, int w_poison,
+                     const char *server) {
+  int64_t Cg = c->c / c->groups;
+  int64_t OH = out_size(c->h, c->kh, c->stride[0], c->pad[0], c->dil[0], 0);
+  int64_t OW = out_size(c->w, c->kw, c->stride[1], c->pad[1], c->dil[1], 0);
+  int64_t PH =
+      c->pool ? out_size(OH, c->pk[0], c->ps[0], c->pp[0], c->pd[0], c->ceil)
+              : OH;
+  int64_t PW =
+      c->pool ? out_size(OW, c->pk[1], c->ps[1], c->pp[1], c->pd[1], c->ceil)
+              : OW;
+  int64_t xs[4] = {c->n, c->c, c->h, c->w}, ws[4] = {c->o, Cg, c->kh, c->kw};
+  int64_t bs[1] = {c->o}, ys[4] = {c->n, c->o, PH, PW};
+  int64_t nx = c->n * c->c * c->h * c->w, ny = c->n * c->o * PH * PW;
+  float *xv = rnd_array(nx), *wv = rnd_array(c->o * Cg * c->kh * c->kw);
+  float *bv = rnd_array(c->o);
+  float *yr = calloc((size_t)ny, sizeof(float));
+  float *yd = calloc((size_t)ny, sizeof(float));
+  assert_true(yr && yd);
+  if (x_poison) { /* spread over the images, one per plane's corner */
+    for (int64_t i = 0; i < c->n; i++)
+      xv[i * c->c * c->h * c->w + (i % 3) * c->w + i % c->w] = i % 3 == 0 ? NAN
+                                                               : i % 3 == 1
+                                                                   ? INFINITY
+                                                                   : -INFINITY;
+  }
+  if (w_poison)
+    wv[0] = NAN, bv[c->o - 1] = INFINITY;
+  torc_ktensor in[3] = {kt(xv, 4, xs, NULL), kt(wv, 4, ws, NULL),
+                        kt(bv, 1, bs, NULL)};
+  torc_ktensor yrt = kt(yr, 4, ys, NULL), ydt = kt(yd, 4, ys, NULL);
+  torc_conv_act_kparams p;
+  memset(&p, 0, sizeof p);
+  for (int d = 0; d < 2; d++) {
+    p.conv.stride[d] = c->stride[d], p.conv.padding[d] = c->pad[d];
+    p.conv.dilation[d] = c->dil[d];
+    p.pool.kernel[d] = c->pk[d], p.pool.stride[d] = c->ps[d];
+    p.pool.padding[d] = c->pp[d], p.pool.dilation[d] = c->pd[d];
+  }
+  p.conv.groups = c->groups;
+  p.act = c->relu ? TORC_ACT_RELU : TORC_ACT_NONE;
+  p.has_pool = c->pool;
+  p.pool.ceil_mode = c->ceil;
+  const char *who;
+  int n_in = c->bias ? 3 : 2;
+  assert_int_equal(
+      call("conv2d_act", "ref", in, n_in, &yrt, &p, sizeof p, &who), TORC_OK);
+  assert_int_equal(call("conv2d_act", NULL, in, n_in, &ydt, &p, sizeof p, &who),
+                   TORC_OK);
+  assert_string_equal(who, server);
+  assert_close(yd, yr, ny);
+  if (strcmp(server, "ref") == 0) { /* the plugin declines, writing nothing */
+    memset(yd, 0x7f, sizeof(float) * (size_t)ny);
+    assert_int_equal(
+        call("conv2d_act", "onednn", in, n_in, &ydt, &p, sizeof p, &who),
+        TORC_KERNEL_DECLINED);
+    assert_true(untouched(yd, ny));
+  }
+  free(xv), free(wv), free(bv), free(yr), free(yd);
+}
+
+#define NOPOOL 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0
+#define POOL2 1, {2, 2}, {2, 2}, {0, 0}, {1, 1}, 0
+
+static const conv_case conv_cases[] = {
+    /* the benchmark CNN's two layers, at a small batch */
+    {5, 1, 28, 28, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, POOL2},
+    {3, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, POOL2},
+    /* without bias, relu, pool; each alone */
+    {2, 3, 10, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 0, 0, NOPOOL},
+    {2, 3, 10, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, NOPOOL},
+    {2, 3, 10, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 0, 0, POOL2},
+    {2, 3, 10, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 0, POOL2},
+    /* odd sizes: the pool leaves the last row and column */
+    {2, 3, 9, 11, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, POOL2},
+    {2, 4, 7, 13, 8, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, 1, 1, POOL2},
+    /* ceil_mode, a padded 3x3 pool of stride 2, a dilated one */
+    {2,
+     3,
+     9,
+     11,
+     16,
+     3,
+     3,
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     1,
+     1,
+     1,
+     1,
+     {3, 3},
+     {2, 2},
+     {1, 1},
+     {1, 1},
+     1},
+    {2,
+     3,
+     10,
+     11,
+     16,
+     3,
+     3,
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     1,
+     1,
+     1,
+     1,
+     {2, 2},
+     {2, 2},
+     {0, 0},
+     {1, 1},
+     1},
+    {2,
+     3,
+     12,
+     12,
+     16,
+     3,
+     3,
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     1,
+     1,
+     1,
+     1,
+     {3, 2},
+     {2, 1},
+     {1, 1},
+     {2, 2},
+     0},
+    /* stride 2, dilation, padding asymmetric in H and W */
+    {2, 5, 13, 12, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, 1, 0, NOPOOL},
+    {2, 5, 13, 12, 16, 3, 2, {2, 1}, {2, 0}, {2, 2}, 1, 1, 1, POOL2},
+    /* last input rows outside every window (stride 3) */
+    {2, 3, 10, 11, 8, 2, 2, {3, 3}, {0, 0}, {1, 1}, 1, 1, 1, NOPOOL},
+    /* groups, depthwise */
+    {2, 8, 10, 10, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, 1, 1, POOL2},
+    {2, 32, 9, 9, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, 1, 1, POOL2},
+    {2, 16, 8, 8, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 16, 1, 1, POOL2},
+    /* more images than a chunk (32), and not a multiple of it */
+    {70, 2, 8, 8, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, POOL2},
+    {64, 1, 6, 6, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 0, 1, POOL2},
+    /* 1x1 */
+    {3, 16, 5, 5, 32, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, 1, 1, POOL2},
+};
+
+static void test_conv2d_act(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+    conv_run(&conv_cases[i], 0, 0, "onednn");
+}
+
+/* NaN and infinities in x, w or b: the plugin declines (oneDNN's relu and
+ * max pool drop NaN) and ref's answer comes through the dispatch order,
+ * NaN where the separate ops put it. */
+static void test_conv2d_act_nan(void **state) {
+  (void)state;
+  conv_run(&conv_cases[0], 1, 0, "ref");
+  conv_run(&conv_cases[6], 1, 0, "ref");
+  conv_run(&conv_cases[17], 1, 0, "ref");
+  conv_run(&conv_cases[2], 0, 1, "ref");
+  conv_run(&conv_cases[4], 0, 1, "ref");
+}
+
+/* ---- registration, through torc's loader ---- */
+
+/* In normal use the plugin's f32 linear_act and conv2d_act serve the cpu,
+ * above ref (and cpu, which has none). */
+static void test_serves_cpu(void **state) {
+  (void)state;
+  test_load_plugin("ref");
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) == 0)
+    test_load_plugin("cpu");
+  test_load_plugin("onednn");
+  int found = 0;
+  for (int i = 0; i < torc_kernel_count(); i++) {
+    torc_kernel_summary k;
+    assert_ok(torc_kernel_get(i, &k));
+    if (strcmp(k.device_type, "cpu") != 0 || k.dtype != TORC_F32 ||
+        (strcmp(k.op, "linear_act") != 0 && strcmp(k.op, "conv2d_act") != 0))
+      continue;
+    if (strcmp(k.provider, "onednn") == 0) {
+      assert_true(k.active);
+      found++;
+    } else {
+      assert_false(k.active);
+    }
+  }
+  assert_int_equal(found, 2);
+  torc_shutdown();
+}
+
+int main(void) {
+  if (!test_plugin_built("onednn", "libdnnl-dev"))
+    return TEST_SKIP_STATUS;
+  const struct CMUnitTest against_ref[] = {
+      cmocka_unit_test(test_linear_act),
+      cmocka_unit_test(test_linear_act_nan),
+      cmocka_unit_test(test_linear_act_declined),
+      cmocka_unit_test(test_conv2d_act),
+      cmocka_unit_test(test_conv2d_act_nan),
+  };
+  const struct CMUnitTest plain[] = {
+      cmocka_unit_test(test_serves_cpu),
+  };
+  int failed =
+      cmocka_run_group_tests_name("onednn fused kernels against ref",
+                                  against_ref, setup_host, teardown_host);
+  failed += cmocka_run_group_tests_name("onednn fused registration", plain,
+                                        NULL, NULL);
+  return failed;
+}
