@@ -8,9 +8,11 @@
  * the result it returns. */
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "graph_internal.h"
+#include "torc/testing.h"
 
 typedef torc__gvalue gvalue;
 
@@ -53,6 +55,13 @@ struct torc_plan {
   size_t arena_bytes;
   int n_inplace, n_folded, n_fused;
   union fused_params *fparams; /* the fused nodes' params until detach */
+  /* Batch tiling: the nodes run on `tile` rows of the batch at a time
+   * (0: the whole batch); `batch` is the traced batch size, is_batch[v]
+   * says which values carry it in dim 0 (their geometry holds `tile`). */
+  int64_t tile, batch;
+  unsigned char *is_batch;
+  torc_tensor *out_rows; /* the caller's result rows of a tile */
+  int64_t *in_dim0;      /* each input's traced dim 0 (n_inputs) */
   int direct_out; /* the output node writes the result itself */
 };
 
@@ -621,6 +630,170 @@ static torc_status fuse(torc_plan *p) {
   return TORC_OK;
 }
 
+/* ---- batch tiling ----
+ * A forward whose every node treats the rows of the batch (dim 0)
+ * independently (convolutions, pools, elementwise ops, a linear layer's
+ * product) can run a tile of rows at a time through the whole graph: the
+ * arena then holds one tile's intermediates, which stay in the caches
+ * from the node that writes them to the one that reads them, instead of a
+ * whole batch's streaming through memory between kernels. The plan picks
+ * the tile from the bytes a row's intermediates take. */
+
+/* Intermediates of one tile take about this many bytes (a test may set
+ * another target: torc_test_plan_tile_bytes). */
+enum { TILE_TARGET_BYTES = 4 << 20, TILE_MIN_ROWS = 8 };
+static _Atomic int64_t tile_target = TILE_TARGET_BYTES;
+
+void torc_test_plan_tile_bytes(int64_t bytes) {
+  atomic_store(&tile_target, bytes > 0 ? bytes : TILE_TARGET_BYTES);
+}
+
+/* 1 when value v carries the batch in dim 0 the way tiling needs: B rows,
+ * and a view's row stride is its root's (a flatten of the batch), so a
+ * tile of rows is a tile of its root's rows. */
+static int batch_value(const torc_plan *p, int v, int64_t B) {
+  if (v >= p->g->n_values)
+    return 0;
+  const gvalue *gv = &p->g->values[v], *rv = &p->g->values[p->root[v]];
+  if (gv->ndim < 1 || gv->shape[0] != B || rv->ndim < 1 || rv->shape[0] != B)
+    return 0;
+  int64_t row = torc__numel(rv->shape, rv->ndim) / (B > 0 ? B : 1);
+  return (B == 1 || gv->strides[0] == row) && gv->offset >= rv->offset &&
+         gv->offset - rv->offset < row;
+}
+
+/* 1 when node n computes each row of its batch operands from the same row
+ * alone; batch[k] (inputs, then outputs) says which operands carry rows.
+ * The other operands are weights: constants without the batch, or a
+ * constant broadcast over it (stride 0). */
+static int node_tileable(const torc_plan *p, const pnode *n, int64_t B,
+                         unsigned char *batch) {
+  int kind = torc__ops[n->op].kind, op = n->op;
+  int elementwise = kind == TORC__OPK_UNARY || kind == TORC__OPK_BINARY ||
+                    kind == TORC__OPK_WHERE || kind == TORC__OPK_COPY;
+  int rows_in0 = op == TORC__OP_conv2d || op == TORC__OP_conv2d_act ||
+                 op == TORC__OP_max_pool2d || op == TORC__OP_avg_pool2d ||
+                 op == TORC__OP_adaptive_avg_pool2d;
+  int product = op == TORC__OP_matmul || op == TORC__OP_linear_act;
+  /* batch norm on running statistics; its mean and invstd outputs [C]
+   * are the same for every tile */
+  const torc_norm_kparams *bp = n->params;
+  int bn = op == TORC__OP_batch_norm && n->n_in == 5 &&
+           n->params_size == sizeof *bp && !bp->training;
+  if (!elementwise && !rows_in0 && !product && !bn)
+    return 0;
+  int n_ops = n->n_in + n->n_out;
+  for (int k = 0; k < n_ops; k++) {
+    int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+    int c = p->cls[v];
+    int varies = c == PV_ARENA || c == PV_INPUT || c == PV_INPUT_VIEW;
+    /* which operands carry rows: every output; inputs by op */
+    int rows = k >= n->n_in || elementwise || k == 0;
+    if (product && k == 0 && p->g->values[v].ndim != 2)
+      return 0;
+    if (bn && k > n->n_in) {
+      batch[k] = 0; /* the statistics: not read per row */
+      continue;
+    }
+    if (varies) {
+      if (!rows || !batch_value(p, v, B))
+        return 0;
+      batch[k] = 1;
+    } else {
+      const torc_tensor *t = p->t[v];
+      /* a weight; or, for an elementwise op, a constant repeated over
+       * the rows (an expanded bias), sliced by its shape alone */
+      batch[k] = 0;
+      if (t && torc_ndim(t) >= 1 && torc_shape(t)[0] == B && B > 1) {
+        if (!elementwise || torc_strides(t)[0] != 0)
+          return 0;
+        batch[k] = 2;
+      }
+    }
+  }
+  return 1;
+}
+
+/* Decides the tile and rewrites the plan's geometry for it (after
+ * detach: the plan's own values). No tiling when some node is not
+ * tileable, when the result is not an intermediate carrying the batch,
+ * or when the whole batch already fits the target. -1 out of memory. */
+static int tile(torc_plan *p) {
+  torc_graph *g = &p->own;
+  if (p->g != g || g->output < 0 || p->cls[g->output] != PV_ARENA ||
+      g->values[g->output].ndim < 1)
+    return 0;
+  int64_t B = g->values[g->output].shape[0];
+  if (B <= TILE_MIN_ROWS)
+    return 0;
+  p->is_batch = torc__calloc((size_t)p->n_values + 1, 1);
+  if (p->is_batch == NULL)
+    return -1;
+  int ok = batch_value(p, g->output, B);
+  for (int i = 0; i < p->n_nodes && ok; i++) {
+    const pnode *n = &p->nodes[i];
+    unsigned char b[TORC__KCALL_MAX_IN + TORC__KCALL_MAX_OUT] = {0};
+    ok = node_tileable(p, n, B, b);
+    for (int k = 0; ok && k < n->n_in + n->n_out; k++) {
+      int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+      p->is_batch[v] |= b[k];
+    }
+  }
+  int64_t row_bytes = 0;
+  for (int v = 0; v < g->n_values && ok; v++)
+    if (p->is_batch[v] == 1 && p->cls[v] == PV_ARENA && p->root[v] == v)
+      row_bytes += torc__numel(g->values[v].shape, g->values[v].ndim) / B *
+                   (int64_t)torc_dtype_size(g->values[v].dtype);
+  int64_t rows = row_bytes > 0 ? atomic_load(&tile_target) / row_bytes : B;
+  rows = rows / TILE_MIN_ROWS * TILE_MIN_ROWS;
+  if (!ok || rows >= B) {
+    torc__free(p->is_batch);
+    p->is_batch = NULL;
+    return 0;
+  }
+  if (rows < TILE_MIN_ROWS)
+    rows = TILE_MIN_ROWS;
+  /* inputs become input views (a plan tensor over the caller's rows);
+   * constants repeated over the rows get a view of `rows` rows */
+  p->in_dim0 = torc__calloc((size_t)g->n_inputs + 1, sizeof *p->in_dim0);
+  if (p->in_dim0 == NULL)
+    return -1;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].input >= 0 && g->values[v].ndim >= 1)
+      p->in_dim0[g->values[v].input] = g->values[v].shape[0];
+  for (int v = 0; v < p->n_values; v++) {
+    if (!p->is_batch[v])
+      continue;
+    if (v < g->n_values) {
+      if (p->cls[v] == PV_INPUT)
+        p->cls[v] = PV_INPUT_VIEW;
+      g->values[v].shape[0] = rows;
+    }
+    if (p->is_batch[v] == 2) {
+      torc_tensor *t = p->t[v], *r = NULL;
+      int64_t shape[TORC_MAX_DIMS];
+      memcpy(shape, torc_shape(t), (size_t)torc_ndim(t) * sizeof shape[0]);
+      shape[0] = rows;
+      r = torc__view_of(t, shape, torc_strides(t), torc_ndim(t),
+                        torc_storage_offset(t));
+      if (r == NULL)
+        return -1;
+      torc_release(t);
+      p->t[v] = r;
+    }
+  }
+  p->tile = rows;
+  p->batch = B;
+  return 1;
+}
+
+/* Sets dim 0 of every row-carrying tensor to n rows (a tile's). */
+static void tile_rows(torc_plan *p, int64_t n) {
+  for (int v = 0; v < p->n_values; v++)
+    if (p->is_batch[v] && p->t[v])
+      p->t[v]->shape[0] = n;
+}
+
 /* ---- building ---- */
 
 /* Each value's class, root and, for the traced tensors, its tensor. */
@@ -810,7 +983,12 @@ static torc_status make_tensors(torc_plan *p, const char *fn) {
     if (p->t[v] == NULL)
       break;
   }
-  int ok = p->arena != NULL;
+  if (p->arena && p->tile) {
+    /* the result's rows of a tile, over the caller's tensor per call */
+    gvalue o = p->g->values[p->g->output];
+    p->out_rows = tensor_over(p->arena, &o, 1, 0);
+  }
+  int ok = p->arena != NULL && (p->tile == 0 || p->out_rows != NULL);
   for (int v = 0; v < p->g->n_values && ok; v++)
     ok = p->t[v] != NULL || (p->cls[v] != PV_INPUT_VIEW &&
                              !(p->cls[v] == PV_ARENA && p->slot[p->root[v]] >= 0));
@@ -821,6 +999,8 @@ static torc_status make_tensors(torc_plan *p, const char *fn) {
       torc_release(p->t[v]);
       p->t[v] = NULL;
     }
+  torc_release(p->out_rows);
+  p->out_rows = NULL;
   torc_release(p->arena);
   p->arena = NULL;
   return torc_set_error(TORC_ERR_OOM,
@@ -945,14 +1125,16 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     st = rewrite(p);
   if (st == TORC_OK && (flags & TORC_PLAN_FUSE))
     st = fuse(p);
-  if (st == TORC_OK) {
-    p->direct_out = result_direct(p);
-    if (p->direct_out)
-      p->cls[g->output] = PV_OUTPUT;
-    st = assign_slots(p);
-  }
   if (st == TORC_OK)
     st = detach(p);
+  if (st == TORC_OK && tile(p) < 0)
+    st = plan_oom();
+  if (st == TORC_OK) {
+    p->direct_out = !p->tile && result_direct(p);
+    if (p->direct_out)
+      p->cls[p->g->output] = PV_OUTPUT;
+    st = assign_slots(p);
+  }
   if (st) {
     torc_plan_free(p);
     return st;
@@ -970,7 +1152,9 @@ void torc_plan_free(torc_plan *p) {
   torc_release(p->arena);
   torc__free(p->cls), torc__free(p->root), torc__free(p->slot);
   torc__free(p->t), torc__free(p->nodes);
+  torc_release(p->out_rows);
   torc__free(p->own.values), torc__free(p->params), torc__free(p->fparams);
+  torc__free(p->is_batch), torc__free(p->in_dim0);
   torc__free(p);
 }
 
@@ -986,7 +1170,17 @@ int torc_plan_n_folded(const torc_plan *p) { return p ? p->n_folded : 0; }
 
 int torc_plan_n_fused(const torc_plan *p) { return p ? p->n_fused : 0; }
 
+int64_t torc_plan_tile_rows(const torc_plan *p) { return p ? p->tile : 0; }
+
 /* ---- running ---- */
+
+/* The result's value as the caller sees it: the whole batch's rows. */
+static gvalue result_value(const torc_plan *p) {
+  gvalue o = p->g->values[p->g->output];
+  if (p->tile)
+    o.shape[0] = p->batch;
+  return o;
+}
 
 static int same_shape(const gvalue *v, const torc_tensor *t) {
   return torc_ndim(t) == v->ndim &&
@@ -1003,16 +1197,36 @@ static torc_status check_inputs(const torc_plan *p,
     const torc_tensor *t = inputs[gv->input];
     if (t == NULL)
       return torc__null_input("torc_plan_run");
-    if (torc_dtype_of(t) != gv->dtype || !same_shape(gv, t)) {
+    int64_t shape[TORC_MAX_DIMS];
+    memcpy(shape, gv->shape, (size_t)gv->ndim * sizeof shape[0]);
+    if (p->in_dim0 && gv->ndim >= 1)
+      shape[0] = p->in_dim0[gv->input];
+    int ok = torc_dtype_of(t) == gv->dtype && torc_ndim(t) == gv->ndim &&
+             memcmp(torc_shape(t), shape,
+                    (size_t)gv->ndim * sizeof(int64_t)) == 0;
+    /* views of the input are read through the traced strides (a loaded
+     * graph keeps none: then the traced input was contiguous) */
+    int64_t want_st[TORC_MAX_DIMS];
+    int known = 0;
+    for (int d = 0; d < gv->ndim; d++)
+      known |= gv->strides[d] != 0;
+    if (known)
+      memcpy(want_st, gv->strides, (size_t)gv->ndim * sizeof want_st[0]);
+    else
+      torc__contiguous_strides(shape, gv->ndim, want_st);
+    for (int d = 0; ok && d < gv->ndim; d++)
+      ok = shape[d] <= 1 || torc_strides(t)[d] == want_st[d];
+    if (!ok) {
       char want[160], got[160];
-      torc__shape_str(gv->shape, gv->ndim, want, sizeof want);
+      torc__shape_str(shape, gv->ndim, want, sizeof want);
       torc__shape_str(torc_shape(t), torc_ndim(t), got, sizeof got);
       return torc_set_error(TORC_ERR_SHAPE,
-                            "torc_plan_run: input %d is %s%s but the plan "
-                            "was built for %s%s; pass an input of the "
-                            "traced dtype and shape, or run the module "
-                            "eagerly for this one",
+                            "torc_plan_run: input %d is %s%s%s but the "
+                            "plan was built for %s%s; pass a contiguous "
+                            "input of the traced dtype and shape, or run "
+                            "the module eagerly for this one",
                             gv->input, torc_dtype_name(torc_dtype_of(t)), got,
+                            torc_is_contiguous(t) ? "" : " (not contiguous)",
                             torc_dtype_name(gv->dtype), want);
     }
   }
@@ -1021,20 +1235,66 @@ static torc_status check_inputs(const torc_plan *p,
 
 /* Points the input views at the inputs' storages (or, with inputs NULL,
  * back at the arena's, so that no input is held between calls). */
-static void point_input_views(torc_plan *p, const torc_tensor *const *inputs) {
+static void point_at(torc_tensor *t, const torc_tensor *src, int64_t off) {
+  torc_storage *old = t->storage;
+  atomic_fetch_add(&src->storage->refcount, 1);
+  t->storage = src->storage;
+  t->offset = off;
+  torc__storage_release(old);
+}
+
+static void point_input_views(torc_plan *p, const torc_tensor *const *inputs,
+                              int64_t row0) {
   const torc_graph *g = p->g;
   for (int v = 0; v < g->n_values; v++) {
     if (p->cls[v] != PV_INPUT_VIEW)
       continue;
     const gvalue *gv = &g->values[v], *rv = &g->values[p->root[v]];
     const torc_tensor *src = inputs ? inputs[rv->input] : p->arena;
-    torc_tensor *t = p->t[v];
-    torc_storage *old = t->storage;
-    atomic_fetch_add(&src->storage->refcount, 1);
-    t->storage = src->storage;
-    t->offset = inputs ? gv->offset - rv->offset + src->offset : 0;
-    torc__storage_release(old);
+    int64_t off = 0;
+    if (inputs)
+      off = gv->offset - rv->offset + src->offset + row0 * src->strides[0];
+    point_at(p->t[v], src, off);
   }
+}
+
+/* Runs the plan's nodes once. */
+static torc_status run_nodes(torc_plan *p) {
+  torc_status st = TORC_OK;
+  for (int i = 0; i < p->n_nodes && st == TORC_OK; i++) {
+    const pnode *n = &p->nodes[i];
+    const torc_tensor *in[TORC__KCALL_MAX_IN];
+    torc_tensor *out[TORC__KCALL_MAX_OUT];
+    for (int k = 0; k < n->n_in; k++)
+      in[k] = p->t[n->in[k]];
+    for (int k = 0; k < n->n_out; k++)
+      out[k] = p->t[n->out[k]];
+    st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
+                           n->params, n->params_size);
+  }
+  return st;
+}
+
+/* Runs a tiled plan tile by tile, each tile's result copied into its
+ * rows of dst. */
+static torc_status run_tiles(torc_plan *p, const torc_tensor *const *inputs,
+                             torc_tensor *dst) {
+  torc_status st = TORC_OK;
+  int64_t row = dst->ndim > 0 && p->batch > 0 ? torc_numel(dst) / p->batch
+                                                : 0;
+  for (int64_t r0 = 0; r0 < p->batch && st == TORC_OK; r0 += p->tile) {
+    int64_t n = p->batch - r0 < p->tile ? p->batch - r0 : p->tile;
+    tile_rows(p, n);
+    point_input_views(p, inputs, r0);
+    p->out_rows->shape[0] = n;
+    point_at(p->out_rows, dst, dst->offset + r0 * row);
+    st = run_nodes(p);
+    if (st == TORC_OK)
+      st = torc_copy_(p->out_rows, p->t[p->g->output]);
+  }
+  tile_rows(p, p->tile);
+  point_at(p->out_rows, p->arena, 0);
+  return st;
 }
 
 static torc_status run(torc_plan *p, const torc_tensor *const *inputs,
@@ -1052,23 +1312,17 @@ static torc_status run(torc_plan *p, const torc_tensor *const *inputs,
   for (int v = 0; v < g->n_values; v++)
     if (p->cls[v] == PV_INPUT)
       p->t[v] = (torc_tensor *)inputs[g->values[v].input];
-  point_input_views(p, inputs);
-  if (p->direct_out)
-    p->t[g->output] = dst;
-  for (int i = 0; i < p->n_nodes && st == TORC_OK; i++) {
-    const pnode *n = &p->nodes[i];
-    const torc_tensor *in[TORC__KCALL_MAX_IN];
-    torc_tensor *out[TORC__KCALL_MAX_OUT];
-    for (int k = 0; k < n->n_in; k++)
-      in[k] = p->t[n->in[k]];
-    for (int k = 0; k < n->n_out; k++)
-      out[k] = p->t[n->out[k]];
-    st = torc__kernel_call(n->op, n->kdtype, in, n->n_in, out, n->n_out,
-                           n->params, n->params_size);
+  if (p->tile) {
+    st = run_tiles(p, inputs, dst);
+  } else {
+    point_input_views(p, inputs, 0);
+    if (p->direct_out)
+      p->t[g->output] = dst;
+    st = run_nodes(p);
+    if (st == TORC_OK && !p->direct_out)
+      st = torc_copy_(dst, p->t[g->output]);
   }
-  if (st == TORC_OK && !p->direct_out)
-    st = torc_copy_(dst, p->t[g->output]);
-  point_input_views(p, NULL);
+  point_input_views(p, NULL, 0);
   for (int v = 0; v < g->n_values; v++)
     if (p->cls[v] == PV_INPUT || p->cls[v] == PV_OUTPUT)
       p->t[v] = NULL;
@@ -1081,7 +1335,8 @@ torc_status torc_plan_run(torc_plan *p, const torc_tensor *const *inputs,
     *out = NULL;
   if (p == NULL || out == NULL || (n_in > 0 && inputs == NULL))
     return torc__null_input("torc_plan_run");
-  const gvalue *o = &p->g->values[p->g->output];
+  gvalue r = result_value(p);
+  const gvalue *o = &r;
   torc_tensor *y = torc__empty(o->shape, o->ndim, o->dtype, p->dev);
   if (y == NULL)
     return torc_set_error(TORC_ERR_OOM, "torc_plan_run: out of memory for "
@@ -1099,7 +1354,8 @@ torc_status torc_plan_run_into(torc_plan *p, const torc_tensor *const *inputs,
                                int n_in, torc_tensor *out) {
   if (p == NULL || out == NULL || (n_in > 0 && inputs == NULL))
     return torc__null_input("torc_plan_run_into");
-  const gvalue *o = &p->g->values[p->g->output];
+  gvalue r = result_value(p);
+  const gvalue *o = &r;
   if (torc_dtype_of(out) != o->dtype || !same_shape(o, out) ||
       !torc_is_contiguous(out) ||
       !same_dev(torc_device_of(out), p->dev)) {

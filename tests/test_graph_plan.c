@@ -3,8 +3,9 @@
  * residual block; calls after the first allocate nothing; the arena is
  * smaller than the intermediates together; nodes run in place; batch norm
  * folded into conv2d and linear within 1e-5; the fused kernels
- * (linear_act, conv2d_act) bit for bit on ref, NaN kept; the plan follows
- * weights changed in place; the argument errors. */
+ * (linear_act, conv2d_act) bit for bit on ref, NaN kept; batch tiles bit
+ * for bit; the plan follows weights changed in place; the argument
+ * errors. */
 #include <math.h>
 
 #include "testutil.h"
@@ -129,6 +130,7 @@ static void assert_near(const torc_tensor *got, const torc_tensor *want,
 typedef struct {
   size_t arena;
   int nodes, in_place, folded, fused, graph_nodes;
+  int64_t tile;
 } figures;
 
 static figures check_plan(torc_module *m, const int64_t *shape, int ndim,
@@ -172,7 +174,7 @@ static figures check_plan(torc_module *m, const int64_t *shape, int ndim,
   }
   figures f = {torc_plan_arena_bytes(p), torc_plan_n_nodes(p),
                torc_plan_n_in_place(p), torc_plan_n_folded(p),
-               torc_plan_n_fused(p), graph_nodes};
+               torc_plan_n_fused(p), graph_nodes, torc_plan_tile_rows(p)};
   torc_release(into);
   torc_plan_free(p);
   torc_release(x);
@@ -311,6 +313,43 @@ static void test_plan_fused_nan(void **state) {
   torc_module_free(m);
 }
 
+/* With a small tile target, the MLP and the CNN (folded, fused) run in
+ * tiles of rows, the last one short (37 rows): bit for bit the untiled
+ * plan on ref, no allocation per call, an arena of a tile's rows. A graph
+ * with a node that mixes rows (a softmax over dim 0) is not tiled. */
+static void test_plan_tiled(void **state) {
+  (void)state;
+  torc_module *m = mlp_new();
+  figures whole = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
+  assert_int_equal(whole.tile, 0);
+  torc_test_plan_tile_bytes(1024);
+  figures f = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
+  figures u = check_plan(m, TORC_SHAPE(37, 16), 0, 1);
+  torc_module_free(m);
+  assert_true(f.tile >= 8 && f.tile < 37);
+  assert_true(u.tile >= 8 && u.tile < 37);
+  assert_true(f.arena < whole.arena);
+  m = cnn_bn_new();
+  randomize_bn(m, TORC_SHAPE(37, 2, 8, 8));
+  figures c = check_plan(m, TORC_SHAPE(37, 2, 8, 8),
+                         TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, 0);
+  assert_true(c.tile >= 8 && c.tile < 37);
+  assert_int_equal(c.fused, 3);
+  figures ce = check_plan(m, TORC_SHAPE(37, 2, 8, 8), 0, 1);
+  assert_true(ce.tile >= 8 && ce.tile < 37);
+  torc_module_free(m);
+  m = seq();
+  add(m, torc_linear_new(16, 8, 1));
+  add(m, torc_module_build("softmax", "dim=0"));
+  figures sm = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
+  assert_int_equal(sm.tile, 0);
+  torc_module_free(m);
+  torc_test_plan_tile_bytes(0);
+  printf("tiled: mlp %lld rows a tile (arena %zu bytes, %zu whole), cnn "
+         "%lld rows\n",
+         (long long)f.tile, f.arena, whole.arena, (long long)c.tile);
+}
+
 /* A graph saved and loaded (no tensors for its intermediates) plans and
  * runs as the traced one: batch norm folded, within 1e-5 of eager. */
 static void test_plan_loaded(void **state) {
@@ -427,6 +466,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_plan_fused_cnn, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_plan_fused_nan, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_plan_tiled, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_plan_loaded, test_live_setup,
                                       test_live_teardown),

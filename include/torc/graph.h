@@ -192,6 +192,17 @@ TORC_API int torc_plan_n_folded(const torc_plan *p);
  * in place of the ops they fuse (TORC_PLAN_FUSE). */
 TORC_API int torc_plan_n_fused(const torc_plan *p);
 
+/* The rows of the batch a plan runs at a time: 0 when it runs the whole
+ * batch at once. A plan whose every node computes each row of the batch
+ * (dim 0) from that row alone (convolutions, pools, elementwise ops, a
+ * linear layer's product) and whose intermediates of a whole batch would
+ * not fit the caches (about 4 MiB) runs tiles of rows through all its
+ * nodes, each tile's result copied into its rows of the result: the
+ * arena then holds one tile's intermediates, which stay in the caches
+ * between kernels. The result is the same as untiled (the rows are
+ * independent). */
+TORC_API int64_t torc_plan_tile_rows(const torc_plan *p);
+
 /* Frees p and the tensors it owns. NULL is ignored. */
 TORC_API void torc_plan_free(torc_plan *p);
 

@@ -47,6 +47,11 @@ TORC_API int64_t torc_test_alloc_live(void);
 /* Attempts the injector has failed since the process started. */
 TORC_API int64_t torc_test_alloc_failed(void);
 
+/* Sets the bytes of intermediates a planned forward's batch tile aims at
+ * (torc_plan_tile_rows), for plans built after the call; bytes <= 0
+ * restores the default (4 MiB). Lets a test tile a small model. */
+TORC_API void torc_test_plan_tile_bytes(int64_t bytes);
+
 TORC_END_DECLS
 
 #endif /* TORC_TESTING_H */
