@@ -603,8 +603,12 @@ static int fusable(const torc_plan *p, const pnode *n, int fused) {
          have >= torc__kernel_rank(p->dev.type, n->op, n->kdtype);
 }
 
-/* The fusions, where fusable says so. */
-static torc_status fuse(torc_plan *p) {
+/* Weights ids of frozen plans: one per plan, never reused. */
+static _Atomic uint64_t next_weights_id = 1;
+
+/* The fusions, where fusable says so; a frozen plan marks its fused
+ * linear layers' weights constant under an id of its own. */
+static torc_status fuse(torc_plan *p, int freeze) {
   p->fparams = torc__calloc((size_t)p->n_nodes + 1, sizeof *p->fparams);
   int *readers = torc__malloc(((size_t)p->n_values + 1) * sizeof(int));
   if (p->fparams == NULL || readers == NULL) {
@@ -625,6 +629,12 @@ static torc_status fuse(torc_plan *p) {
     }
     p->n_fused += done;
   }
+  uint64_t id = freeze ? atomic_fetch_add(&next_weights_id, 1) : 0;
+  for (int i = 0; i < p->n_nodes && freeze; i++)
+    if (p->nodes[i].op == TORC__OP_linear_act) {
+      p->fparams[i].lin.flags = TORC_FUSED_CONST_WEIGHTS;
+      p->fparams[i].lin.weights_id = id;
+    }
   torc__free(readers);
   compact(p);
   return TORC_OK;
@@ -765,9 +775,17 @@ static int tile(torc_plan *p) {
     if (!p->is_batch[v])
       continue;
     if (v < g->n_values) {
-      if (p->cls[v] == PV_INPUT)
+      gvalue *gv = &g->values[v];
+      if (p->cls[v] == PV_INPUT) {
+        /* a loaded graph keeps no strides for an input: contiguous */
+        int known = 0;
+        for (int d = 0; d < gv->ndim; d++)
+          known |= gv->strides[d] != 0;
+        if (!known)
+          torc__contiguous_strides(gv->shape, gv->ndim, gv->strides);
         p->cls[v] = PV_INPUT_VIEW;
-      g->values[v].shape[0] = rows;
+      }
+      gv->shape[0] = rows;
     }
     if (p->is_batch[v] == 2) {
       torc_tensor *t = p->t[v], *r = NULL;
@@ -1098,11 +1116,12 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     *out = NULL;
   if (g == NULL || out == NULL)
     return torc__null_input("torc_plan_new");
-  int known = TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE;
+  int known = TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_FREEZE;
   if (flags & ~known)
     return torc_set_error(TORC_ERR_INVALID,
                           "torc_plan_new: unknown flags 0x%x; pass 0 or "
-                          "TORC_PLAN_FOLD_BN and TORC_PLAN_FUSE or'ed",
+                          "TORC_PLAN_FOLD_BN, TORC_PLAN_FUSE and "
+                          "TORC_PLAN_FREEZE or'ed",
                           (unsigned)(flags & ~known));
   torc_plan *p = torc__calloc(1, sizeof *p);
   size_t nv = (size_t)g->n_values + 1;
@@ -1124,7 +1143,7 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
   if (st == TORC_OK && (flags & TORC_PLAN_FOLD_BN))
     st = rewrite(p);
   if (st == TORC_OK && (flags & TORC_PLAN_FUSE))
-    st = fuse(p);
+    st = fuse(p, (flags & TORC_PLAN_FREEZE) != 0);
   if (st == TORC_OK)
     st = detach(p);
   if (st == TORC_OK && tile(p) < 0)

@@ -267,7 +267,7 @@ static int64_t lin_run(const lin_case *c, int x_poison) {
                                             : NULL),
                         kt(bv, 1, bs, NULL)};
   torc_ktensor yrt = kt(yr, 2, ys, NULL), ydt = kt(yd, 2, ys, NULL);
-  torc_linear_act_kparams p = {c->relu ? TORC_ACT_RELU : TORC_ACT_NONE, 0};
+  torc_linear_act_kparams p = {.act = c->relu ? TORC_ACT_RELU : TORC_ACT_NONE};
   const char *who;
   int n_in = c->bias ? 3 : 2;
   assert_int_equal(
@@ -276,6 +276,16 @@ static int64_t lin_run(const lin_case *c, int x_poison) {
                    TORC_OK);
   assert_string_equal(who, "onednn");
   assert_close(yd, yr, M * N);
+  /* constant weights (a frozen plan's): packed once, the same result, at
+   * the first call and the next */
+  static uint64_t id = 1000;
+  p.flags = TORC_FUSED_CONST_WEIGHTS, p.weights_id = ++id;
+  for (int again = 0; again < 2; again++) {
+    memset(yd, 0, (size_t)(M * N) * sizeof(float));
+    assert_int_equal(
+        call("linear_act", NULL, in, n_in, &ydt, &p, sizeof p, &who), TORC_OK);
+    assert_close(yd, yr, M * N);
+  }
   int64_t nan = 0;
   for (int64_t i = 0; i < M * N; i++)
     nan += yr[i] != yr[i];
@@ -327,7 +337,7 @@ static void test_linear_act_declined(void **state) {
   torc_ktensor in[3] = {kt(xv, 2, xs, xst), kt(wv, 2, ws, NULL),
                         kt(bv, 1, bs, NULL)};
   torc_ktensor yrt = kt(yr, 2, ys, NULL), ydt = kt(yd, 2, ys, NULL);
-  torc_linear_act_kparams p = {TORC_ACT_RELU, 0};
+  torc_linear_act_kparams p = {.act = TORC_ACT_RELU};
   const char *who;
   assert_int_equal(
       call("linear_act", "onednn", in, 3, &ydt, &p, sizeof p, &who),
@@ -537,6 +547,74 @@ static void test_conv2d_act_nan(void **state) {
 
 /* ---- registration, through torc's loader ---- */
 
+/* The module's output for x: eager, or through a new plan (flags). */
+static torc_tensor *mlp_out(torc_module *m, torc_tensor *x, int flags,
+                            torc_plan **keep) {
+  if (flags < 0)
+    return torc_module_forward(m, x);
+  torc_graph *g = NULL;
+  torc_plan *p = NULL;
+  torc_tensor *y = NULL;
+  assert_ok(torc_trace(m, (const torc_tensor *const *)&x, 1, &g));
+  assert_ok(torc_plan_new(g, flags, &p));
+  torc_graph_free(g);
+  assert_int_equal(torc_plan_n_fused(p), 2);
+  assert_ok(torc_plan_run(p, (const torc_tensor *const *)&x, 1, &y));
+  if (keep)
+    *keep = p;
+  else
+    torc_plan_free(p);
+  return y;
+}
+
+/* Packed constant weights: a frozen plan (TORC_PLAN_FREEZE) matches eager;
+ * after the weights change in place, a new frozen plan repacks them (the
+ * same address, another weights id) and a plan that is not frozen follows
+ * them. */
+static void test_plan_frozen(void **state) {
+  (void)state;
+  test_load_plugin("ref");
+  test_load_plugin("onednn");
+  torc_module *m = torc_sequential_new();
+  assert_ok(torc_sequential_append(m, torc_linear_new(784, 256, 1)));
+  assert_ok(torc_sequential_append(m, torc_module_build("relu", "")));
+  assert_ok(torc_sequential_append(m, torc_linear_new(256, 10, 1)));
+  torc_module_train(m, 0);
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  int64_t xs[2] = {200, 784};
+  torc_tensor *x = torc_randn(xs, 2, TORC_F32, TORC_CPU, NULL);
+  int fz = TORC_PLAN_FUSE | TORC_PLAN_FREEZE;
+  torc_plan *live = NULL;
+  torc_tensor *want = mlp_out(m, x, -1, NULL);
+  torc_tensor *y1 = mlp_out(m, x, fz, NULL);
+  torc_tensor *y0 = mlp_out(m, x, TORC_PLAN_FUSE, &live);
+  test_assert_close(y1, want, 1e-5);
+  test_assert_close(y0, want, 1e-5);
+  /* the first layer's weight changes in place */
+  torc_named_tensor *list = NULL;
+  int n = torc_module_named_parameters(m, &list);
+  assert_true(n == 4 && strcmp(list[0].name, "0.weight") == 0);
+  torc_tensor *w2 = torc_mul_scalar(list[0].tensor, -1.5);
+  assert_ok(torc_copy_(list[0].tensor, w2));
+  torc_named_tensors_free(list, n);
+  torc_tensor *want2 = mlp_out(m, x, -1, NULL);
+  torc_tensor *y2 = mlp_out(m, x, fz, NULL), *y3 = NULL;
+  assert_ok(torc_plan_run(live, (const torc_tensor *const *)&x, 1, &y3));
+  test_assert_close(y2, want2, 1e-5);
+  test_assert_close(y3, want2, 1e-5);
+  double *a = test_values(y1), *b = test_values(y2);
+  int differ = 0;
+  for (int64_t i = 0; i < torc_numel(y1); i++)
+    differ |= fabs(a[i] - b[i]) > 1e-3;
+  assert_true(differ);
+  free(a), free(b);
+  torc_release(y1), torc_release(y0), torc_release(y2), torc_release(y3);
+  torc_release(want), torc_release(want2), torc_release(w2), torc_release(x);
+  torc_plan_free(live);
+  torc_set_grad_mode(gm);
+  torc_module_free(m);
+}
+
 /* In normal use the plugin's f32 linear_act and conv2d_act serve the cpu,
  * above ref (and cpu, which has none). */
 static void test_serves_cpu(void **state) {
@@ -577,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_conv2d_act_nan),
   };
   const struct CMUnitTest plain[] = {
+      cmocka_unit_test(test_plan_frozen),
       cmocka_unit_test(test_serves_cpu),
   };
   int failed =

@@ -130,7 +130,8 @@ static void planned_free(planned *pl) {
 
 /* Traces r's model on the pass's first input (cast to dt) and plans it,
  * outside any scope (torc_trace releases the forward's result itself);
- * on failure the pass runs eagerly, silently. */
+ * on failure the pass runs eagerly, silently. The weights stay as they
+ * are for the pass, so the plan is frozen (packed weights). */
 static void planned_start(run *r, planned *pl, const torc_tensor *x,
                           torc_dtype dt) {
   pl->tried = 1;
@@ -138,8 +139,9 @@ static void planned_start(run *r, planned *pl, const torc_tensor *x,
   if (dt != TORC_F32 && torc_dtype_is_float(torc_dtype_of(x)))
     x = xc = torc_to_dtype(x, dt);
   if (x == NULL || torc_trace(r->model, &x, 1, &pl->g) != TORC_OK ||
-      torc_plan_new(pl->g, TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, &pl->p) !=
-          TORC_OK)
+      torc_plan_new(pl->g,
+                    TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_FREEZE,
+                    &pl->p) != TORC_OK)
     planned_free(pl);
   torc_release(xc);
   torc_clear_error();

@@ -206,7 +206,8 @@ static double evaluate(const char *which, int planned) {
   if (planned) {
     const torc_tensor *x = batches[0].input;
     torc_graph *g = NULL;
-    if (torc_trace(net, &x, 1, &g) || torc_plan_new(g, TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, &plan))
+    int flags = TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_FREEZE;
+    if (torc_trace(net, &x, 1, &g) || torc_plan_new(g, flags, &plan))
       die("plan");
     torc_graph_free(g); /* the plan keeps what it needs */
   }

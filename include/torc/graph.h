@@ -152,10 +152,19 @@ typedef struct torc_plan torc_plan;
  * through the separate ops. */
 #define TORC_PLAN_FUSE 2
 
+/* torc_plan_new flag: the weights of the fused layers are constant for the
+ * plan's life, as an inference runtime's are: a fused kernel may repack
+ * them once, at the first run, into a layout of its own (oneDNN's blocked
+ * matmul weights: ~6% off the benchmark MLP's products). A plan built with
+ * it does not see later changes to those weights (as with folded batch
+ * norms): build a new plan after changing them. */
+#define TORC_PLAN_FREEZE 4
+
 /* Builds a plan for g into *out; the plan keeps what it needs (the
  * parameters it reads, not the trace's intermediates), so g may be freed
- * right after. flags: 0 or TORC_PLAN_FOLD_BN and TORC_PLAN_FUSE or'ed
- * (batch norms are folded before the fusing). Errors (then *out is NULL): unknown flags, values
+ * right after. flags: 0 or TORC_PLAN_FOLD_BN, TORC_PLAN_FUSE and
+ * TORC_PLAN_FREEZE or'ed (batch norms are folded before the fusing).
+ * Errors (then *out is NULL): unknown flags, values
  * on more than one device, a view the arena cannot hold (TORC_ERR_INVALID;
  * torc_graph_run still runs such a graph), out of memory. */
 TORC_API torc_status torc_plan_new(const torc_graph *g, int flags,

@@ -266,9 +266,17 @@ enum { TORC_ACT_NONE = 0, TORC_ACT_RELU = 1 };
  * A planned forward (torc_plan_new with TORC_PLAN_FUSE) runs a linear
  * layer and its activation as this one call. Not differentiable. */
 typedef struct torc_linear_act_kparams {
-  int32_t act;      /* TORC_ACT_* */
-  int32_t reserved; /* 0 */
+  int32_t act;   /* TORC_ACT_* */
+  int32_t flags; /* TORC_FUSED_CONST_WEIGHTS or 0 */
+  /* With TORC_FUSED_CONST_WEIGHTS: w and b hold the same values at every
+   * call that passes the same weights_id (a frozen plan's), so a kernel
+   * may keep w in a layout of its own, made at the first such call, under
+   * (w's address, weights_id). */
+  uint64_t weights_id;
 } torc_linear_act_kparams;
+
+/* torc_linear_act_kparams.flags: the weights are constant (above). */
+enum { TORC_FUSED_CONST_WEIGHTS = 1 };
 
 /* "conv2d_act": in x, w and optionally b, as "conv2d"; out y: y =
  * pool(act(conv2d(x, w) + b)), where pool is "max_pool2d" with the

@@ -7,6 +7,9 @@
  * linear_act: y [M, N] = act(x [M, K] w [K, N] + b) through a cached
  * matmul primitive with the bias (oneDNN's brgemm kernels), x and w read
  * through their strides (a linear layer's weight [N, K] read transposed).
+ * Constant weights (TORC_FUSED_CONST_WEIGHTS: a frozen plan's) are packed
+ * once into the primitive's own layout and kept with its cache entry,
+ * repacked when another w or weights_id comes: one copy per entry.
  * oneDNN's relu post-op is max(v, 0), which turns NaN into 0; the relu op
  * keeps NaN, so the activation is a pass over y here, NaN kept (y is small
  * and still in cache).
@@ -58,11 +61,91 @@ static int act_known(int32_t act) {
 
 /* ---- linear_act ---- */
 
-/* x [M, K] and w [K, N] with their element strides, b [N] (stride bs). */
+/* x [M, K] and w [K, N] with their element strides, b [N] (stride bs);
+ * const_w: the weights are constant (TORC_FUSED_CONST_WEIGHTS), so the
+ * primitive takes them in its own layout, packed once. */
 typedef struct lgeo {
   int64_t M, K, N, xs[2], ws[2], bs;
-  int bias;
+  int bias, const_w;
 } lgeo;
+
+/* A constant weight packed into the matmul's layout: the reorder from
+ * torc's w (wu) into buf (wp), and which w and weights_id buf holds. */
+typedef struct packed_w {
+  dnnl_memory_t wu, wp;
+  dnnl_primitive_t re;
+  void *buf;
+  const void *src;
+  uint64_t id;
+} packed_w;
+
+static void packed_free(void *v) {
+  packed_w *pw = v;
+  if (pw == NULL)
+    return;
+  if (pw->re)
+    dnnl_primitive_destroy(pw->re);
+  if (pw->wu)
+    dnnl_memory_destroy(pw->wu);
+  if (pw->wp)
+    dnnl_memory_destroy(pw->wp);
+  free(pw->buf);
+  free(pw);
+}
+
+/* The packed weight of entry e for weights md wm (the primitive's own
+ * layout pm): e->ext, made here. */
+static int packed_new(dnn_entry *e, const dnnl_memory_desc_t *wm,
+                      const dnnl_memory_desc_t *pm) {
+  packed_w *pw = calloc(1, sizeof *pw);
+  size_t bytes = dnnl_memory_desc_get_size(pm);
+  if (pw)
+    pw->buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  if (pw == NULL || pw->buf == NULL) {
+    packed_free(pw);
+    return torc_dnn__set_error(TORC_ERR_OOM,
+                               "onednn kernel 'linear_act': out of memory "
+                               "for a packed weight of %zu bytes",
+                               bytes);
+  }
+  e->ext = pw;
+  e->ext_free = packed_free;
+  dnnl_primitive_desc_t rpd;
+  dnnl_status_t s = dnnl_reorder_primitive_desc_create(
+      &rpd, wm, torc_dnn__engine, pm, torc_dnn__engine, NULL);
+  if (s == dnnl_success) {
+    s = dnnl_primitive_create(&pw->re, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+  }
+  if (s == dnnl_success)
+    s = dnnl_memory_create(&pw->wu, wm, torc_dnn__engine, DNNL_MEMORY_NONE);
+  if (s == dnnl_success)
+    s = dnnl_memory_create(&pw->wp, pm, torc_dnn__engine, pw->buf);
+  return s == dnnl_success ? TORC_OK : TORC_ERR_UNSUPPORTED;
+}
+
+/* Packs w (at w_ptr, weights_id id) into e's packed weight unless it
+ * holds it already; the packed buffer's address. */
+static void *packed_get(dnn_entry *e, const void *w_ptr, uint64_t id,
+                        int *st) {
+  packed_w *pw = e->ext;
+  if (pw->src == w_ptr && pw->id == id)
+    return pw->buf;
+  dnnl_status_t s = dnnl_memory_set_data_handle_v2(pw->wu, (void *)w_ptr,
+                                                   torc_dnn__stream);
+  dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, pw->wu}, {DNNL_ARG_TO, pw->wp}};
+  if (s == dnnl_success)
+    s = dnnl_primitive_execute(pw->re, torc_dnn__stream, 2, ra);
+  if (s == dnnl_success)
+    s = dnnl_stream_wait(torc_dnn__stream);
+  if (s != dnnl_success) {
+    pw->src = NULL;
+    *st = torc_dnn__fail("linear_act", "packing the weight", s);
+    return NULL;
+  }
+  pw->src = w_ptr, pw->id = id;
+  return pw->buf;
+}
 
 static int linear_build(dnn_entry *e, const void *vctx) {
   const lgeo *g = vctx;
@@ -88,17 +171,29 @@ static int linear_build(dnn_entry *e, const void *vctx) {
   if (s != dnnl_success)
     return torc_dnn__fail("linear_act", "creating an attribute", s);
   s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  /* constant weights: in the layout the primitive likes best */
+  dnnl_memory_desc_t wany = wm;
+  dnnl_dims_t wdims = {g->K, g->N};
+  if (s == dnnl_success && g->const_w)
+    s = dnnl_memory_desc_init_by_tag(&wany, 2, wdims, dnnl_f32,
+                                     dnnl_format_tag_any);
   dnnl_matmul_desc_t md;
   if (s == dnnl_success)
-    s = dnnl_matmul_desc_init(&md, &xm, &wm, g->bias ? &bm : NULL, &ym);
+    s = dnnl_matmul_desc_init(&md, &xm, &wany, g->bias ? &bm : NULL, &ym);
   if (s == dnnl_success)
     s = dnnl_primitive_desc_create(&e->pd, &md, attr, torc_dnn__engine, NULL);
   dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success)
     return TORC_ERR_UNSUPPORTED; /* declined: ref serves it */
-  int st = torc_dnn__entry_arg(e, DNNL_ARG_SRC, &xm, 0);
+  const dnnl_memory_desc_t *pm =
+      dnnl_primitive_desc_query_md(e->pd, dnnl_query_weights_md, 0);
+  int st = TORC_OK;
+  if (g->const_w && !dnnl_memory_desc_equal(pm, &wm))
+    st = packed_new(e, &wm, pm); /* the weights arg is then the packed one */
   if (st == TORC_OK)
-    st = torc_dnn__entry_arg(e, DNNL_ARG_WEIGHTS, &wm, 0);
+    st = torc_dnn__entry_arg(e, DNNL_ARG_SRC, &xm, 0);
+  if (st == TORC_OK)
+    st = torc_dnn__entry_arg(e, DNNL_ARG_WEIGHTS, e->ext ? pm : &wm, 0);
   if (st == TORC_OK && g->bias)
     st = torc_dnn__entry_arg(e, DNNL_ARG_BIAS, &bm, 0);
   if (st == TORC_OK)
@@ -152,19 +247,24 @@ int torc_dnn__k_linear_act(const torc_kernel_args *a) {
     g.ws[0] = w->strides[0], g.ws[1] = w->strides[1];
     g.bs = b ? b->strides[0] : 0;
     g.bias = b != NULL;
+    g.const_w = (p->flags & TORC_FUSED_CONST_WEIGHTS) != 0;
     dnn_key key;
     memset(&key, 0, sizeof key);
     key.op = DNN_OP_LINEAR_ACT;
     key.n_threads = n_threads;
     int64_t v[] = {g.M,     g.K,     g.N,  g.xs[0], g.xs[1],
-                   g.ws[0], g.ws[1], g.bs, g.bias};
+                   g.ws[0], g.ws[1], g.bs, g.bias,  g.const_w};
     memcpy(key.v, v, sizeof v);
     torc_dnn__lock();
     dnn_entry *e = torc_dnn__cache_get(&key, linear_build, &g);
     void *ptrs[4] = {dnn_f32(x, 0), dnn_f32(w, 0), b ? dnn_f32(b, 0) : yp, yp};
     int st = e == NULL        ? TORC_ERR_PLUGIN
              : e->unsupported ? TORC_KERNEL_DECLINED
-                              : torc_dnn__run(e, ptrs);
+                              : TORC_OK;
+    if (st == TORC_OK && e->ext)
+      ptrs[1] = packed_get(e, ptrs[1], p->weights_id, &st);
+    if (st == TORC_OK)
+      st = torc_dnn__run(e, ptrs);
     torc_dnn__unlock();
     if (st != TORC_OK)
       return st;
