@@ -7,6 +7,8 @@
  * linear_act: y [M, N] = act(x [M, K] w [K, N] + b) through a cached
  * matmul primitive with the bias (oneDNN's brgemm kernels), x and w read
  * through their strides (a linear layer's weight [N, K] read transposed).
+ * Where oneDNN would not run its brgemm kernels (no AVX-512) the kernel
+ * declines, and the cpu plugin's GEMM serves linear_act.
  * Constant weights (TORC_FUSED_CONST_WEIGHTS: a frozen plan's) are packed
  * once into the primitive's own layout and kept with its cache entry,
  * repacked when another w or weights_id comes: one copy per entry.
@@ -185,6 +187,14 @@ static int linear_build(dnn_entry *e, const void *vctx) {
   dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success)
     return TORC_ERR_UNSUPPORTED; /* declined: ref serves it */
+  /* oneDNN's matmul is worth it where it runs its brgemm kernels
+   * (AVX-512 and newer); elsewhere (an AVX2 machine, valgrind's CPU) the
+   * cpu plugin's GEMM serves linear_act as fast or faster */
+  const char *impl = NULL;
+  if (dnnl_primitive_desc_query(e->pd, dnnl_query_impl_info_str, 0, &impl) !=
+          dnnl_success ||
+      impl == NULL || strncmp(impl, "brg", 3) != 0)
+    return TORC_ERR_UNSUPPORTED;
   const dnnl_memory_desc_t *pm =
       dnnl_primitive_desc_query_md(e->pd, dnnl_query_weights_md, 0);
   int st = TORC_OK;
