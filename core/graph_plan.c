@@ -603,6 +603,31 @@ static int fusable(const torc_plan *p, const pnode *n, int fused) {
          have >= torc__kernel_rank(p->dev.type, n->op, n->kdtype);
 }
 
+/* A conv2d_act whose result only the next conv2d_act reads hands it over
+ * in blocks of 16 channels (torc_conv_act_kparams), where the channels
+ * allow: neither call then reorders it. The value is an intermediate no
+ * view, reader or caller sees in torc's layout. */
+static void block_between_convs(torc_plan *p, const int *readers) {
+  for (int j = 0; j < p->n_nodes; j++) {
+    pnode *b = &p->nodes[j];
+    if (b->op != TORC__OP_conv2d_act || b->params != &p->fparams[j].conv)
+      continue;
+    int v = b->in[0];
+    if (v >= p->g->n_values || p->cls[v] != PV_ARENA || p->root[v] != v ||
+        readers[v] != 1 || v == p->g->output ||
+        p->g->values[v].ndim != 4 || p->g->values[v].shape[1] % 16)
+      continue;
+    for (int i = 0; i < j; i++) {
+      pnode *a = &p->nodes[i];
+      if (a->op == TORC__OP_conv2d_act && a->out[0] == v &&
+          a->params == &p->fparams[i].conv) {
+        p->fparams[i].conv.y_blocked = 1;
+        p->fparams[j].conv.x_blocked = 1;
+      }
+    }
+  }
+}
+
 /* Weights ids of frozen plans: one per plan, never reused. */
 static _Atomic uint64_t next_weights_id = 1;
 
@@ -629,6 +654,7 @@ static torc_status fuse(torc_plan *p, int freeze) {
     }
     p->n_fused += done;
   }
+  block_between_convs(p, readers);
   uint64_t id = freeze ? atomic_fetch_add(&next_weights_id, 1) : 0;
   for (int i = 0; i < p->n_nodes && freeze; i++)
     if (p->nodes[i].op == TORC__OP_linear_act) {
@@ -651,7 +677,7 @@ static torc_status fuse(torc_plan *p, int freeze) {
 
 /* Intermediates of one tile take about this many bytes (a test may set
  * another target: torc_test_plan_tile_bytes). */
-enum { TILE_TARGET_BYTES = 4 << 20, TILE_MIN_ROWS = 8 };
+enum { TILE_TARGET_BYTES = 4 << 20, TILE_MIN_ROWS = 8, TILE_ALIGN_ROWS = 32 };
 static _Atomic int64_t tile_target = TILE_TARGET_BYTES;
 
 void torc_test_plan_tile_bytes(int64_t bytes) {
@@ -755,7 +781,10 @@ static int tile(torc_plan *p) {
       row_bytes += torc__numel(g->values[v].shape, g->values[v].ndim) / B *
                    (int64_t)torc_dtype_size(g->values[v].dtype);
   int64_t rows = row_bytes > 0 ? atomic_load(&tile_target) / row_bytes : B;
-  rows = rows / TILE_MIN_ROWS * TILE_MIN_ROWS;
+  /* whole multiples of the row blocks kernels work in (oneDNN's chunks of
+   * 32 images, SIMD widths) */
+  int64_t align = rows >= 4 * TILE_ALIGN_ROWS ? TILE_ALIGN_ROWS : TILE_MIN_ROWS;
+  rows = rows / align * align;
   if (!ok || rows >= B) {
     torc__free(p->is_batch);
     p->is_batch = NULL;
@@ -1116,12 +1145,13 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     *out = NULL;
   if (g == NULL || out == NULL)
     return torc__null_input("torc_plan_new");
-  int known = TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_FREEZE;
+  int known =
+      TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_FREEZE | TORC_PLAN_TILE;
   if (flags & ~known)
     return torc_set_error(TORC_ERR_INVALID,
                           "torc_plan_new: unknown flags 0x%x; pass 0 or "
-                          "TORC_PLAN_FOLD_BN, TORC_PLAN_FUSE and "
-                          "TORC_PLAN_FREEZE or'ed",
+                          "TORC_PLAN_FOLD_BN, TORC_PLAN_FUSE, "
+                          "TORC_PLAN_FREEZE and TORC_PLAN_TILE or'ed",
                           (unsigned)(flags & ~known));
   torc_plan *p = torc__calloc(1, sizeof *p);
   size_t nv = (size_t)g->n_values + 1;
@@ -1146,7 +1176,7 @@ torc_status torc_plan_new(const torc_graph *g, int flags, torc_plan **out) {
     st = fuse(p, (flags & TORC_PLAN_FREEZE) != 0);
   if (st == TORC_OK)
     st = detach(p);
-  if (st == TORC_OK && tile(p) < 0)
+  if (st == TORC_OK && (flags & TORC_PLAN_TILE) && tile(p) < 0)
     st = plan_oom();
   if (st == TORC_OK) {
     p->direct_out = !p->tile && result_direct(p);

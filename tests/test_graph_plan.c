@@ -281,6 +281,32 @@ static void test_plan_fused_cnn(void **state) {
   torc_module_free(m);
 }
 
+/* Two conv + relu + pool stages of 16 and 32 channels: the first hands its
+ * result to the second in blocks of 16 channels; bit for bit eager on
+ * ref, in tiles too. */
+static void test_plan_fused_blocked(void **state) {
+  (void)state;
+  torc_module *m = seq();
+  add(m, torc_module_build("conv2d",
+                           "in_channels=3 out_channels=16 kernel=3 padding=1"));
+  add(m, torc_module_build("relu", ""));
+  add(m, torc_module_build("maxpool2d", "kernel=2"));
+  add(m, torc_module_build("conv2d",
+                           "in_channels=16 out_channels=32 kernel=3 padding=1"));
+  add(m, torc_module_build("relu", ""));
+  add(m, torc_module_build("maxpool2d", "kernel=2"));
+  add(m, torc_flatten_new(1, -1));
+  add(m, torc_linear_new(32 * 2 * 2, 5, 1));
+  figures f = check_plan(m, TORC_SHAPE(11, 3, 8, 8), TORC_PLAN_FUSE, 1);
+  assert_int_equal(f.fused, 3);
+  torc_test_plan_tile_bytes(4096);
+  figures t =
+      check_plan(m, TORC_SHAPE(11, 3, 8, 8), TORC_PLAN_FUSE | TORC_PLAN_TILE, 1);
+  torc_test_plan_tile_bytes(0);
+  assert_true(t.tile >= 8 && t.tile < 11);
+  torc_module_free(m);
+}
+
 /* A fused plan keeps NaN and infinities where the eager forward has them:
  * relu(NaN) = NaN, a pool window holding a NaN gives NaN. */
 static void test_plan_fused_nan(void **state) {
@@ -323,8 +349,11 @@ static void test_plan_tiled(void **state) {
   figures whole = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
   assert_int_equal(whole.tile, 0);
   torc_test_plan_tile_bytes(1024);
-  figures f = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
-  figures u = check_plan(m, TORC_SHAPE(37, 16), 0, 1);
+  figures n = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
+  assert_int_equal(n.tile, 0); /* not asked for */
+  figures f =
+      check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE | TORC_PLAN_TILE, 1);
+  figures u = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_TILE, 1);
   torc_module_free(m);
   assert_true(f.tile >= 8 && f.tile < 37);
   assert_true(u.tile >= 8 && u.tile < 37);
@@ -332,16 +361,18 @@ static void test_plan_tiled(void **state) {
   m = cnn_bn_new();
   randomize_bn(m, TORC_SHAPE(37, 2, 8, 8));
   figures c = check_plan(m, TORC_SHAPE(37, 2, 8, 8),
-                         TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE, 0);
+                         TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_TILE,
+                         0);
   assert_true(c.tile >= 8 && c.tile < 37);
   assert_int_equal(c.fused, 3);
-  figures ce = check_plan(m, TORC_SHAPE(37, 2, 8, 8), 0, 1);
+  figures ce = check_plan(m, TORC_SHAPE(37, 2, 8, 8), TORC_PLAN_TILE, 1);
   assert_true(ce.tile >= 8 && ce.tile < 37);
   torc_module_free(m);
   m = seq();
   add(m, torc_linear_new(16, 8, 1));
   add(m, torc_module_build("softmax", "dim=0"));
-  figures sm = check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE, 1);
+  figures sm =
+      check_plan(m, TORC_SHAPE(37, 16), TORC_PLAN_FUSE | TORC_PLAN_TILE, 1);
   assert_int_equal(sm.tile, 0);
   torc_module_free(m);
   torc_test_plan_tile_bytes(0);
@@ -418,8 +449,8 @@ static void test_plan_errors(void **state) {
   torc_plan *p = (torc_plan *)1;
   assert_int_equal(torc_plan_new(NULL, 0, &p), TORC_ERR_NULL);
   assert_null(p);
-  assert_int_equal(torc_plan_new(g, 8, &p), TORC_ERR_INVALID);
-  assert_error(TORC_ERR_INVALID, "unknown flags 0x8");
+  assert_int_equal(torc_plan_new(g, 16, &p), TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "unknown flags 0x10");
   assert_null(p);
   assert_int_equal(torc_plan_new(g, 0, &p), 0);
   torc_tensor *small = torc_randn(TORC_SHAPE(3, 16), TORC_F32, TORC_CPU, NULL);
@@ -430,6 +461,15 @@ static void test_plan_errors(void **state) {
   assert_error(TORC_ERR_SHAPE, "input 0 is f32[3, 16] but the plan was "
                                "built for f32[4, 16]");
   assert_null(y);
+  /* the right shape through other strides: refused, not misread */
+  torc_tensor *wide = torc_randn(TORC_SHAPE(16, 4), TORC_F32, TORC_CPU, NULL);
+  torc_tensor *tr = torc_transpose(wide, 0, 1);
+  assert_int_equal(torc_plan_run(p, (const torc_tensor *const *)&tr, 1, &y),
+                   TORC_ERR_SHAPE);
+  assert_error(TORC_ERR_SHAPE, "input 0 is f32[4, 16] (not contiguous) but "
+                               "the plan was built for f32[4, 16]; pass a "
+                               "contiguous input");
+  torc_release(tr), torc_release(wide);
   assert_int_equal(torc_plan_run(p, (const torc_tensor *const *)&x, 2, &y),
                    TORC_ERR_INVALID);
   assert_error(TORC_ERR_INVALID, "2 inputs given; the plan takes 1");
@@ -464,6 +504,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_plan_fused_mlp, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_plan_fused_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_plan_fused_blocked, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_plan_fused_nan, test_live_setup,
                                       test_live_teardown),

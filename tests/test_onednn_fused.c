@@ -388,8 +388,18 @@ static int64_t out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d,
 /* Runs c through ref and through the dispatch order (expecting `server`
  * to answer); x_poison writes NaN and infinities into x, w_poison a NaN
  * into w and an infinity into b. */
+static void conv_run_blocked(const conv_case *c, int x_poison, int w_poison,
+                             const char *server, int blocked);
+
 static void conv_run(const conv_case *c, int x_poison, int w_poison,
                      const char *server) {
+  conv_run_blocked(c, x_poison, w_poison, server, 0);
+}
+
+/* conv_run with x (blocked & 1) or y (blocked & 2) in blocks of 16
+ * channels: both kernels read and write the same memory so. */
+static void conv_run_blocked(const conv_case *c, int x_poison, int w_poison,
+                             const char *server, int blocked) {
   int64_t Cg = c->c / c->groups;
   int64_t OH = out_size(c->h, c->kh, c->stride[0], c->pad[0], c->dil[0], 0);
   int64_t OW = out_size(c->w, c->kw, c->stride[1], c->pad[1], c->dil[1], 0);
@@ -428,6 +438,7 @@ static void conv_run(const conv_case *c, int x_poison, int w_poison,
     p.pool.padding[d] = c->pp[d], p.pool.dilation[d] = c->pd[d];
   }
   p.conv.groups = c->groups;
+  p.x_blocked = (blocked & 1) != 0, p.y_blocked = (blocked & 2) != 0;
   p.act = c->relu ? TORC_ACT_RELU : TORC_ACT_NONE;
   p.has_pool = c->pool;
   p.pool.ceil_mode = c->ceil;
@@ -547,6 +558,23 @@ static void test_conv2d_act(void **state) {
 /* NaN and infinities in x, w or b: the plugin declines (oneDNN's relu and
  * max pool drop NaN) and ref's answer comes through the dispatch order,
  * NaN where the separate ops put it. */
+/* x, y or both in blocks of 16 channels (a plan handing a tensor from one
+ * conv2d_act to the next): the plugin against ref's relayout; NaN in a
+ * blocked x declined to ref. */
+static void test_conv2d_act_blocked(void **state) {
+  (void)state;
+  static const conv_case cases[] = {
+      {3, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, POOL2},
+      {2, 16, 9, 11, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 1, 1, POOL2},
+      {2, 16, 8, 8, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, 0, 1, NOPOOL},
+      {35, 32, 6, 6, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, 1, 1, POOL2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int blocked = 1; blocked <= 3; blocked++)
+      conv_run_blocked(&cases[i], 0, 0, "onednn", blocked);
+  conv_run_blocked(&cases[0], 1, 0, "ref", 3);
+}
+
 static void test_conv2d_act_nan(void **state) {
   (void)state;
   conv_run(&conv_cases[0], 1, 0, "ref");
@@ -666,6 +694,7 @@ int main(void) {
       cmocka_unit_test(test_linear_act_declined),
       cmocka_unit_test(test_conv2d_act),
       cmocka_unit_test(test_conv2d_act_nan),
+      cmocka_unit_test(test_conv2d_act_blocked),
   };
   const struct CMUnitTest plain[] = {
       cmocka_unit_test(test_plan_frozen),

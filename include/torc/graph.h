@@ -160,10 +160,19 @@ typedef struct torc_plan torc_plan;
  * norms): build a new plan after changing them. */
 #define TORC_PLAN_FREEZE 4
 
+/* torc_plan_new flag: run the batch in tiles of rows when the plan can and
+ * a whole batch's intermediates would not fit the caches (see
+ * torc_plan_tile_rows): the arena shrinks to a tile's (the benchmark CNN
+ * at batch 1000: 3.9 MB instead of 37.6 MB) for a few percent of speed
+ * (more kernel calls, each on fewer rows). For large inputs and small
+ * memory budgets. */
+#define TORC_PLAN_TILE 8
+
 /* Builds a plan for g into *out; the plan keeps what it needs (the
  * parameters it reads, not the trace's intermediates), so g may be freed
- * right after. flags: 0 or TORC_PLAN_FOLD_BN, TORC_PLAN_FUSE and
- * TORC_PLAN_FREEZE or'ed (batch norms are folded before the fusing).
+ * right after. flags: 0 or TORC_PLAN_FOLD_BN, TORC_PLAN_FUSE,
+ * TORC_PLAN_FREEZE and TORC_PLAN_TILE or'ed (batch norms are folded
+ * before the fusing).
  * Errors (then *out is NULL): unknown flags, values
  * on more than one device, a view the arena cannot hold (TORC_ERR_INVALID;
  * torc_graph_run still runs such a graph), out of memory. */
@@ -202,14 +211,14 @@ TORC_API int torc_plan_n_folded(const torc_plan *p);
 TORC_API int torc_plan_n_fused(const torc_plan *p);
 
 /* The rows of the batch a plan runs at a time: 0 when it runs the whole
- * batch at once. A plan whose every node computes each row of the batch
- * (dim 0) from that row alone (convolutions, pools, elementwise ops, a
- * linear layer's product) and whose intermediates of a whole batch would
- * not fit the caches (about 4 MiB) runs tiles of rows through all its
- * nodes, each tile's result copied into its rows of the result: the
- * arena then holds one tile's intermediates, which stay in the caches
- * between kernels. The result is the same as untiled (the rows are
- * independent). */
+ * batch at once. A plan built with TORC_PLAN_TILE whose every node
+ * computes each row of the batch (dim 0) from that row alone
+ * (convolutions, pools, batch norm on running statistics, elementwise
+ * ops, a linear layer's product) and whose intermediates of a whole batch
+ * would not fit the caches (about 4 MiB) runs tiles of rows through all
+ * its nodes, each tile's result copied into its rows of the result: the
+ * arena then holds one tile's intermediates. The result is the same as
+ * untiled (the rows are independent). */
 TORC_API int64_t torc_plan_tile_rows(const torc_plan *p);
 
 /* Frees p and the tensors it owns. NULL is ignored. */

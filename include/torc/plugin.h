@@ -291,6 +291,13 @@ typedef struct torc_conv_act_kparams {
   int32_t act;      /* TORC_ACT_* */
   int32_t has_pool; /* 1: a max pool follows the activation */
   torc_pool_kparams pool;
+  /* 1: x's (y's) memory holds its [N, C, H, W] elements in blocks of 16
+   * channels, oneDNN's nChw16c: element (n, c, h, w) at ((n * C / 16 +
+   * c / 16) * H * W + h * W + w) * 16 + c % 16, C a multiple of 16. A
+   * planned forward hands a tensor that only the next conv2d_act reads
+   * over in this layout, so that neither call reorders it; every kernel
+   * of conv2d_act must honour both fields. */
+  int32_t x_blocked, y_blocked;
 } torc_conv_act_kparams;
 
 /* "batch_norm": in x [N, C, *], w [C], b [C] and, when n_in is 5, the

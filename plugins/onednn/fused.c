@@ -27,6 +27,9 @@
  * holding a NaN or an infinity is declined (one scan; ref's composition
  * then serves it exactly). Finite operands give NaN only through float
  * overflow (inf - inf in a sum), which this kernel may then lose.
+ * x and y may come in blocks of 16 channels (x_blocked, y_blocked: a plan
+ * passing a tensor between two conv2d_act calls): x then needs no reorder
+ * and the last primitive writes y itself.
  * Geometry (groups, stride, padding, dilation; the pool's kernel, stride,
  * padding, dilation and ceil_mode, through y's sizes) is conv.c's and
  * pool.c's.
@@ -291,6 +294,7 @@ int torc_dnn__k_linear_act(const torc_kernel_args *a) {
 typedef struct cgeo {
   dnn_conv_geo g;
   int32_t act, has_pool;
+  int32_t x_blocked, y_blocked; /* x, y in nChw16c (torc/plugin.h) */
   int64_t K[2], S[2], PL[2], PR[2], D[2], PH, PW;
 } cgeo;
 
@@ -300,6 +304,7 @@ typedef struct cgeo {
  * the arena at the offsets below; the two primitives share one
  * scratchpad region. */
 typedef struct chain {
+  int y_direct; /* the last primitive writes y itself (no yre) */
   dnnl_primitive_t xre, wre, conv, pool, yre;
   dnnl_memory_t xu, xp, wu, wp, b, cd, pd, yu, cscr, pscr;
   size_t x_off, w_off, cd_off, pd_off, scr_off, bytes;
@@ -436,6 +441,12 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
   dnn_conv_mds user;
   if (torc_dnn__conv_mds(g, &user) != TORC_OK)
     return TORC_ERR_UNSUPPORTED;
+  if (cg->x_blocked) {
+    dnnl_dims_t xd = {g->N, g->C, g->H, g->W};
+    if (dnnl_memory_desc_init_by_tag(&user.x, 4, xd, dnnl_f32,
+                                     dnnl_nChw16c) != dnnl_success)
+      return TORC_ERR_UNSUPPORTED;
+  }
   /* x in the layout oneDNN prefers (a reorder per chunk), else torc's. */
   dnnl_memory_desc_t xany;
   dnnl_memory_desc_init_by_tag(&xany, 4, user.x.dims, dnnl_f32,
@@ -462,6 +473,11 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
   int64_t ys[4] = {g->O * cg->PH * cg->PW, cg->PH * cg->PW, cg->PW, 1};
   if (torc_dnn__md(&ymd, 4, yd, ys, dnnl_f32) != TORC_OK)
     s = dnnl_invalid_arguments;
+  dnnl_dims_t ydims = {g->N, g->O, cg->PH, cg->PW};
+  if (s == dnnl_success && cg->y_blocked)
+    s = dnnl_memory_desc_init_by_tag(&ymd, 4, ydims, dnnl_f32, dnnl_nChw16c);
+  /* y in the layout the last primitive writes: it writes y itself */
+  c->y_direct = s == dnnl_success && dnnl_memory_desc_equal(omd, &ymd);
   /* The user-side memories (handles set per run), then the arena's. */
   if (s == dnnl_success)
     s = dnnl_memory_create(&c->xu, &user.x, torc_dnn__engine, DNNL_MEMORY_NONE);
@@ -481,7 +497,7 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
     s = arena_mem(c, &c->cd, cmd, &c->cd_off);
   if (s == dnnl_success && ppd)
     s = arena_mem(c, &c->pd, omd, &c->pd_off);
-  if (s == dnnl_success)
+  if (s == dnnl_success && !c->y_direct)
     s = reorder(&c->yre, omd, &ymd);
   /* One scratchpad region, the larger of the two primitives'. */
   const dnnl_memory_desc_t *csm = NULL, *psm = NULL;
@@ -549,6 +565,8 @@ static int chain_run(const dnn_entry *e, const cgeo *cg, const float *x,
     s = handle(c->xu, (void *)(x + n * xn));
     if (s == dnnl_success)
       s = handle(c->yu, y + n * yn);
+    if (s == dnnl_success && c->y_direct)
+      s = handle(c->pool ? c->pd : c->cd, y + n * yn);
     if (s == dnnl_success && c->xre)
       s = exec(
           c->xre, 2,
@@ -569,7 +587,7 @@ static int chain_run(const dnn_entry *e, const cgeo *cg, const float *x,
                                {DNNL_ARG_SCRATCHPAD, c->pscr}};
       s = exec(c->pool, c->pscr ? 3 : 2, pa);
     }
-    if (s == dnnl_success)
+    if (s == dnnl_success && !c->y_direct)
       s = exec(c->yre, 2,
                (dnnl_exec_arg_t[]){{DNNL_ARG_FROM, c->pool ? c->pd : c->cd},
                                    {DNNL_ARG_TO, c->yu}});
@@ -591,7 +609,7 @@ static void cgeo_key(dnn_key *k, const cgeo *cg, int n_threads) {
                  g->PL[0], g->PL[1],     g->D[0],   g->D[1],  g->bias,
                  cg->act,  cg->has_pool, cg->K[0],  cg->K[1], cg->S[0],
                  cg->S[1], cg->PL[0],    cg->PL[1], cg->D[0], cg->D[1],
-                 cg->PH,   cg->PW};
+                 cg->PH,   cg->PW,       cg->x_blocked, cg->y_blocked};
   memcpy(k->v, v, sizeof v);
 }
 
@@ -660,6 +678,12 @@ int torc_dnn__k_conv2d_act(const torc_kernel_args *a) {
   cg.g.bias = b != NULL;
   cg.act = p->act;
   cg.has_pool = p->has_pool;
+  cg.x_blocked = p->x_blocked != 0, cg.y_blocked = p->y_blocked != 0;
+  /* blocks of 16 channels over whole images only (no clipped rows) */
+  if ((cg.x_blocked && (cg.g.C % 16 || cg.g.Hv != cg.g.H ||
+                        cg.g.Wv != cg.g.W)) ||
+      (cg.y_blocked && cg.g.O % 16))
+    return TORC_KERNEL_DECLINED;
   cg.PH = y->shape[2], cg.PW = y->shape[3];
   if (cg.has_pool && !pool_geo(&cg, &p->pool))
     return TORC_KERNEL_DECLINED;

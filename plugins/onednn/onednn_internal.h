@@ -24,7 +24,7 @@ extern dnnl_stream_t torc_dnn__stream;
 enum { TORC_DNN_PRIORITY = 20 };
 
 /* Most arguments one cached primitive binds, most key words. */
-enum { DNN_MAX_ARGS = 10, DNN_KEY_WORDS = 28 };
+enum { DNN_MAX_ARGS = 10, DNN_KEY_WORDS = 32 };
 
 /* A cache key: the op (a DNN_OP_*), the thread count the primitive was
  * made for, and the op's shapes and parameters. Unused words are 0. */

@@ -71,12 +71,85 @@ int torc_ref_k_linear_act(const torc_kernel_args *a) {
   return TORC_OK;
 }
 
-/* in x, w (, b); out y: max_pool2d(act(conv2d(x, w) + b)), pool optional. */
+/* Copies the contiguous [N, C, H, W] t's elements between torc's layout
+ * and blocks of 16 channels (torc_conv_act_kparams): to blocks when
+ * to_blocked, else from them; plain and blocked are byte buffers. */
+static void reblock(const torc_ktensor *t, const char *src, char *dst,
+                    int to_blocked) {
+  size_t es = torc_dtype_size((torc_dtype)t->dtype);
+  int64_t N = t->shape[0], C = t->shape[1], HW = t->shape[2] * t->shape[3];
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t i = 0; i < HW; i++) {
+        int64_t plain = (n * C + c) * HW + i;
+        int64_t blocked = ((n * (C / 16) + c / 16) * HW + i) * 16 + c % 16;
+        int64_t from = to_blocked ? plain : blocked;
+        int64_t to = to_blocked ? blocked : plain;
+        memcpy(dst + (size_t)to * es, src + (size_t)from * es, es);
+      }
+}
+
+/* A copy of t in torc's layout (blocked: 1, t in blocks of 16 channels)
+ * or in blocks (blocked: 0), in *buf (malloc'ed); t's own view
+ * otherwise. */
+static int relayout(const torc_ktensor *t, int from_blocked,
+                    torc_ktensor *out, void **buf) {
+  *out = *t;
+  *buf = NULL;
+  int64_t n = ref_numel(4, t->shape);
+  size_t es = torc_dtype_size((torc_dtype)t->dtype);
+  if (t->ndim != 4 || t->shape[1] % 16)
+    return ref_error(TORC_ERR_SHAPE,
+                     "ref kernel 'conv2d_act': a tensor in blocks of 16 "
+                     "channels has %lld channels",
+                     (long long)(t->ndim == 4 ? t->shape[1] : 0));
+  if ((*buf = malloc((size_t)(n > 0 ? n : 1) * es)) == NULL)
+    return ref_error(TORC_ERR_OOM, "ref kernel 'conv2d_act': out of memory "
+                                   "for a copy in another layout");
+  if (from_blocked)
+    reblock(t, (const char *)ref_ptr(t, t->offset), *buf, 0);
+  out->data = *buf;
+  out->offset = 0;
+  return TORC_OK;
+}
+
+static int conv2d_act_plain(const torc_kernel_args *a,
+                            const torc_conv_act_kparams *p);
+
+/* in x, w (, b); out y: max_pool2d(act(conv2d(x, w) + b)), pool optional;
+ * x or y in blocks of 16 channels as the params say. */
 int torc_ref_k_conv2d_act(const torc_kernel_args *a) {
   int st = ref_check_args(a, a->n_in == 3 ? 3 : 2, 1);
   const torc_conv_act_kparams *p = ref_params(a, sizeof *p);
   if (st || p == NULL)
     return st ? st : TORC_ERR_INTERNAL;
+  if (!p->x_blocked && !p->y_blocked)
+    return conv2d_act_plain(a, p);
+  torc_ktensor in[3], out;
+  void *xbuf = NULL, *ybuf = NULL;
+  memcpy(in, a->in, (size_t)a->n_in * sizeof in[0]);
+  out = a->out[0];
+  if (p->x_blocked)
+    st = relayout(&a->in[0], 1, &in[0], &xbuf);
+  if (st == TORC_OK && p->y_blocked)
+    st = relayout(&a->out[0], 0, &out, &ybuf);
+  if (st == TORC_OK) {
+    torc_kernel_args c = *a;
+    c.in = in;
+    c.out = &out;
+    st = conv2d_act_plain(&c, p);
+  }
+  if (st == TORC_OK && p->y_blocked)
+    reblock(&a->out[0], ybuf, (char *)ref_ptr(&a->out[0], a->out[0].offset),
+            1);
+  free(xbuf), free(ybuf);
+  return st;
+}
+
+/* conv2d_act in torc's layouts. */
+static int conv2d_act_plain(const torc_kernel_args *a,
+                            const torc_conv_act_kparams *p) {
+  int st;
   if ((st = act_ok(a, p->act)))
     return st;
   const torc_ktensor *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
