@@ -628,6 +628,66 @@ static void block_between_convs(torc_plan *p, const int *readers) {
   }
 }
 
+/* In a frozen plan, a conv2d_act whose result a linear layer reads
+ * flattened (and nothing else) also hands it over in blocks of 16
+ * channels: the linear layer's weight gets its rows permuted to match,
+ * once (a snapshot, as a folded weight), so that no reorder to torc's
+ * layout runs. 0, or -1 out of memory. */
+static int block_into_linear(torc_plan *p, const int *readers) {
+  const torc_graph *g = p->g;
+  for (int j = 0; j < p->n_nodes; j++) {
+    pnode *l = &p->nodes[j];
+    if (l->op != TORC__OP_linear_act || l->params != &p->fparams[j].lin ||
+        p->dev.type != TORC_CPU.type)
+      continue;
+    int f = l->in[0], r = f < g->n_values ? p->root[f] : -1;
+    if (r < 0 || r == f || p->cls[f] != PV_ARENA || p->cls[r] != PV_ARENA ||
+        readers[r] != 1 || r == g->output)
+      continue;
+    const gvalue *fv = &g->values[f], *rv = &g->values[r];
+    if (rv->ndim != 4 || rv->shape[1] % 16 || fv->ndim != 2)
+      continue;
+    int64_t C = rv->shape[1], HW = rv->shape[2] * rv->shape[3];
+    int64_t K = C * HW;
+    if (fv->shape[1] != K || fv->strides[0] != K || fv->strides[1] != 1 ||
+        fv->offset != rv->offset)
+      continue;
+    int i = -1;
+    for (int k = 0; k < j && i < 0; k++)
+      if (p->nodes[k].op == TORC__OP_conv2d_act && p->nodes[k].out[0] == r &&
+          p->nodes[k].params == &p->fparams[k].conv)
+        i = k;
+    const torc_tensor *w = p->t[l->in[1]];
+    if (i < 0 || w == NULL || torc_ndim(w) != 2 || torc_shape(w)[0] != K)
+      continue;
+    /* w' row kb(k) = w row k, kb the blocked position of k = c * HW + s */
+    torc_tensor *wc = torc__contiguous(w);
+    int64_t shape[2] = {K, torc_shape(w)[1]};
+    torc_tensor *wb = wc ? torc__empty(shape, 2, torc_dtype_of(w), p->dev)
+                         : NULL;
+    if (wb == NULL) {
+      torc_release(wc);
+      return -1;
+    }
+    size_t row = (size_t)shape[1] * torc_dtype_size(torc_dtype_of(w));
+    const char *src = torc_data(wc);
+    char *dst = torc_data(wb);
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t sp = 0; sp < HW; sp++) {
+        int64_t kb = ((c / 16) * HW + sp) * 16 + c % 16;
+        memcpy(dst + (size_t)kb * row, src + (size_t)(c * HW + sp) * row, row);
+      }
+    torc_release(wc);
+    int id = add_folded(p, wb);
+    if (id < 0)
+      return -1;
+    l = &p->nodes[j];
+    l->in[1] = id;
+    p->fparams[i].conv.y_blocked = 1;
+  }
+  return 0;
+}
+
 /* Weights ids of frozen plans: one per plan, never reused. */
 static _Atomic uint64_t next_weights_id = 1;
 
@@ -655,6 +715,10 @@ static torc_status fuse(torc_plan *p, int freeze) {
     p->n_fused += done;
   }
   block_between_convs(p, readers);
+  if (freeze && block_into_linear(p, readers) < 0) {
+    torc__free(readers);
+    return plan_oom();
+  }
   uint64_t id = freeze ? atomic_fetch_add(&next_weights_id, 1) : 0;
   for (int i = 0; i < p->n_nodes && freeze; i++)
     if (p->nodes[i].op == TORC__OP_linear_act) {

@@ -283,7 +283,8 @@ static void test_plan_fused_cnn(void **state) {
 
 /* Two conv + relu + pool stages of 16 and 32 channels: the first hands its
  * result to the second in blocks of 16 channels; bit for bit eager on
- * ref, in tiles too. */
+ * ref, in tiles too; frozen, the second hands its blocks to the linear
+ * layer too. */
 static void test_plan_fused_blocked(void **state) {
   (void)state;
   torc_module *m = seq();
@@ -299,6 +300,11 @@ static void test_plan_fused_blocked(void **state) {
   add(m, torc_linear_new(32 * 2 * 2, 5, 1));
   figures f = check_plan(m, TORC_SHAPE(11, 3, 8, 8), TORC_PLAN_FUSE, 1);
   assert_int_equal(f.fused, 3);
+  /* frozen: the second stage hands its blocks to the linear layer, whose
+   * weight rows are permuted to match (the sums reordered: within 1e-5) */
+  figures z = check_plan(m, TORC_SHAPE(11, 3, 8, 8),
+                         TORC_PLAN_FUSE | TORC_PLAN_FREEZE, 0);
+  assert_int_equal(z.fused, 3);
   torc_test_plan_tile_bytes(4096);
   figures t =
       check_plan(m, TORC_SHAPE(11, 3, 8, 8), TORC_PLAN_FUSE | TORC_PLAN_TILE, 1);
