@@ -549,18 +549,49 @@ static const conv_case conv_cases[] = {
     {3, 16, 5, 5, 32, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, 1, 1, POOL2},
 };
 
-static void test_conv2d_act(void **state) {
-  (void)state;
-  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
-    conv_run(&conv_cases[i], 0, 0, "onednn");
+/* c with 8 times the input channels: more taps (C x kH x kW) than the
+ * plugin's direct kernel takes, so that oneDNN's chain serves it. */
+static conv_case wide(const conv_case *c) {
+  conv_case d = *c;
+  d.c *= 8;
+  return d;
 }
 
-/* NaN and infinities in x, w or b: the plugin declines (oneDNN's relu and
- * max pool drop NaN) and ref's answer comes through the dispatch order,
- * NaN where the separate ops put it. */
+/* Each case twice: as it is (a few input taps: the direct kernel, where
+ * it serves the geometry) and wide (oneDNN's chain). */
+static void test_conv2d_act(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    conv_case d = wide(&conv_cases[i]);
+    conv_run(&conv_cases[i], 0, 0, "onednn");
+    conv_run(&d, 0, 0, "onednn");
+  }
+}
+
+/* The direct kernel's lower builds (TORC_CPU_ISA), which only CPUs
+ * without AVX-512 or AVX2 run otherwise: the direct cases, NaN in x too. */
+static void test_conv2d_act_isa(void **state) {
+  (void)state;
+  static const char *const isas[] = {"avx2", "scalar"};
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(setenv("TORC_CPU_ISA", isas[k], 1), 0);
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+      conv_run(&conv_cases[i], 0, 0, "onednn");
+    conv_run(&conv_cases[0], 1, 0, "onednn");
+    conv_run(&conv_cases[6], 1, 0, "onednn");
+  }
+  assert_int_equal(unsetenv("TORC_CPU_ISA"), 0);
+}
+
+/* NaN and infinities in x: the plugin keeps them as the separate ops do
+ * (the direct kernel by its rules; the chain, whose relu and max pool
+ * drop NaN, hands a chunk holding one to the direct kernel), and
+ * declines where the direct kernel cannot serve the geometry (groups, O
+ * not a multiple of 16), as for NaN in w or b: ref's answer then comes
+ * through the dispatch order, NaN where the separate ops put it. */
 /* x, y or both in blocks of 16 channels (a plan handing a tensor from one
  * conv2d_act to the next): the plugin against ref's relayout; NaN in a
- * blocked x declined to ref. */
+ * blocked x served through the direct kernel, in w declined to ref. */
 static void test_conv2d_act_blocked(void **state) {
   (void)state;
   static const conv_case cases[] = {
@@ -572,16 +603,34 @@ static void test_conv2d_act_blocked(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int blocked = 1; blocked <= 3; blocked++)
       conv_run_blocked(&cases[i], 0, 0, "onednn", blocked);
-  conv_run_blocked(&cases[0], 1, 0, "ref", 3);
+  for (int blocked = 1; blocked <= 3; blocked++) {
+    conv_run_blocked(&cases[0], 1, 0, "onednn", blocked);
+    conv_run_blocked(&cases[1], 1, 0, "onednn", blocked);
+  }
+  conv_run_blocked(&cases[0], 0, 1, "ref", 3);
 }
 
 static void test_conv2d_act_nan(void **state) {
   (void)state;
-  conv_run(&conv_cases[0], 1, 0, "ref");
-  conv_run(&conv_cases[6], 1, 0, "ref");
-  conv_run(&conv_cases[17], 1, 0, "ref");
+  /* the direct kernel */
+  conv_run(&conv_cases[0], 1, 0, "onednn");
+  conv_run(&conv_cases[6], 1, 0, "onednn");
+  conv_run(&conv_cases[17], 1, 0, "onednn");
+  /* the chain, its chunks holding a NaN or an infinity sent to it */
+  conv_case d = wide(&conv_cases[17]);
+  conv_run(&conv_cases[1], 1, 0, "onednn");
+  conv_run(&d, 1, 0, "onednn");
+  d = wide(&conv_cases[8]);
+  conv_run(&d, 1, 0, "onednn");
+  /* geometry the direct kernel does not serve: declined */
+  conv_run(&conv_cases[7], 1, 0, "ref");
+  conv_run(&conv_cases[15], 1, 0, "ref");
+  /* NaN or infinity in w or b: declined (the direct kernel multiplies
+   * padding by w, where ref skips it) */
   conv_run(&conv_cases[2], 0, 1, "ref");
   conv_run(&conv_cases[4], 0, 1, "ref");
+  d = wide(&conv_cases[4]);
+  conv_run(&d, 0, 1, "ref");
 }
 
 /* ---- registration, through torc's loader ---- */
@@ -693,6 +742,7 @@ int main(void) {
       cmocka_unit_test(test_linear_act_nan),
       cmocka_unit_test(test_linear_act_declined),
       cmocka_unit_test(test_conv2d_act),
+      cmocka_unit_test(test_conv2d_act_isa),
       cmocka_unit_test(test_conv2d_act_nan),
       cmocka_unit_test(test_conv2d_act_blocked),
   };

@@ -23,10 +23,18 @@
  * one reorder writes the pooled chunk to torc's NCHW y; the intermediates
  * live in the plugin's arena and, a chunk at a time, in cache. oneDNN's
  * relu post-op and max pooling both drop NaN (relu(NaN) = 0, a window's
- * NaN loses to its numbers), where torc's ops keep it; so an x, w or b
- * holding a NaN or an infinity is declined (one scan; ref's composition
- * then serves it exactly). Finite operands give NaN only through float
- * overflow (inf - inf in a sum), which this kernel may then lose.
+ * NaN loses to its numbers), where torc's ops keep it; so each chunk's x
+ * is scanned just before its convolution (which then reads it from
+ * cache), and a chunk holding a NaN or an infinity goes to direct.c's
+ * exact kernel. Where that kernel cannot serve the geometry (groups, O
+ * not a multiple of 16), or w or b holds one, the call is declined after
+ * one scan, and ref's composition serves it exactly. Finite operands give
+ * NaN only through float overflow (inf - inf in a sum), which the chain
+ * may then lose.
+ * A convolution with few input taps (C x kH x kW <= DNN_FEW_TAPS: a first
+ * layer) goes to direct.c's kernel whole: there oneDNN is bound by the
+ * memory its full-size intermediate takes, and the direct kernel keeps
+ * everything in L1 up to the pooled result.
  * x and y may come in blocks of 16 channels (x_blocked, y_blocked: a plan
  * passing a tensor between two conv2d_act calls): x then needs no reorder
  * and the last primitive writes y itself.
@@ -289,14 +297,7 @@ int torc_dnn__k_linear_act(const torc_kernel_args *a) {
 
 /* ---- conv2d_act ---- */
 
-/* One chunk's geometry: the convolution (g, of g.N images), the pool's
- * (has_pool) and y's sizes PH x PW. */
-typedef struct cgeo {
-  dnn_conv_geo g;
-  int32_t act, has_pool;
-  int32_t x_blocked, y_blocked; /* x, y in nChw16c (torc/plugin.h) */
-  int64_t K[2], S[2], PL[2], PR[2], D[2], PH, PW;
-} cgeo;
+typedef dnn_act_geo cgeo;
 
 /* A cached chain: reorders of x and w into the convolution's layouts
  * (NULL when it takes torc's), the convolution, the pool (or NULL) and
@@ -532,12 +533,15 @@ static dnnl_status_t exec(dnnl_primitive_t p, int n,
 }
 
 /* Runs chain e over images [n0, n0 + chunks * e's N) of x into y; w's
- * reorder runs first, once. */
+ * reorder runs first, once. With direct (direct.c's scratch bytes, 0 when
+ * it cannot serve cg) each chunk's x is scanned first, in cache for the
+ * convolution after, and a chunk holding a NaN or an infinity goes to
+ * direct.c's exact kernel instead. */
 static int chain_run(const dnn_entry *e, const cgeo *cg, const float *x,
                      const float *w, const float *b, float *y, int64_t n0,
-                     int64_t chunks) {
+                     int64_t chunks, size_t direct) {
   const chain *c = e->ext;
-  char *ar = torc_dnn__arena(c->bytes);
+  char *ar = torc_dnn__arena(c->bytes + direct);
   if (ar == NULL)
     return TORC_ERR_OOM;
   const dnn_conv_geo *g = &cg->g;
@@ -562,6 +566,10 @@ static int chain_run(const dnn_entry *e, const cgeo *cg, const float *x,
   int64_t xn = g->C * g->H * g->W, yn = g->O * cg->PH * cg->PW;
   for (int64_t k = 0; k < chunks && s == dnnl_success; k++) {
     int64_t n = n0 + k * g->N;
+    if (direct && has_nonfinite(x + n * xn, g->N * xn)) {
+      torc_dnn__direct_run(cg, x, w, b, y, n, g->N, ar + c->bytes);
+      continue;
+    }
     s = handle(c->xu, (void *)(x + n * xn));
     if (s == dnnl_success)
       s = handle(c->yu, y + n * yn);
@@ -694,9 +702,25 @@ int torc_dnn__k_conv2d_act(const torc_kernel_args *a) {
   int n_threads = torc_dnn__threads(a->n_threads);
   const float *xp = dnn_f32(x, 0), *wp = dnn_f32(w, 0);
   const float *bp = b ? dnn_f32(b, 0) : NULL;
-  if (has_nonfinite(xp, dnn_numel(x, 0)) ||
-      has_nonfinite(wp, dnn_numel(w, 0)) || (bp && has_nonfinite(bp, cg.g.O)))
-    return TORC_KERNEL_DECLINED; /* NaN/inf: see the file's comment */
+  float *yp = dnn_f32(y, 0);
+  /* NaN/inf (see the file's comment): in w or b, declined (the direct
+   * kernel multiplies the padding by w, where ref skips it); in x, per
+   * chunk to direct.c's kernel, or declined where it cannot serve. */
+  if (has_nonfinite(wp, dnn_numel(w, 0)) || (bp && has_nonfinite(bp, cg.g.O)))
+    return TORC_KERNEL_DECLINED;
+  size_t direct = torc_dnn__direct_bytes(&cg);
+  if (direct && !cg.x_blocked &&
+      cg.g.C * cg.g.kH * cg.g.kW <= DNN_FEW_TAPS) {
+    /* a first layer's few input taps: direct.c's kernel (NaN kept) */
+    torc_dnn__lock();
+    void *scratch = torc_dnn__arena(direct);
+    if (scratch)
+      torc_dnn__direct_run(&cg, xp, wp, bp, yp, 0, cg.g.N, scratch);
+    torc_dnn__unlock();
+    return scratch ? TORC_OK : TORC_ERR_OOM;
+  }
+  if (direct == 0 && has_nonfinite(xp, dnn_numel(x, 0)))
+    return TORC_KERNEL_DECLINED;
   /* The whole chunks, then the rest: both chains are looked up first, so
    * that neither is built after the other ran (a decline then still has
    * written nothing). */
@@ -716,11 +740,10 @@ int torc_dnn__k_conv2d_act(const torc_kernel_args *a) {
     st = TORC_ERR_PLUGIN;
   else if ((ef && ef->unsupported) || (er && er->unsupported))
     st = TORC_KERNEL_DECLINED;
-  float *yp = dnn_f32(y, 0);
   if (st == TORC_OK && ef)
-    st = chain_run(ef, &cf, xp, wp, bp, yp, 0, full);
+    st = chain_run(ef, &cf, xp, wp, bp, yp, 0, full, direct);
   if (st == TORC_OK && er)
-    st = chain_run(er, &cr, xp, wp, bp, yp, full * DNN_ACT_CHUNK, 1);
+    st = chain_run(er, &cr, xp, wp, bp, yp, full * DNN_ACT_CHUNK, 1, direct);
   torc_dnn__unlock();
   return st;
 }

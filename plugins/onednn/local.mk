@@ -7,8 +7,26 @@ plugin_LTLIBRARIES += plugins/onednn.la
 plugins_onednn_la_SOURCES = plugins/onednn/onednn.c \
 	plugins/onednn/onednn_internal.h plugins/onednn/cache.c \
 	plugins/onednn/conv.c plugins/onednn/pool.c plugins/onednn/bnorm.c \
-	plugins/onednn/bf16.c plugins/onednn/fused.c
+	plugins/onednn/bf16.c plugins/onednn/fused.c plugins/onednn/direct.c \
+	plugins/onednn/direct.h
 plugins_onednn_la_CFLAGS = $(AM_CFLAGS) -fopenmp
-plugins_onednn_la_LIBADD = $(DNNL_LIBS) -lm
+plugins_onednn_la_LIBADD = plugins/onednn/libdirect_base.la \
+	plugins/onednn/libdirect_avx2.la plugins/onednn/libdirect_avx512.la \
+	$(DNNL_LIBS) -lm
+# direct.c's image loop (direct_kern.h), one convenience library per ISA
+# with its own flags (x86 hosts only: elsewhere those files build NULL).
+noinst_LTLIBRARIES += plugins/onednn/libdirect_base.la \
+	plugins/onednn/libdirect_avx2.la plugins/onednn/libdirect_avx512.la
+DNN_X86 = $(filter x86_64 amd64 i386 i486 i586 i686,$(host_cpu))
+plugins_onednn_libdirect_base_la_SOURCES = plugins/onednn/direct_base.c \
+	plugins/onednn/direct_kern.h plugins/onednn/direct.h
+plugins_onednn_libdirect_base_la_CFLAGS = $(AM_CFLAGS) -O2
+plugins_onednn_libdirect_avx2_la_SOURCES = plugins/onednn/direct_avx2.c
+plugins_onednn_libdirect_avx2_la_CFLAGS = $(AM_CFLAGS) -O2 \
+	$(if $(DNN_X86),-mavx2 -mfma)
+plugins_onednn_libdirect_avx512_la_SOURCES = plugins/onednn/direct_avx512.c
+plugins_onednn_libdirect_avx512_la_CFLAGS = $(AM_CFLAGS) -O2 \
+	$(if $(DNN_X86),-mavx2 -mfma -mavx512f -mavx512dq -mavx512bw \
+	-mavx512vl)
 plugins_onednn_la_LDFLAGS = $(PLUGIN_LDFLAGS) -fopenmp
 endif

@@ -157,6 +157,31 @@ int torc_dnn__conv_geo(const torc_kernel_args *a, dnn_conv_geo *g,
                        const torc_ktensor *x, const torc_ktensor *w,
                        const torc_ktensor *y);
 
+/* A conv2d_act call's (or one chunk's) geometry: the convolution (g, of
+ * g.N images), its activation (TORC_ACT_*), the pool's (has_pool: kernel
+ * K, stride S, padding PL/PR, dilation D) and y's sizes PH x PW. */
+typedef struct dnn_act_geo {
+  dnn_conv_geo g;
+  int32_t act, has_pool;
+  int32_t x_blocked, y_blocked; /* x, y in nChw16c (torc/plugin.h) */
+  int64_t K[2], S[2], PL[2], PR[2], D[2], PH, PW;
+} dnn_act_geo;
+
+/* conv2d_act by direct.c's kernel (one group, O a multiple of 16): the
+ * one for a convolution with few input taps (C x kH x kW <= DNN_FEW_TAPS,
+ * x in NCHW: a first layer), and for any it can serve, the exact path of
+ * oneDNN's chain for a chunk of images holding a NaN or an infinity.
+ * torc_dnn__direct_bytes: the scratch bytes a call of cg's geometry needs
+ * (64-byte aligned), or 0 when the kernel cannot serve it.
+ * torc_dnn__direct_run: y's images [n0, n0 + count) from x [N, C, H, W]
+ * (nChw16c when cg->x_blocked), w [O, C, kH, kW] and b [O] (or NULL),
+ * scratch holding torc_dnn__direct_bytes(cg). */
+enum { DNN_FEW_TAPS = 64 };
+size_t torc_dnn__direct_bytes(const dnn_act_geo *cg);
+void torc_dnn__direct_run(const dnn_act_geo *cg, const float *x,
+                          const float *w, const float *b, float *y, int64_t n0,
+                          int64_t count, void *scratch);
+
 /* torc's plain layouts of a convolution: x (a view of its first Hv x Wv),
  * w (OIHW, or GOIHW with groups), y, the f32 bias. */
 typedef struct dnn_conv_mds {
