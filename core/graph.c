@@ -107,9 +107,21 @@ torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
   return st;
 }
 
+void torc__trace_host_read(const char *fn) {
+  torc_graph *g = torc__trace_on;
+  if (g == NULL || g->host_read)
+    return;
+  const torc_module *m = torc__grad_scope_key();
+  const char *path = m ? torc_module_path(m) : "";
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s in module \"%s\"", fn, path ? path : "");
+  g->host_read = torc__strdup(buf); /* (NULL on OOM: not noted) */
+}
+
 void torc_graph_free(torc_graph *g) {
   if (g == NULL)
     return;
+  torc__free(g->host_read);
   for (int i = 0; i < g->n_values; i++)
     torc_release(g->values[i].t);
   for (int i = 0; i < g->n_nodes; i++) {

@@ -451,6 +451,18 @@ torc_status torc_trace_check(torc_module *m,
   else
     st = compare(&c);
   torc__free(c.seen);
+  /* Equal traces of a forward that read a value to the host: the data
+   * may still choose its branch. (A difference is reported first.) */
+  const char *hr = c.a->host_read ? c.a->host_read : c.b->host_read;
+  if (st == TORC_OK && hr)
+    st = torc_set_error(TORC_ERR_INVALID,
+                        "torc_trace_check: the forward reads a tensor's value "
+                        "to the host (%s), so what it does after may depend on "
+                        "the data, which a trace freezes into the branch it "
+                        "saw: such a forward cannot be traced (compute both "
+                        "branches and pick with torc_where, or keep the read "
+                        "out of the forward)",
+                        hr);
   torc_graph_free(c.b);
   if (st) {
     torc_graph_free(c.a);

@@ -61,6 +61,9 @@ struct torc_graph {
    * values nodes write and for views of values; they are made on device. */
   torc_device device;
   int loaded; /* from torc_graph_load: runs check each node's shapes */
+  /* The forward's first read of a value to the host ("torc_item in
+   * module \"1\""), or NULL: what it did after may depend on the data. */
+  char *host_read;
 };
 
 /* A view of t (a constant of value v's geometry) with v's dims that

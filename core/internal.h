@@ -348,6 +348,10 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
  * while set, torc__kernel_call records each call through
  * torc__trace_kernel_call, which runs the call with recording off. */
 extern _Thread_local struct torc_graph *torc__trace_on;
+/* Notes on the running trace (torc__trace_on set) that the forward read a
+ * tensor's value to the host through fn (the first such read is kept:
+ * graph.c). */
+void torc__trace_host_read(const char *fn);
 torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
                                     const torc_tensor *const *in, int n_in,
                                     torc_tensor *const *out, int n_out,

@@ -17,7 +17,7 @@ libtorc_la_SOURCES = \
 	core/config_read.c core/config_apply.c \
 	core/runtime.c core/graph_internal.h core/graph.c \
 	core/graph_check.c core/graph_params.c \
-	core/graph_io.c core/graph_plan.c core/ops_nn_nd.c
+	core/graph_io.c core/graph_plan.c core/predict.c core/ops_nn_nd.c
 libtorc_la_CPPFLAGS = $(AM_CPPFLAGS) -DTORC_BUILDING \
 	-DTORC_PLUGIN_DIR='"$(plugindir)"' $(INIH_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) -I$(top_builddir)/core/onnx

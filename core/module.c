@@ -83,6 +83,7 @@ static void module_destroy(torc_module *m) {
   torc__free(m->name);
   torc__free(m->path);
   torc__free(m->type);
+  torc__predict_free(m->predict);
   torc__free(m);
 }
 

@@ -78,6 +78,8 @@ typedef struct torc__module_kid {
 enum { KIND_PLAIN, KIND_SEQUENTIAL, KIND_LIST, KIND_DICT, KIND_ADD,
        KIND_CONCAT };
 
+typedef struct torc__predict torc__predict;
+
 struct torc_module {
   char *type;
   const torc_module_vtable *vt;
@@ -100,7 +102,11 @@ struct torc_module {
   torc_device dev;
   torc_dtype dtype;
   const char *init_scheme;
+  torc__predict *predict; /* torc_module_predict's plans (predict.c) */
 };
+
+/* Frees torc_module_predict's state of a module (predict.c). */
+void torc__predict_free(torc__predict *p);
 
 /* "linear 'features.3'", or "sequential (the root module)", for messages;
  * returns buf (module.c). */

@@ -745,6 +745,8 @@ torc_status torc_fill_(torc_tensor *t, double value) {
 torc_status torc_zero_(torc_tensor *t) { return torc_fill_(t, 0.0); }
 
 torc_status torc_to_host(const torc_tensor *t, void *dst, size_t nbytes) {
+  if (torc__trace_on)
+    torc__trace_host_read("torc_to_host");
   if (t == NULL)
     return torc__null_input("torc_to_host");
   size_t es = torc_dtype_size(t->dtype);
@@ -786,6 +788,8 @@ static torc_status item_bytes(const torc_tensor *t, const char *fn,
                           fn, torc__shape_str(t->shape, t->ndim, b, sizeof b),
                           (long long)torc__numel(t->shape, t->ndim));
   }
+  if (torc__trace_on)
+    torc__trace_host_read(fn);
   return torc_to_host(t, buf, torc_dtype_size(t->dtype));
 }
 

@@ -433,8 +433,12 @@ static void test_check_rejects(void **state) {
   assert_contains(torc_last_error(), "neg in module \"1\"");
   assert_contains(torc_last_error(), "branches on the data");
   assert_contains(torc_last_error(), "cannot be traced");
-  /* The same data in both: traces equal, the check passes. */
-  assert_int_equal(check_wrapped(&branchy_vt, 1.0, 1.0), 0);
+  /* The same data in both: the traces are equal, but the forward read a
+   * value to the host, which the check refuses. */
+  assert_error(check_wrapped(&branchy_vt, 1.0, 1.0),
+               "reads a tensor's value to the host (torc_item in module "
+               "\"1\")");
+  assert_contains(torc_last_error(), "torc_where");
   /* A scalar computed from the batch. */
   assert_error(check_wrapped(&perbatch_vt, 1.0, 1.0), "in module \"1\")");
   assert_contains(torc_last_error(), "with batch 2");

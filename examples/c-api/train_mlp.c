@@ -1,7 +1,8 @@
 /* examples/c-api/train_mlp.c — examples/fashion-mnist/mlp.ini written as a
  * C program against the public headers: the training loop a PyTorch user
- * writes (forward, loss, zero_grad, backward, step; eval mode under
- * no-grad), on Fashion-MNIST.
+ * writes (forward, loss, zero_grad, backward, step; the test set through
+ * torc_module_predict: eval mode, no autograd, a planned forward), on
+ * Fashion-MNIST.
  *
  *   cc train_mlp.c $(pkg-config --cflags --libs torc) -o train_mlp
  *   ./train_mlp [EPOCHS [TRAIN_SAMPLES [MIN_ACCURACY]]]
@@ -113,17 +114,19 @@ int main(int argc, char **argv) {
     }
     torc_batch_clear(&b);
 
-    /* model.eval(); with torch.no_grad(): ... */
-    torc_module_train(model, 0);
-    torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+    /* model.eval(); with torch.inference_mode(): model(x) — in one call,
+     * torc_module_predict, which leaves the model's mode as it is and runs
+     * a plan traced at the first batch of each shape (fused layers, no
+     * allocation but the result), planned again after each epoch's steps
+     * changed the weights. */
     CHECK(torc_loader_start(test_ld, 0, 0));
     double correct = 0;
     int64_t n = 0;
     while (torc_loader_next(test_ld, &b) == 1) {
       int scope = torc_scope_begin();
       int dim = 1;
-      torc_tensor *pred = torc_argmax(torc_module_forward(model, b.input), &dim,
-                                      0);
+      torc_tensor *pred =
+          torc_argmax(torc_module_predict(model, b.input), &dim, 0);
       double c;
       CHECK(torc_item(torc_sum(torc_eq(pred, b.target), NULL, 0, 0), &c));
       correct += c;
@@ -131,7 +134,6 @@ int main(int argc, char **argv) {
       torc_scope_end(scope);
       torc_batch_clear(&b);
     }
-    torc_set_grad_mode(gm);
     accuracy = correct / (double)n;
     printf("epoch %d: train loss %.4f, test accuracy %.4f\n", epoch + 1,
            loss_sum / (double)seen, accuracy);

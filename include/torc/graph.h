@@ -28,8 +28,10 @@ typedef struct torc_graph torc_graph;
 /* Runs m's forward once on the n_in inputs and records it into *out.
  * The forward runs in inference mode (TORC_INFERENCE) with m in eval
  * mode; both modes are restored afterwards. Control flow that depends on
- * the data is frozen into the one branch taken. Returns TORC_OK, or the
- * forward's error (then *out is NULL). */
+ * the data is frozen into the one branch taken; the trace notes the
+ * forward's first read of a value to the host (torc_item, torc_to_host),
+ * which torc_trace_check then refuses. Returns TORC_OK, or the forward's
+ * error (then *out is NULL). */
 TORC_API torc_status torc_trace(torc_module *m,
                                 const torc_tensor *const *inputs, int n_in,
                                 torc_graph **out);
@@ -46,7 +48,10 @@ TORC_API torc_status torc_trace(torc_module *m,
  * cause: a different count or order of ops, params (a scalar computed from
  * the batch), a dim not a multiple of the batch, a constant's value or a
  * view whose geometry cannot follow the batch; such a forward branches on
- * the data or on a shape other than the batch and cannot be traced.
+ * the data or on a shape other than the batch and cannot be traced. A
+ * forward that reads a value to the host (torc_item, torc_to_host: what
+ * it does next may depend on it, even where both traces took the same
+ * branch) is TORC_ERR_INVALID too, naming the call and module.
  * A constant the forward broadcasts over the batch follows it too; a
  * module whose first forward creates lazy parameters is traced once more.
  * TORC_ERR_SHAPE when the inputs do not differ in dim 0 only; the forward's
@@ -223,6 +228,32 @@ TORC_API int64_t torc_plan_tile_rows(const torc_plan *p);
 
 /* Frees p and the tensors it owns. NULL is ignored. */
 TORC_API void torc_plan_free(torc_plan *p);
+
+/* ---- batch inference ---- */
+
+/* m's output for x as an inference runtime computes it: m in eval mode,
+ * no autograd (model.eval() under torch.inference_mode(), without
+ * changing m's mode). Returns a tensor as ops do (NULL on error).
+ * The first call for x's dtype, device and shape traces m twice (at x's
+ * batch and one row less, as torc_trace_check) and keeps a plan for that
+ * shape with m (batch norms folded, layers fused, weights frozen:
+ * TORC_PLAN_FOLD_BN | TORC_PLAN_FUSE | TORC_PLAN_FREEZE); later calls of
+ * that shape run it and allocate only the result. Two shapes are kept (a
+ * data set's batch and its last one), the least recently used replaced.
+ * Each call checks that m is as the plans saw it (its modules, and each
+ * parameter's and buffer's tensor, storage and version: an optimizer's
+ * step, a loaded state dict, torc_module_to) and plans again when not.
+ * A forward that cannot be planned runs eagerly; one whose ops depend on
+ * the data (torc_trace_check's TORC_ERR_INVALID) runs eagerly for every
+ * shape from then on, with one warning naming the op and module.
+ * Weights written through raw pointers (torc_data) change no version:
+ * call torc_module_predict_clear after. Calls on one module are
+ * serialised; different modules run in parallel. */
+TORC_API torc_tensor *torc_module_predict(torc_module *m, const torc_tensor *x);
+
+/* Drops the plans torc_module_predict keeps with m (the next call traces
+ * again), and forgets a forward found to depend on the data. */
+TORC_API void torc_module_predict_clear(torc_module *m);
 
 TORC_END_DECLS
 
