@@ -18,7 +18,10 @@
 /* The helpers below pass 64-byte vectors by value, which changes the ABI
  * between the builds; they are always inlined, so none is called across
  * it. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wunknown-warning-option"
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
