@@ -590,8 +590,9 @@ static void test_conv2d_act_isa(void **state) {
 }
 
 /* NaN and infinities in x: the plugin keeps them as the separate ops do
- * (the direct kernel by its rules; the chain, whose relu and max pool
- * drop NaN, hands a chunk holding one to the direct kernel), and
+ * (the direct kernel by its rules; the chain pools its blocked
+ * convolution output itself, or, where oneDNN pools, hands a chunk
+ * holding one to the direct kernel: valgrind's CPU runs that one), and
  * declines where the direct kernel cannot serve the geometry (groups, O
  * not a multiple of 16), as for NaN in w or b: ref's answer then comes
  * through the dispatch order, NaN where the separate ops put it. */

@@ -73,7 +73,7 @@ static int sizes(const dnn_act_geo *cg, direct_sizes *z) {
  * the OS saves their state), else AVX2 + FMA, else the baseline; the
  * environment's TORC_CPU_ISA=scalar|avx2 (the cpu plugin's knob) forces
  * a lower one. */
-static direct_image_fn pick(void) {
+static direct_image_fn pick(int pool) {
   const char *want = getenv("TORC_CPU_ISA");
   int level = 2;
   if (want && strcmp(want, "scalar") == 0)
@@ -85,13 +85,13 @@ static direct_image_fn pick(void) {
   if (level >= 2 && torc_dnn__direct_avx512 &&
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return torc_dnn__direct_avx512;
+    return pool ? torc_dnn__direct_pool_avx512 : torc_dnn__direct_avx512;
   if (level >= 1 && torc_dnn__direct_avx2 && __builtin_cpu_supports("avx2") &&
       __builtin_cpu_supports("fma"))
-    return torc_dnn__direct_avx2;
+    return pool ? torc_dnn__direct_pool_avx2 : torc_dnn__direct_avx2;
 #endif
   (void)level;
-  return torc_dnn__direct_base;
+  return pool ? torc_dnn__direct_pool_base : torc_dnn__direct_base;
 }
 
 static int threads(void) {
@@ -152,11 +152,33 @@ void torc_dnn__direct_run(const dnn_act_geo *cg, const float *x,
                   .b = bb,
                   .y = y,
                   .toff = toff};
-  direct_image_fn fn = pick();
+  direct_image_fn fn = pick(0);
   int nt = threads();
 #pragma omp parallel for schedule(static) num_threads(nt) if (count > 1)
   for (int64_t n = n0; n < n0 + count; n++) {
     float *xp = per_thread + z.per * (size_t)omp_get_thread_num();
     fn(&c, n, xp, xp + z.xfl);
   }
+}
+
+void torc_dnn__pool_blocked(const dnn_act_geo *cg, const float *cd, float *y,
+                            int64_t n0, int64_t count) {
+  const dnn_conv_geo *g = &cg->g;
+  direct_ctx c = {.cg = cg,
+                  .O = g->O,
+                  .OH = g->OH,
+                  .OW = g->OW,
+                  .OB = g->O / 16,
+                  .PH = cg->PH,
+                  .PW = cg->PW,
+                  .relu = cg->act == TORC_ACT_RELU,
+                  .pool = 1,
+                  .y_blocked = cg->y_blocked,
+                  .y = y};
+  direct_image_fn fn = pick(1);
+  int64_t per = g->O * g->OH * g->OW;
+  int nt = threads();
+#pragma omp parallel for schedule(static) num_threads(nt) if (count > 1)
+  for (int64_t k = 0; k < count; k++)
+    fn(&c, n0 + k, (float *)(cd + k * per), NULL);
 }

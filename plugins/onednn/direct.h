@@ -31,5 +31,9 @@ typedef void (*direct_image_fn)(const direct_ctx *c, int64_t n, float *xp,
                                 float *crow);
 extern const direct_image_fn torc_dnn__direct_avx512, torc_dnn__direct_avx2,
     torc_dnn__direct_base;
+/* The pool and activation of image n's blocked convolution output (the
+ * third argument; the fourth unused), as direct_image_fn. */
+extern const direct_image_fn torc_dnn__direct_pool_avx512,
+    torc_dnn__direct_pool_avx2, torc_dnn__direct_pool_base;
 
 #endif

@@ -10,4 +10,5 @@
 #else
 /* Built without the ISA flags (not an x86 host): never selected. */
 const direct_image_fn torc_dnn__direct_avx512 = NULL;
+const direct_image_fn torc_dnn__direct_pool_avx512 = NULL;
 #endif

@@ -206,6 +206,37 @@ image(const direct_ctx *c, int64_t n, float *xp, float *crow) {
   }
 }
 
+/* The pool (and activation) of image n's convolution output cb, in
+ * blocks of 16 channels ([OB][OH][OW][16]), into y as store16 writes it:
+ * oneDNN's chain hands its blocked convolution output here instead of to
+ * oneDNN's pooling and relu post-op, which drop NaN. */
+static inline __attribute__((always_inline)) void
+pool_blocked(const direct_ctx *c, int64_t n, const float *cb) {
+  const dnn_act_geo *cg = c->cg;
+  const v16 ninf = (v16){} - INFINITY;
+  for (int64_t ob = 0; ob < c->OB; ob++) {
+    const float *plane = cb + ob * c->OH * c->OW * 16;
+    for (int64_t ph = 0; ph < c->PH; ph++) {
+      int64_t oh0 = ph * cg->S[0] - cg->PL[0];
+      for (int64_t pw = 0; pw < c->PW; pw++) {
+        int64_t ow0 = pw * cg->S[1] - cg->PL[1];
+        v16 m = ninf;
+        for (int64_t i = 0; i < cg->K[0]; i++) {
+          int64_t oh = oh0 + i * cg->D[0];
+          if (oh < 0 || oh >= c->OH)
+            continue;
+          for (int64_t j = 0; j < cg->K[1]; j++) {
+            int64_t ow = ow0 + j * cg->D[1];
+            if (ow >= 0 && ow < c->OW)
+              m = max16(m, *(const v16 *)(plane + (oh * c->OW + ow) * 16));
+          }
+        }
+        store16(c, n, ob, ph, pw, m);
+      }
+    }
+  }
+}
+
 #define DIRECT_CAT2(a, b) a##b
 #define DIRECT_CAT(a, b) DIRECT_CAT2(a, b)
 
@@ -213,4 +244,10 @@ static void image_fn(const direct_ctx *c, int64_t n, float *xp, float *crow) {
   image(c, n, xp, crow);
 }
 
+static void pool_fn(const direct_ctx *c, int64_t n, float *cb, float *unused) {
+  (void)unused;
+  pool_blocked(c, n, cb);
+}
+
 const direct_image_fn DIRECT_CAT(torc_dnn__direct_, DIRECT_ISA) = image_fn;
+const direct_image_fn DIRECT_CAT(torc_dnn__direct_pool_, DIRECT_ISA) = pool_fn;

@@ -18,19 +18,21 @@
  *
  * conv2d_act: y = maxpool(act(conv2d(x, w) + b)), the pool optional. Per
  * chunk of DNN_ACT_CHUNK images: the convolution writes oneDNN's blocked
- * layout (nChw16c here) with the bias and the relu as a post-op, a pooling
- * primitive reads that layout (fast, where pooling plain NCHW is not), and
- * one reorder writes the pooled chunk to torc's NCHW y; the intermediates
+ * layout (nChw16c here) with the bias, then the pool and the relu: with a
+ * pool over that layout, direct.c's torc_dnn__pool_blocked, which keeps
+ * NaN as torc's ops do (the "own pool" chain); otherwise (no pool, or
+ * another layout, e.g. nChw8c on AVX2) the relu as a post-op, a oneDNN
+ * pooling primitive, and one reorder to torc's NCHW y. The intermediates
  * live in the plugin's arena and, a chunk at a time, in cache. oneDNN's
  * relu post-op and max pooling both drop NaN (relu(NaN) = 0, a window's
- * NaN loses to its numbers), where torc's ops keep it; so each chunk's x
- * is scanned just before its convolution (which then reads it from
- * cache), and a chunk holding a NaN or an infinity goes to direct.c's
- * exact kernel. Where that kernel cannot serve the geometry (groups, O
- * not a multiple of 16), or w or b holds one, the call is declined after
- * one scan, and ref's composition serves it exactly. Finite operands give
- * NaN only through float overflow (inf - inf in a sum), which the chain
- * may then lose.
+ * NaN loses to its numbers), so for the second kind each chunk's x is
+ * scanned just before its convolution (which then reads it from cache),
+ * and a chunk holding a NaN or an infinity goes to direct.c's exact
+ * kernel; where that kernel cannot serve the geometry (groups, O not a
+ * multiple of 16) the call is declined after one scan, and ref's
+ * composition serves it exactly. A w or b holding one is declined in any
+ * case. Finite operands give NaN only through float overflow (inf - inf
+ * in a sum), which the second kind may then lose.
  * A convolution with few input taps (C x kH x kW <= DNN_FEW_TAPS: a first
  * layer) goes to direct.c's kernel whole: there oneDNN is bound by the
  * memory its full-size intermediate takes, and the direct kernel keeps
@@ -306,6 +308,10 @@ typedef dnn_act_geo cgeo;
  * scratchpad region. */
 typedef struct chain {
   int y_direct; /* the last primitive writes y itself (no yre) */
+  /* The convolution writes nChw16c without the relu, and direct.c's
+   * torc_dnn__pool_blocked pools it (relu after, NaN kept) into y: no
+   * pool primitive, no yre, and no scan of x needed. */
+  int own_pool;
   dnnl_primitive_t xre, wre, conv, pool, yre;
   dnnl_memory_t xu, xp, wu, wp, b, cd, pd, yu, cscr, pscr;
   size_t x_off, w_off, cd_off, pd_off, scr_off, bytes;
@@ -375,7 +381,7 @@ static dnnl_status_t act_attr(dnnl_primitive_attr_t *attr, int relu) {
  * weights and destination in whatever oneDNN prefers. */
 static dnnl_status_t conv_act_pd(dnnl_primitive_desc_t *pd, const cgeo *cg,
                                  const dnn_conv_mds *user,
-                                 const dnnl_memory_desc_t *src) {
+                                 const dnnl_memory_desc_t *src, int relu) {
   const dnn_conv_geo *g = &cg->g;
   dnnl_memory_desc_t wany, dany;
   dnnl_memory_desc_init_by_tag(&wany, user->w.ndims, user->w.dims, dnnl_f32,
@@ -396,7 +402,7 @@ static dnnl_status_t conv_act_pd(dnnl_primitive_desc_t *pd, const cgeo *cg,
       &dany, S, D, PL, PR);
   dnnl_primitive_attr_t attr;
   if (s == dnnl_success &&
-      (s = act_attr(&attr, cg->act == TORC_ACT_RELU)) == dnnl_success) {
+      (s = act_attr(&attr, relu)) == dnnl_success) {
     s = dnnl_primitive_desc_create(pd, &cd, attr, torc_dnn__engine, NULL);
     dnnl_primitive_attr_destroy(attr);
   }
@@ -452,9 +458,29 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
   dnnl_memory_desc_t xany;
   dnnl_memory_desc_init_by_tag(&xany, 4, user.x.dims, dnnl_f32,
                                dnnl_format_tag_any);
-  dnnl_status_t s = conv_act_pd(&e->pd, cg, &user, &xany);
+  /* With a pool over 16-channel blocks: the convolution alone, its
+   * output pooled by torc_dnn__pool_blocked where it comes in nChw16c. */
+  dnnl_status_t s = dnnl_invalid_arguments;
+  if (cg->has_pool && g->O % 16 == 0 &&
+      (s = conv_act_pd(&e->pd, cg, &user, &xany, 0)) == dnnl_success) {
+    dnnl_memory_desc_t b16;
+    dnnl_dims_t cdims = {g->N, g->O, g->OH, g->OW};
+    c->own_pool =
+        dnnl_memory_desc_init_by_tag(&b16, 4, cdims, dnnl_f32, dnnl_nChw16c) ==
+            dnnl_success &&
+        dnnl_memory_desc_equal(
+            dnnl_primitive_desc_query_md(e->pd, dnnl_query_dst_md, 0), &b16);
+    if (!c->own_pool) {
+      dnnl_primitive_desc_destroy(e->pd);
+      e->pd = NULL;
+      s = dnnl_invalid_arguments;
+    }
+  }
+  int relu = cg->act == TORC_ACT_RELU;
   if (s != dnnl_success)
-    s = conv_act_pd(&e->pd, cg, &user, &user.x);
+    s = conv_act_pd(&e->pd, cg, &user, &xany, relu);
+  if (s != dnnl_success)
+    s = conv_act_pd(&e->pd, cg, &user, &user.x, relu);
   if (s != dnnl_success)
     return TORC_ERR_UNSUPPORTED; /* declined: ref serves it */
   dnnl_primitive_desc_query(e->pd, dnnl_query_impl_info_str, 0, &e->impl);
@@ -465,7 +491,7 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
   const dnnl_memory_desc_t *cmd =
       dnnl_primitive_desc_query_md(e->pd, dnnl_query_dst_md, 0);
   dnnl_primitive_desc_t ppd = NULL;
-  if (cg->has_pool && pool_act_pd(&ppd, cg, cmd) != dnnl_success)
+  if (cg->has_pool && !c->own_pool && pool_act_pd(&ppd, cg, cmd) != dnnl_success)
     return TORC_ERR_UNSUPPORTED;
   const dnnl_memory_desc_t *omd =
       ppd ? dnnl_primitive_desc_query_md(ppd, dnnl_query_dst_md, 0) : cmd;
@@ -478,7 +504,8 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
   if (s == dnnl_success && cg->y_blocked)
     s = dnnl_memory_desc_init_by_tag(&ymd, 4, ydims, dnnl_f32, dnnl_nChw16c);
   /* y in the layout the last primitive writes: it writes y itself */
-  c->y_direct = s == dnnl_success && dnnl_memory_desc_equal(omd, &ymd);
+  c->y_direct = s == dnnl_success && !c->own_pool &&
+                dnnl_memory_desc_equal(omd, &ymd);
   /* The user-side memories (handles set per run), then the arena's. */
   if (s == dnnl_success)
     s = dnnl_memory_create(&c->xu, &user.x, torc_dnn__engine, DNNL_MEMORY_NONE);
@@ -498,7 +525,7 @@ static int conv_act_build(dnn_entry *e, const void *vctx) {
     s = arena_mem(c, &c->cd, cmd, &c->cd_off);
   if (s == dnnl_success && ppd)
     s = arena_mem(c, &c->pd, omd, &c->pd_off);
-  if (s == dnnl_success && !c->y_direct)
+  if (s == dnnl_success && !c->y_direct && !c->own_pool)
     s = reorder(&c->yre, omd, &ymd);
   /* One scratchpad region, the larger of the two primitives'. */
   const dnnl_memory_desc_t *csm = NULL, *psm = NULL;
@@ -566,7 +593,7 @@ static int chain_run(const dnn_entry *e, const cgeo *cg, const float *x,
   int64_t xn = g->C * g->H * g->W, yn = g->O * cg->PH * cg->PW;
   for (int64_t k = 0; k < chunks && s == dnnl_success; k++) {
     int64_t n = n0 + k * g->N;
-    if (direct && has_nonfinite(x + n * xn, g->N * xn)) {
+    if (direct && !c->own_pool && has_nonfinite(x + n * xn, g->N * xn)) {
       torc_dnn__direct_run(cg, x, w, b, y, n, g->N, ar + c->bytes);
       continue;
     }
@@ -589,6 +616,15 @@ static int chain_run(const dnn_entry *e, const cgeo *cg, const float *x,
       ca[nc++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, c->cscr};
     if (s == dnnl_success)
       s = exec(c->conv, nc, ca);
+    if (s == dnnl_success && c->own_pool) {
+      /* oneDNN's stream is in order on the calling thread: the
+       * convolution is done when execute returns (a CPU engine) */
+      s = dnnl_stream_wait(torc_dnn__stream);
+      if (s == dnnl_success)
+        torc_dnn__pool_blocked(cg, (const float *)(ar + c->cd_off), y, n,
+                               g->N);
+      continue;
+    }
     if (s == dnnl_success && c->pool) {
       dnnl_exec_arg_t pa[3] = {{DNNL_ARG_SRC, c->cd},
                                {DNNL_ARG_DST, c->pd},
@@ -719,8 +755,6 @@ int torc_dnn__k_conv2d_act(const torc_kernel_args *a) {
     torc_dnn__unlock();
     return scratch ? TORC_OK : TORC_ERR_OOM;
   }
-  if (direct == 0 && has_nonfinite(xp, dnn_numel(x, 0)))
-    return TORC_KERNEL_DECLINED;
   /* The whole chunks, then the rest: both chains are looked up first, so
    * that neither is built after the other ran (a decline then still has
    * written nothing). */
@@ -739,6 +773,14 @@ int torc_dnn__k_conv2d_act(const torc_kernel_args *a) {
   if ((full && ef == NULL) || (rest && er == NULL))
     st = TORC_ERR_PLUGIN;
   else if ((ef && ef->unsupported) || (er && er->unsupported))
+    st = TORC_KERNEL_DECLINED;
+  /* x holding NaN or an infinity where no chain keeps it and direct.c's
+   * kernel cannot take its chunks: declined, before anything is written */
+  int keeps = st == TORC_OK &&
+              (ef == NULL || ((const chain *)ef->ext)->own_pool) &&
+              (er == NULL || ((const chain *)er->ext)->own_pool);
+  if (st == TORC_OK && !keeps && direct == 0 &&
+      has_nonfinite(xp, dnn_numel(x, 0)))
     st = TORC_KERNEL_DECLINED;
   if (st == TORC_OK && ef)
     st = chain_run(ef, &cf, xp, wp, bp, yp, 0, full, direct);

@@ -20,12 +20,12 @@ noinst_LTLIBRARIES += plugins/onednn/libdirect_base.la \
 DNN_X86 = $(filter x86_64 amd64 i386 i486 i586 i686,$(host_cpu))
 plugins_onednn_libdirect_base_la_SOURCES = plugins/onednn/direct_base.c \
 	plugins/onednn/direct_kern.h plugins/onednn/direct.h
-plugins_onednn_libdirect_base_la_CFLAGS = $(AM_CFLAGS) -O2
+plugins_onednn_libdirect_base_la_CFLAGS = $(AM_CFLAGS) -O2 -Wno-psabi
 plugins_onednn_libdirect_avx2_la_SOURCES = plugins/onednn/direct_avx2.c
-plugins_onednn_libdirect_avx2_la_CFLAGS = $(AM_CFLAGS) -O2 \
+plugins_onednn_libdirect_avx2_la_CFLAGS = $(AM_CFLAGS) -O2 -Wno-psabi \
 	$(if $(DNN_X86),-mavx2 -mfma)
 plugins_onednn_libdirect_avx512_la_SOURCES = plugins/onednn/direct_avx512.c
-plugins_onednn_libdirect_avx512_la_CFLAGS = $(AM_CFLAGS) -O2 \
+plugins_onednn_libdirect_avx512_la_CFLAGS = $(AM_CFLAGS) -O2 -Wno-psabi \
 	$(if $(DNN_X86),-mavx2 -mfma -mavx512f -mavx512dq -mavx512bw \
 	-mavx512vl)
 plugins_onednn_la_LDFLAGS = $(PLUGIN_LDFLAGS) -fopenmp

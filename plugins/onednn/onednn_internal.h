@@ -177,6 +177,11 @@ typedef struct dnn_act_geo {
  * (nChw16c when cg->x_blocked), w [O, C, kH, kW] and b [O] (or NULL),
  * scratch holding torc_dnn__direct_bytes(cg). */
 enum { DNN_FEW_TAPS = 64 };
+/* torc_dnn__pool_blocked: y's images [n0, n0 + count) from cd, their
+ * convolution outputs (no activation applied) in nChw16c (O a multiple of
+ * 16): cg's max pool, then its relu, NaN kept (direct.c). */
+void torc_dnn__pool_blocked(const dnn_act_geo *cg, const float *cd, float *y,
+                            int64_t n0, int64_t count);
 size_t torc_dnn__direct_bytes(const dnn_act_geo *cg);
 void torc_dnn__direct_run(const dnn_act_geo *cg, const float *x,
                           const float *w, const float *b, float *y, int64_t n0,
