@@ -8,7 +8,8 @@
 # each. The data: the first 512 Fashion-MNIST images where
 # dataset-fashion-mnist is installed, else (and under TORC_VALGRIND=1,
 # which also loads only the reference plugins: oneDNN's JIT code reads
-# past its buffers on purpose) 32 synthetic samples seen 6 times.
+# past its buffers on purpose) 32 synthetic samples seen 6 times, 64
+# to test on.
 
 set -u
 
@@ -65,9 +66,9 @@ batch_size = 8
 [data.test]
 source = synthetic
 shape = 1,28,28
-samples = 256
+samples = 64
 seed = 1
-batch_size = 256
+batch_size = 64
 INI
 fi
 

@@ -5,7 +5,7 @@
  * Fashion-MNIST.
  *
  *   cc train_mlp.c $(pkg-config --cflags --libs torc) -o train_mlp
- *   ./train_mlp [EPOCHS [TRAIN_SAMPLES [MIN_ACCURACY]]]
+ *   ./train_mlp [EPOCHS [TRAIN_SAMPLES [MIN_ACCURACY [TEST_SAMPLES]]]]
  *
  * `make check` runs it on 6000 training samples for one epoch and checks
  * that it learns (test accuracy of at least MIN_ACCURACY, 0.70); with no
@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
   int epochs = argc > 1 ? atoi(argv[1]) : 15;
   int64_t limit = argc > 2 ? atoll(argv[2]) : 0; /* 0 = every sample */
   double min_accuracy = argc > 3 ? atof(argv[3]) : 0.70;
+  int64_t test_limit = argc > 4 ? atoll(argv[4]) : 0; /* 0 = all 10000 */
   CHECK(torc_set_num_threads(2));
   CHECK(torc_plugin_load("ref", NULL));
   if (torc_plugin_load("cpu", NULL) != TORC_OK) /* optional: faster */
@@ -122,7 +123,8 @@ int main(int argc, char **argv) {
     CHECK(torc_loader_start(test_ld, 0, 0));
     double correct = 0;
     int64_t n = 0;
-    while (torc_loader_next(test_ld, &b) == 1) {
+    while ((test_limit == 0 || n < test_limit) &&
+           torc_loader_next(test_ld, &b) == 1) {
       int scope = torc_scope_begin();
       int dim = 1;
       torc_tensor *pred =
