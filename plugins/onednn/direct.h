@@ -15,7 +15,7 @@ typedef struct direct_ctx {
   const dnn_act_geo *cg;
   int64_t C, H, W, O, OH, OW, S[2], PL[2];
   int64_t Hp, Wp, taps, OB; /* the padded image, taps, 16-channel blocks */
-  int64_t PH, PW, rows;     /* y's sizes, conv rows a pool window spans */
+  int64_t PH, PW;           /* y's sizes */
   int relu, pool, x_blocked, y_blocked;
   const float *x;
   const float *wt; /* the weights as [taps][O] */

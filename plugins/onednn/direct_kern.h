@@ -15,22 +15,10 @@
 #error "define DIRECT_ISA before including direct_kern.h"
 #endif
 
-/* The helpers below pass 64-byte vectors by value, which changes the ABI
- * between the builds; they are always inlined, so none is called across
- * it. */
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wunknown-warning-option"
-#pragma clang diagnostic ignored "-Wpsabi"
-#elif defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
 typedef float v16 __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 /* The same for loads and stores at any float's alignment. */
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
-
-
 
 /* relu with the relu op's rule: v > 0 or NaN keeps v, else +0. */
 static inline __attribute__((always_inline)) v16 relu16(v16 v) {

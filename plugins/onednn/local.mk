@@ -15,6 +15,8 @@ plugins_onednn_la_LIBADD = plugins/onednn/libdirect_base.la \
 	$(DNNL_LIBS) -lm
 # direct.c's image loop (direct_kern.h), one convenience library per ISA
 # with its own flags (x86 hosts only: elsewhere those files build NULL).
+# -Wno-psabi: its always-inlined helpers pass 64-byte vectors by value,
+# an ABI note that never applies to a call.
 noinst_LTLIBRARIES += plugins/onednn/libdirect_base.la \
 	plugins/onednn/libdirect_avx2.la plugins/onednn/libdirect_avx512.la
 DNN_X86 = $(filter x86_64 amd64 i386 i486 i586 i686,$(host_cpu))
