@@ -543,10 +543,15 @@ static torc_status run_hooks(const torc_tensor *t, torc_tensor **g) {
   return TORC_OK;
 }
 
-/* Adds g into *slot (taking g's reference). */
-static torc_status accumulate(torc_tensor **slot, torc_tensor *g) {
+/* Adds g into *slot (taking g's reference). *own (may be NULL) is set
+ * when the slot holds a tensor the engine made itself, which nothing else
+ * references, so that later gradients may be added into it in place. */
+static torc_status accumulate(torc_tensor **slot, unsigned char *own,
+                              torc_tensor *g) {
   if (*slot == NULL) {
     *slot = g;
+    if (own)
+      *own = 0;
     return TORC_OK;
   }
   torc_tensor *s = torc_add(*slot, g);
@@ -555,7 +560,39 @@ static torc_status accumulate(torc_tensor **slot, torc_tensor *g) {
     return torc_last_status();
   torc_release(*slot);
   *slot = s;
+  if (own)
+    *own = 1;
   return TORC_OK;
+}
+
+/* The gradient g of a select or slice view (kind, p as the view node
+ * recorded them) added into the region of *slot, the gradient of the
+ * viewed tensor (meta m), in place: a sequence read step by step through
+ * L such views costs O(L) steps of one region each, not L full-size
+ * zero tensors summed (O(L^2)). *slot is first made a tensor of the
+ * engine's own (zeros, plus what it held). */
+static torc_status accumulate_region(torc_tensor **slot, unsigned char *own,
+                                     const torc__inmeta *m, int kind,
+                                     const int64_t *p, const torc_tensor *g) {
+  torc_status st = TORC_OK;
+  if (*slot == NULL || !*own) {
+    torc_tensor *z = torc_zeros(m->shape, m->ndim, m->dtype, m->device);
+    if (z == NULL)
+      return torc_last_status();
+    if (*slot && (st = torc_add_(z, *slot)) != TORC_OK) {
+      torc_release(z);
+      return st;
+    }
+    torc_release(*slot);
+    *slot = z;
+    *own = 1;
+  }
+  torc_tensor *v = kind == TORC__VIEW_SLICE
+                       ? torc_slice(*slot, (int)p[0], p[1], p[2], p[3])
+                       : torc_select(*slot, (int)p[0], p[1]);
+  st = v ? torc_add_(v, g) : torc_last_status();
+  torc_release(v);
+  return st;
 }
 
 /* Adds g into a leaf's (or retained non-leaf's) .grad. The stored gradient
@@ -580,6 +617,7 @@ typedef struct walk {
   int n, cap;
   int *deps;
   torc_tensor **buf; /* n * TORC__MAX_OUTPUTS gradients */
+  unsigned char *own; /* per buf entry: accumulate's *own */
 } walk;
 
 static _Atomic uint64_t walk_generation;
@@ -657,14 +695,15 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
   if ((st = collect(&w, rnodes, n_roots)))
     goto out;
   w.buf = torc__calloc((size_t)w.n * TORC__MAX_OUTPUTS, sizeof *w.buf);
-  if (w.buf == NULL) {
+  w.own = torc__calloc((size_t)w.n * TORC__MAX_OUTPUTS, sizeof *w.own);
+  if (w.buf == NULL || w.own == NULL) {
     st = torc_set_error(TORC_ERR_OOM, "out of memory in backward");
     goto out;
   }
   for (int r = 0; r < n_roots; r++) {
     int k = walk_index(&w, rnodes[r]);
     int nr = roots[r]->grad_fn ? roots[r]->output_nr : 0;
-    if ((st = accumulate(&w.buf[k * TORC__MAX_OUTPUTS + nr],
+    if ((st = accumulate(&w.buf[k * TORC__MAX_OUTPUTS + nr], NULL,
                          torc_retain(root_grads[r]))))
       goto out;
   }
@@ -682,7 +721,7 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
     int idx = ready[--n_ready];
     torc__node *n = w.nodes[idx];
     torc_tensor **gout = &w.buf[idx * TORC__MAX_OUTPUTS];
-    torc_tensor *gin[64] = {0};
+
     /* Missing output gradients are zeros; hooks and retain_grad. */
     for (int k = 0; k < n->n_out && st == TORC_OK; k++) {
       if (gout[k] == NULL)
@@ -736,6 +775,31 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
     }
     if (st)
       break;
+    int vkind;
+    int64_t vp[4];
+    if (!tl_anomaly && n->n_in == 1 && n->next[0].node &&
+        torc__view_region(n, &vkind, vp) &&
+        gout[0]->dtype == n->in[0].dtype &&
+        torc_device_eq(gout[0]->storage->device, n->in[0].device)) {
+      /* a select or slice: its gradient goes straight into its region */
+      int k = walk_index(&w, n->next[0].node);
+      size_t si = (size_t)k * TORC__MAX_OUTPUTS + (size_t)n->next[0].input_nr;
+      st = accumulate_region(&w.buf[si], &w.own[si], &n->in[0], vkind, vp,
+                             gout[0]);
+      if (st == TORC_OK && --w.deps[k] == 0)
+        ready[n_ready++] = k;
+      if (!retain_graph && st == TORC_OK)
+        n->freed = 1;
+      continue;
+    }
+    /* the inputs' gradients: on the stack for most nodes, allocated for
+     * one with many inputs (a stack or cat of a long sequence's steps) */
+    torc_tensor *gin_small[64] = {0}, **gin = gin_small;
+    if (n->n_in > 64 &&
+        (gin = torc__calloc((size_t)n->n_in, sizeof *gin)) == NULL) {
+      st = torc_set_error(TORC_ERR_OOM, "out of memory in backward");
+      break;
+    }
     if (n->prof_module &&
         atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
       uint64_t t0 = torc__prof_now();
@@ -771,12 +835,15 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
         break;
       }
       int k = walk_index(&w, n->next[i].node);
-      st = accumulate(&w.buf[k * TORC__MAX_OUTPUTS + n->next[i].input_nr], g);
+      size_t si = (size_t)k * TORC__MAX_OUTPUTS + (size_t)n->next[i].input_nr;
+      st = accumulate(&w.buf[si], &w.own[si], g);
       if (st == TORC_OK && --w.deps[k] == 0)
         ready[n_ready++] = k;
     }
     for (int i = 0; i < n->n_in; i++)
       torc_release(gin[i]);
+    if (gin != gin_small)
+      torc__free(gin);
     if (!retain_graph && st == TORC_OK) {
       free_saved(n);
       n->freed = 1;
@@ -788,6 +855,7 @@ out:
     for (int i = 0; i < w.n * TORC__MAX_OUTPUTS; i++)
       torc_release(w.buf[i]);
   torc__free(w.buf);
+  torc__free(w.own);
   torc__free(w.nodes);
   torc__free(w.deps);
   return st;

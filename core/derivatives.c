@@ -1041,6 +1041,19 @@ static torc_status view_bw(torc__node *n, torc_tensor *const *gout,
   return torc_set_error(TORC_ERR_INTERNAL, "unknown view kind %d", v->kind);
 }
 
+int torc__view_region(const torc__node *n, int *kind, int64_t p[4]) {
+  if (n->fn != view_bw)
+    return 0;
+  view_rec v;
+  memcpy(&v, n->params, sizeof v);
+  if (v.kind != TORC__VIEW_SELECT && v.kind != TORC__VIEW_SLICE)
+    return 0;
+  *kind = v.kind;
+  for (int i = 0; i < 4; i++)
+    p[i] = v.p[i];
+  return 1;
+}
+
 torc_tensor *torc__record_view(torc_tensor *out, const torc_tensor *in,
                                int kind, const int64_t *p, int np) {
   static const char *const names[] = {

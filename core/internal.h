@@ -551,6 +551,11 @@ enum {
 torc_tensor *torc__record_view(torc_tensor *out, const torc_tensor *in,
                                int kind, const int64_t *p, int np);
 
+/* When n is the node of a SELECT or SLICE view: its kind and parameters
+ * (p as torc__record_view took them), returning 1; 0 for any other node.
+ * The engine adds such a view's gradient into its region in place. */
+int torc__view_region(const torc__node *n, int *kind, int64_t p[4]);
+
 /* Records matmul on its original operands (a_vec/b_vec: a 1-D operand was
  * promoted to a matrix). */
 torc_status torc__record_matmul(const torc_tensor *a, const torc_tensor *b,

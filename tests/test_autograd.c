@@ -446,6 +446,34 @@ static void test_training_loop_memory_is_flat(void **state) {
   torc_generator_free(g);
 }
 
+/* A sequence read step by step: 200 selects of x [200, 3], each step
+ * scaled by its index, stacked (a node of 200 inputs) and summed. The
+ * selects' gradients go into their rows in place; dx[t] = t. */
+static void test_long_sequence_of_views(void **state) {
+  (void)state;
+  enum { L = 200 };
+  int s = torc_scope_begin();
+  double xv[L * 3];
+  for (int i = 0; i < L * 3; i++)
+    xv[i] = 0.5 * i;
+  torc_tensor *x = param(xv, TORC_SHAPE(L, 3));
+  const torc_tensor *steps[L];
+  for (int t = 0; t < L; t++)
+    steps[t] = torc_mul_scalar(torc_select(x, 0, t), (double)t);
+  /* every other row also through a slice, so both view kinds meet in
+   * one gradient */
+  torc_tensor *y = torc_add(torc_sum(torc_stack(steps, L, 0), NULL, 0, 0),
+                            torc_sum(torc_slice(x, 0, 0, L, 2), NULL, 0, 0));
+  assert_torc(y);
+  assert_ok(torc_backward(y, NULL, 0));
+  double ex[L * 3];
+  for (int t = 0; t < L; t++)
+    for (int j = 0; j < 3; j++)
+      ex[t * 3 + j] = t + (t % 2 == 0 ? 1 : 0);
+  expect_grad(x, ex, L * 3);
+  torc_scope_end(s);
+}
+
 static int setup(void **state) {
   (void)state;
   return torc_plugin_load("ref", NULL) == TORC_OK ? 0 : -1;
@@ -469,6 +497,7 @@ int main(void) {
       cmocka_unit_test(test_anomaly_names_the_op),
       cmocka_unit_test(test_modes),
       cmocka_unit_test(test_training_loop_memory_is_flat),
+      cmocka_unit_test(test_long_sequence_of_views),
   };
   return cmocka_run_group_tests(tests, setup, test_teardown_all);
 }
