@@ -23,6 +23,9 @@ const torc__config_row torc__model_rows[] = {
      TORC__CFG_REQUIRED,
      "the shape of one sample, without the batch dim; lazy sizes "
      "(in_features, in_channels) are inferred from it"},
+    {"model", "input_dtype", TORC__CFG_ENUM, "auto", "auto|f32|i64", 0,
+     "the sample's dtype: i64 for token ids, f32 for features; auto: i64 "
+     "when the first layer is an embedding, else f32"},
     {"model", "init", TORC__CFG_ENUM, "default",
      "default|kaiming_uniform|kaiming_normal|xavier_uniform|xavier_normal|"
      "orthogonal",
@@ -37,6 +40,9 @@ const torc__config_row torc__model_rows[] = {
     {"layer", "type", TORC__CFG_STRING, NULL,
      "a module type (`torc layers` lists them)", TORC__CFG_REQUIRED,
      "the module type: linear, conv2d, relu, ... or a plugin's"},
+    {"layer", "repeat", TORC__CFG_INT, "1", "1..4096", 0,
+     "this many copies of the layer in a row, each with its own weights "
+     "(a stack of transformer blocks)"},
     {"layer", "*", TORC__CFG_ANY, NULL, NULL, 0,
      "the type's keys (`torc layers` lists them)"},
     {NULL, NULL, TORC__CFG_SECTION, NULL, NULL, 0, NULL}};
@@ -93,6 +99,39 @@ static const char *key_named(const torc_config *cfg, int i, const char *msg) {
   return NULL;
 }
 
+/* Appends the module [layer] section i describes to seq as layer number
+ * `index`; the error names the section's line and the key at fault. */
+static torc_status add_layer(const torc_config *cfg, int i, torc_module *seq,
+                             int index) {
+  const char *type = torc_config_section_get(cfg, i, "type");
+  int nk = torc_config_section_key_count(cfg, i);
+  const char **k = torc__calloc((size_t)nk + 1, sizeof *k);
+  const char **v = torc__calloc((size_t)nk + 1, sizeof *v);
+  int n = 0;
+  for (int j = 0; k && v && j < nk; j++) {
+    const char *key = torc_config_section_key(cfg, i, j);
+    if (strcmp(key, "type") == 0 || strcmp(key, "repeat") == 0)
+      continue;
+    k[n] = key;
+    v[n] = torc_config_section_get(cfg, i, key);
+    n++;
+  }
+  torc_module *m = k && v ? torc_module_create(type, k, v, n) : NULL;
+  if (k == NULL || v == NULL)
+    torc_set_error(TORC_ERR_OOM, "out of memory building the model");
+  torc__free(k);
+  torc__free(v);
+  if (m != NULL && torc_sequential_append(seq, m) == TORC_OK)
+    return TORC_OK;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", torc_last_error());
+  const char *key = key_named(cfg, i, msg);
+  if (key == NULL && strstr(msg, "unknown module type"))
+    key = "type";
+  return torc__config_error(cfg, i, key, torc__config_rewrap_status(),
+                            "layer %d (%s): %s", index, type, msg);
+}
+
 static int parse_shape(const char *s, int64_t *shape, int *ndim) {
   int n = 0;
   const char *p = s;
@@ -114,6 +153,21 @@ static int parse_shape(const char *s, int64_t *shape, int *ndim) {
   }
   *ndim = n;
   return n > 0 ? 0 : -1;
+}
+
+torc_dtype torc_model_input_dtype(const torc_config *cfg) {
+  int mi = cfg ? torc__config_find(cfg, "model") : -1;
+  const char *v = mi >= 0 ? torc__config_value(cfg, mi, "input_dtype") : NULL;
+  if (v && strcmp(v, "i64") == 0)
+    return TORC_I64;
+  if (v && strcmp(v, "f32") == 0)
+    return TORC_F32;
+  for (int i = 0; cfg && i < torc_config_section_count(cfg); i++)
+    if (strcmp(torc_config_section_name(cfg, i), "layer") == 0) {
+      const char *t = torc_config_section_get(cfg, i, "type");
+      return t && strcmp(t, "embedding") == 0 ? TORC_I64 : TORC_F32;
+    }
+  return TORC_F32;
 }
 
 torc_module *torc_module_from_config(const torc_config *cfg,
@@ -149,45 +203,23 @@ torc_module *torc_module_from_config(const torc_config *cfg,
   for (int i = 0; !onnx && i < torc_config_section_count(cfg); i++) {
     if (strcmp(torc_config_section_name(cfg, i), "layer") != 0)
       continue;
-    if (n_layers == cap) { /* doubling: n layers cost O(n) copies */
-      cap = cap ? 2 * cap : 16;
-      int *w = torc__realloc(where, (size_t)cap * sizeof *w);
-      if (w == NULL) {
-        torc_set_error(TORC_ERR_OOM, "out of memory building the model");
-        goto fail;
+    const char *rep = torc__config_value(cfg, i, "repeat");
+    long long copies = rep ? strtoll(rep, NULL, 10) : 1;
+    for (long long c = 0; c < copies; c++) {
+      if (n_layers == cap) { /* doubling: n layers cost O(n) copies */
+        cap = cap ? 2 * cap : 16;
+        int *w = torc__realloc(where, (size_t)cap * sizeof *w);
+        if (w == NULL) {
+          torc_set_error(TORC_ERR_OOM, "out of memory building the model");
+          goto fail;
+        }
+        where = w;
       }
-      where = w;
+      where[n_layers] = i;
+      if (add_layer(cfg, i, seq, n_layers) != TORC_OK)
+        goto fail;
+      n_layers++;
     }
-    where[n_layers] = i;
-    const char *type = torc_config_section_get(cfg, i, "type");
-    int nk = torc_config_section_key_count(cfg, i);
-    const char **k = torc__calloc((size_t)nk + 1, sizeof *k);
-    const char **v = torc__calloc((size_t)nk + 1, sizeof *v);
-    int n = 0;
-    for (int j = 0; k && v && j < nk; j++) {
-      const char *key = torc_config_section_key(cfg, i, j);
-      if (strcmp(key, "type") == 0)
-        continue;
-      k[n] = key;
-      v[n] = torc_config_section_get(cfg, i, key);
-      n++;
-    }
-    torc_module *m = k && v ? torc_module_create(type, k, v, n) : NULL;
-    if (k == NULL || v == NULL)
-      torc_set_error(TORC_ERR_OOM, "out of memory building the model");
-    torc__free(k);
-    torc__free(v);
-    if (m == NULL || torc_sequential_append(seq, m) != TORC_OK) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", torc_last_error());
-      const char *key = key_named(cfg, i, msg);
-      if (key == NULL && strstr(msg, "unknown module type"))
-        key = "type";
-      torc__config_error(cfg, i, key, torc__config_rewrap_status(),
-                         "layer %d (%s): %s", n_layers, type, msg);
-      goto fail;
-    }
-    n_layers++;
   }
   if (n_layers == 0 && !onnx) {
     torc__config_error(cfg, mi, NULL, TORC_ERR_CONFIG,
@@ -202,7 +234,8 @@ torc_module *torc_module_from_config(const torc_config *cfg,
   int64_t bshape[TORC_MAX_DIMS];
   bshape[0] = 1;
   memcpy(bshape + 1, shape, (size_t)nd * sizeof *shape);
-  torc_tensor *x = torc__empty(bshape, nd + 1, TORC_F32, TORC_CPU);
+  torc_tensor *x =
+      torc__empty(bshape, nd + 1, torc_model_input_dtype(cfg), TORC_CPU);
   torc_status st = x ? torc_zero_(x) : torc_last_status();
   char *sum = st == TORC_OK ? torc_module_summary(seq, x) : NULL;
   torc_release(x);

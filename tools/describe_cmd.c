@@ -98,13 +98,14 @@ int torc_tool__cmd_describe(int argc, char **argv) {
   int64_t shape[TORC_MAX_DIMS + 1];
   int nd = 0;
   torc_module *m = torc_module_from_config(cfg, shape + 1, &nd);
+  torc_dtype in_dt = torc_model_input_dtype(cfg);
   torc_config_free(cfg);
   if (m == NULL) {
     fprintf(stderr, "torc describe: %s\n", torc_last_error());
     return torc_tool__exit_status(torc_last_status());
   }
   shape[0] = 1;
-  torc_tensor *x = torc_zeros(shape, nd + 1, TORC_F32, TORC_CPU);
+  torc_tensor *x = torc_zeros(shape, nd + 1, in_dt, TORC_CPU);
   char *r = torc_module_repr(m);
   char *s = x ? torc_module_summary(m, x) : NULL;
   if (r && s)

@@ -146,7 +146,8 @@ int torc_tool__cmd_export(int argc, char **argv) {
   /* Traced at batch 2 when dynamic: at 1, a unit dim hides its layout. */
   shape[0] = a.batch ? a.batch : 2;
   if (st == TORC_OK &&
-      (x = torc_zeros(shape, nd + 1, TORC_F32, TORC_CPU)) == NULL)
+      (x = torc_zeros(shape, nd + 1, torc_model_input_dtype(cfg),
+                       TORC_CPU)) == NULL)
     st = torc_last_status();
   torc_onnx_export_options o = {.opset = (int)a.opset,
                                 .fixed_batch = a.batch != 0};

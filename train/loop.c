@@ -150,7 +150,8 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
     int scope = torc_scope_begin();
     torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
     torc_module_train(r->model, 0);
-    torc_tensor *x = torc_zeros(shape, nd + 1, TORC_F32, TORC_CPU);
+    torc_tensor *x =
+        torc_zeros(shape, nd + 1, torc_model_input_dtype(cfg), TORC_CPU);
     st = x && torc_module_forward(r->model, x) ? TORC_OK : torc_last_status();
     torc_set_grad_mode(gm);
     torc_scope_end(scope);

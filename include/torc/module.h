@@ -530,7 +530,8 @@ struct torc_config;
  * one module per [layer] section, in file order, each made by
  * torc_module_create from the section's keys (all but `type`). [model]
  * `input` is the shape of one sample; the model is run once, in eval mode
- * without autograd, on zeros of shape [1, input...], so every lazy size
+ * without autograd, on zeros of shape [1, input...] (of
+ * torc_model_input_dtype), so every lazy size
  * (in_features, in_channels, num_features) is inferred before the model is
  * returned; [model] `init` then re-initialises (torc_module_init). The
  * model is on the cpu in f32, in training mode. sample_shape (room for
@@ -544,6 +545,12 @@ struct torc_config;
 TORC_API torc_module *torc_module_from_config(const struct torc_config *cfg,
                                               int64_t *sample_shape,
                                               int *sample_ndim);
+
+/* The dtype of the model's samples: [model] input_dtype (f32 or i64), or
+ * with `auto` (the default) i64 when the first [layer] is an embedding
+ * (token ids) and f32 otherwise. torc_module_from_config runs the model on
+ * zeros of this dtype. */
+TORC_API torc_dtype torc_model_input_dtype(const struct torc_config *cfg);
 
 TORC_END_DECLS
 
