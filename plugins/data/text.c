@@ -17,9 +17,11 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data_internal.h"
@@ -142,14 +144,21 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Whether name ends in ".txt". */
-static int is_txt(const char *name) {
-  size_t n = strlen(name);
-  return n > 4 && strcmp(name + n - 4, ".txt") == 0;
+/* Which files of a folder are read: names matching `files` and not
+ * `exclude` (fnmatch globs; exclude NULL = none). */
+typedef struct text_globs {
+  const char *files, *exclude;
+} text_globs;
+
+static int wanted(const char *name, const text_globs *g) {
+  return fnmatch(g->files, name, 0) == 0 &&
+         (g->exclude == NULL || fnmatch(g->exclude, name, 0) != 0);
 }
 
-/* The sorted .txt names of folder `path` into *names (*count of them). */
-static int list_folder(const char *path, char ***names, int *count) {
+/* The sorted names in folder `path` that g selects into *names (*count of
+ * them); names starting with '.' are never read. */
+static int list_folder(const char *path, const text_globs *g, char ***names,
+                       int *count) {
   *names = NULL;
   *count = 0;
   DIR *d = opendir(path);
@@ -162,13 +171,13 @@ static int list_folder(const char *path, char ***names, int *count) {
   int n = 0, cap = 0, st = TORC_OK;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || !is_txt(e->d_name))
+    if (e->d_name[0] == '.' || !wanted(e->d_name, g))
       continue;
     if (n == TEXT_MAX_FILES) {
       st = dsrc_error(TORC_ERR_INVALID,
-                      "text: path folder '%s' holds more than %d .txt files; "
-                      "join them into fewer files",
-                      path, TEXT_MAX_FILES);
+                      "text: path folder '%s' holds more than %d files "
+                      "matching files = %s; join them into fewer files",
+                      path, TEXT_MAX_FILES, g->files);
       break;
     }
     if (n == cap) {
@@ -189,9 +198,11 @@ static int list_folder(const char *path, char ***names, int *count) {
   closedir(d);
   if (st == TORC_OK && n == 0)
     st = dsrc_error(TORC_ERR_IO,
-                    "text: path folder '%s' holds no .txt file; put the "
-                    "text in FILE.txt files there, or give a file",
-                    path);
+                    "text: path folder '%s' holds no file matching files = "
+                    "%s%s%s; put the text in such files there, change the "
+                    "pattern, or give a file",
+                    path, g->files, g->exclude ? " and not exclude = " : "",
+                    g->exclude ? g->exclude : "");
   if (st != TORC_OK) {
     for (int i = 0; i < n; i++)
       free(v[i]);
@@ -218,7 +229,7 @@ static int append_file(const char *file, uint64_t max_bytes, char **buf,
                                    &(const char *){NULL}) == DSRC_OPEN_OK) {
       close(fd);
       st = dsrc_error(TORC_ERR_IO,
-                      "text: the .txt files up to '%s' hold %" PRIu64
+                      "text: the files up to '%s' hold %" PRIu64
                       " bytes, more than max_bytes = %" PRIu64 "; raise "
                       "max_bytes or read fewer files",
                       file, (uint64_t)*len + size, max_bytes);
@@ -280,8 +291,10 @@ static void files_free(text_files *f) {
   memset(f, 0, sizeof *f);
 }
 
-/* Reads `path` (a file, or a folder's .txt files) into *buf. */
-static int read_text(const char *path, uint64_t max_bytes, char **buf,
+/* Reads `path` (a file, or the files of a folder that g selects) into
+ * *buf. */
+static int read_text(const char *path, const text_globs *g,
+                     uint64_t max_bytes, char **buf,
                      size_t *len, text_files *files) {
   *buf = NULL;
   *len = 0;
@@ -295,7 +308,7 @@ static int read_text(const char *path, uint64_t max_bytes, char **buf,
           DSRC_OPEN_FOLDER) {
     char **names;
     int n;
-    int st = list_folder(path, &names, &n);
+    int st = list_folder(path, g, &names, &n);
     if (st != TORC_OK)
       return st;
     files->paths = calloc((size_t)n, sizeof *files->paths);
@@ -527,14 +540,25 @@ static int build_vocab(text_ds *ds, const uint32_t *cps, int64_t n, int unk,
   return TORC_OK;
 }
 
+/* Creates the folders above file `path` that are missing (as mkdir -p),
+ * so that save_vocab may name a file in a run folder not made yet. */
+static void make_parents(char *path) {
+  for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+    *p = '\0';
+    mkdir(path, 0777); /* EEXIST is fine; a real failure shows at fopen */
+    *p = '/';
+  }
+}
+
 /* Writes the vocabulary to `path` (through PATH.tmp and a rename, so a
- * failed write leaves no half-written file). */
+ * failed write leaves no half-written file), making its folder first. */
 static int save_vocab(const text_ds *ds, const char *path) {
   size_t pl = strlen(path) + 5;
   char *tmp = malloc(pl);
   if (tmp == NULL)
     return dsrc_oom("text", pl);
   snprintf(tmp, pl, "%s.tmp", path);
+  make_parents(tmp);
   FILE *f = fopen(tmp, "w");
   int ok = f != NULL;
   for (int64_t i = 0; ok && i < ds->vocab_size; i++) {
@@ -716,6 +740,12 @@ static int text_open(const char *const *keys, const char *const *values,
   const char *path = dsrc_value(keys, values, n, "path");
   const char *vocab_path = dsrc_value(keys, values, n, "vocab");
   const char *save_path = dsrc_value(keys, values, n, "save_vocab");
+  text_globs globs = {dsrc_value(keys, values, n, "files"),
+                      dsrc_value(keys, values, n, "exclude")};
+  if (globs.files == NULL || !globs.files[0])
+    globs.files = "*.txt";
+  if (globs.exclude && !globs.exclude[0])
+    globs.exclude = NULL;
   if (vocab_path && !vocab_path[0])
     vocab_path = NULL;
   if (save_path && !save_path[0])
@@ -748,7 +778,7 @@ static int text_open(const char *const *keys, const char *const *values,
                     "reads one; leave unk out (a vocabulary file has <unk> "
                     "as a line of its own)");
   if (st == TORC_OK)
-    st = read_text(path, max_bytes, &buf, &len, &files);
+    st = read_text(path, &globs, max_bytes, &buf, &len, &files);
   if (st == TORC_OK && len == 0)
     st = dsrc_error(TORC_ERR_IO,
                     "text: path '%s' holds no text (0 bytes); give a file "
@@ -939,9 +969,15 @@ static int text_class_name(void *handle, int64_t i, char *buf, size_t size) {
 }
 
 static const torc_data_key text_keys_table[] = {
-    {"path", "a UTF-8 text file, or a folder whose .txt files are read in "
-             "sorted name order (joined as they are)",
+    {"path", "a UTF-8 text file, or a folder whose files (those `files` "
+             "matches) are read in sorted name order (joined as they are)",
      NULL, 1},
+    {"files", "in a path folder, the names read: a glob (fnmatch: * ? [a-z])",
+     "*.txt", 0},
+    {"exclude", "in a path folder, names not read even when `files` matches "
+                "them: a glob; empty = none (e.g. *.* with files = * "
+                "reads the names without a dot)",
+     "", 0},
     {"level", "byte (tokens: the 256 byte values) or char (Unicode code "
               "points; the vocabulary: the distinct ones of the training "
               "text, in code point order)",

@@ -288,9 +288,44 @@ static torc_tensor *prob_loss(const loss_state *s, const torc_tensor *logp,
   }
 }
 
-/* cross_entropy (logits = 1) and nll (logits = 0). */
-static torc_tensor *class_forward(loss_state *s, const torc_tensor *input,
-                                  const torc_tensor *target, int logits) {
+static torc_tensor *class_forward_dim1(loss_state *s, const torc_tensor *input,
+                                       const torc_tensor *target, int logits);
+
+/* class_dim = -1: input [..., C] against class indices [...] or
+ * probabilities [..., C], computed as [M, C] against [M] (or [M, C]) views
+ * (M the product of the leading dims); reduction none gives [...] back. */
+static torc_tensor *class_last_forward(loss_state *s, const torc_tensor *input,
+                                       const torc_tensor *target, int logits) {
+  int nd = A->ndim(input), tnd = A->ndim(target);
+  const int64_t *xs = A->shape(input), *ts = A->shape(target);
+  int index = tnd == nd - 1 &&
+              (nd == 1 || memcmp(xs, ts, sizeof(int64_t) * (size_t)tnd) == 0);
+  if (nd < 2 || (!index && !is_same_shape(input, target))) {
+    char a[96], b[96];
+    loss_error(TORC_ERR_SHAPE,
+               "%s: class_dim = -1 takes the input's classes from its last "
+               "dim, so an input [..., C] of at least 2 dims needs class "
+               "indices [...] or probabilities [..., C]; got input %s and "
+               "target %s",
+               s->name, loss_shape_str(input, a, sizeof a),
+               loss_shape_str(target, b, sizeof b));
+    return NULL;
+  }
+  int scope = A->scope_begin();
+  int64_t c = xs[nd - 1], m = c ? A->numel(input) / c : 0;
+  const int64_t xf[2] = {m, c};
+  torc_tensor *x2 = A->reshape(input, xf, 2);
+  torc_tensor *t2 = A->reshape(target, xf, index ? 1 : 2);
+  torc_tensor *out = x2 && t2 ? class_forward_dim1(s, x2, t2, logits) : NULL;
+  if (out && s->reduction == LOSS_NONE)
+    out = A->reshape(out, xs, nd - 1);
+  return loss_finish(scope, out);
+}
+
+/* cross_entropy (logits = 1) and nll (logits = 0) with the classes on
+ * dim 1. */
+static torc_tensor *class_forward_dim1(loss_state *s, const torc_tensor *input,
+                                       const torc_tensor *target, int logits) {
   int probs;
   if (check_target(s, input, target, logits, &probs) != TORC_OK)
     return NULL;
@@ -338,6 +373,12 @@ static torc_tensor *class_forward(loss_state *s, const torc_tensor *input,
   return loss_finish(scope, out);
 }
 
+static torc_tensor *class_forward(loss_state *s, const torc_tensor *input,
+                                  const torc_tensor *target, int logits) {
+  return s->class_last ? class_last_forward(s, input, target, logits)
+                       : class_forward_dim1(s, input, target, logits);
+}
+
 static torc_tensor *cross_entropy_forward(void *state, const torc_tensor *x,
                                           const torc_tensor *y) {
   return class_forward(state, x, y, 1);
@@ -359,6 +400,11 @@ static torc_tensor *nll_forward(void *state, const torc_tensor *x,
 #define REDUCTION_KEY                                                          \
   {"reduction",                                                                \
    "mean (weighted by the targets' class weights), sum or none", "mean"}
+#define CLASS_DIM_KEY                                                          \
+  {"class_dim",                                                                \
+   "where the input's classes are: 1 ([N, C, d...], PyTorch's layout) or -1 " \
+   "([N, L, C], a language model's per-position logits)",                     \
+   "1"}
 
 static const torc_module_key cross_entropy_keys[] = {
     WEIGHT_KEY,
@@ -367,10 +413,11 @@ static const torc_module_key cross_entropy_keys[] = {
      "in [0, 1]: the share of each target spread evenly over all classes",
      "0.0"},
     REDUCTION_KEY,
+    CLASS_DIM_KEY,
     {NULL, NULL, NULL}};
 
-static const torc_module_key nll_keys[] = {WEIGHT_KEY, IGNORE_KEY,
-                                           REDUCTION_KEY, {NULL, NULL, NULL}};
+static const torc_module_key nll_keys[] = {
+    WEIGHT_KEY, IGNORE_KEY, REDUCTION_KEY, CLASS_DIM_KEY, {NULL, NULL, NULL}};
 
 const torc_loss_type loss_cross_entropy_type = {
     .struct_size = sizeof(torc_loss_type),

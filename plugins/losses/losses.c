@@ -200,6 +200,16 @@ int loss_create(const char *const *keys, const char *const *values, int n,
                       "a number in [0, 1]", "0.1", &s->label_smoothing);
   if (st == TORC_OK && (v = value_of(keys, values, n, "ignore_index")) != NULL)
     st = parse_int64(name, "ignore_index", v, &s->ignore_index);
+  if (st == TORC_OK && (v = value_of(keys, values, n, "class_dim")) != NULL) {
+    if (strcmp(v, "1") == 0 || strcmp(v, "-1") == 0)
+      s->class_last = v[0] == '-';
+    else
+      st = loss_error(TORC_ERR_CONFIG,
+                      "%s: key 'class_dim' is '%s'; give 1 (logits [N, C, "
+                      "d...], PyTorch's layout) or -1 (logits [N, L, C], as "
+                      "a language model's last linear layer gives them)",
+                      name, v);
+  }
   if (st == TORC_OK && (v = value_of(keys, values, n, "log_target")) != NULL)
     st = parse_bool(name, "log_target", v, &s->log_target);
   if (st == TORC_OK && (v = value_of(keys, values, n, "weight")) != NULL)

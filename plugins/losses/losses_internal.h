@@ -37,6 +37,8 @@ typedef struct loss_state {
   double delta;              /* huber */
   double label_smoothing;    /* cross_entropy */
   int64_t ignore_index;      /* cross_entropy, nll */
+  int class_last;            /* cross_entropy, nll: classes on the last
+                                dim ([N, L, C]) rather than dim 1 */
   int log_target;            /* kl_div */
   double *weight;            /* class weights or per-last-dim weights */
   int n_weight;              /* 0: none */
