@@ -13,13 +13,14 @@ static const char *const reserved_commands[] = {NULL};
 const char commands_line[] =
     "commands: train, eval, bench, plugins, describe, layers, sources,\n"
     "losses, optimizers, schedulers, transforms, version, help,\n"
-    "test-backend, memory, onnx-test, export; `torc --help` for details\n";
+    "test-backend, memory, onnx-test, export, generate; `torc --help` for\n"
+    "details\n";
 
 static const char *const command_names[] = {
     "train",  "eval",       "bench",      "plugins",    "describe",
     "layers", "sources",    "losses",     "optimizers", "schedulers",
     "transforms", "version", "help",      "test-backend", "memory",
-    "onnx-test", "export", NULL};
+    "onnx-test", "export", "generate", NULL};
 
 int is_help_flag(const char *a) {
   return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;

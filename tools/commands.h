@@ -47,6 +47,10 @@ extern const char torc_tool__usage_onnx_test[];
 int torc_tool__cmd_export(int argc, char **argv);
 extern const char torc_tool__usage_export[];
 
+/* `torc generate FILE.ini --prompt TEXT` (generate_cmd.c). */
+int torc_tool__cmd_generate(int argc, char **argv);
+extern const char torc_tool__usage_generate[];
+
 /* `torc plugins` (plugins_cmd.c). */
 int torc_tool__cmd_plugins(int argc, char **argv);
 extern const char torc_tool__usage_plugins[];

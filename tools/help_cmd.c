@@ -134,6 +134,8 @@ int torc_tool__cmd_help(int argc, char **argv) {
     fputs(torc_tool__usage_onnx_test, stdout);
   else if (strcmp(cmd, "export") == 0)
     fputs(torc_tool__usage_export, stdout);
+  else if (strcmp(cmd, "generate") == 0)
+    fputs(torc_tool__usage_generate, stdout);
   else if (is_reserved(cmd))
     return reserved(cmd);
   else

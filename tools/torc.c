@@ -45,6 +45,8 @@ const char torc_tool__usage_main[] =
     "                           run ONNX backend test cases with torc\n"
     "  export FILE.ini --checkpoint CKPT -o OUT.onnx [--opset N]\n"
     "                           write the model with those weights as ONNX\n"
+    "  generate FILE.ini [--prompt TEXT] [--tokens N]\n"
+    "                           continue TEXT with its language model\n"
     "\n"
     "Options:\n"
     "  -h, --help               print this help (`torc COMMAND --help`: the\n"
@@ -98,6 +100,8 @@ static int run(int argc, char **argv) {
     return torc_tool__cmd_onnx_test(argc - 1, argv + 1);
   if (strcmp(cmd, "export") == 0)
     return torc_tool__cmd_export(argc - 1, argv + 1);
+  if (strcmp(cmd, "generate") == 0)
+    return torc_tool__cmd_generate(argc - 1, argv + 1);
   if (is_reserved(cmd))
     return reserved(cmd);
   return unknown_command(cmd);

@@ -367,7 +367,7 @@ static torc_status read_class_names(const torc_config *cfg, class_names *cn) {
 /* The checkpoint torc eval takes when none is named: the newest the run
  * wrote, as --resume finds it (the highest step of [checkpoint] dir's
  * ckpt-*.safetensors). */
-static torc_status newest_checkpoint(const run *r, char *path, size_t size,
+torc_status torc_train__weights_path(const run *r, char *path, size_t size,
                                      const char **what) {
   /* The newest checkpoint (what --resume takes), else the run's final
    * weights: a run without a [checkpoint] section keeps only those. */
@@ -434,6 +434,20 @@ static torc_status low_precision(run *r, FILE *out, int predict,
   return TORC_OK;
 }
 
+torc_status torc_train__load_weights(run *r, const char *checkpoint) {
+  /* A torc checkpoint (its "model." part) or a plain state dict. */
+  torc_state_dict *sd = torc_state_dict_load(checkpoint, r->dev);
+  if (sd == NULL)
+    return torc_last_status();
+  const char *fmt = torc_state_dict_meta(sd, "torc.format");
+  torc_status st =
+      fmt && strcmp(fmt, "checkpoint") == 0
+          ? torc_checkpoint_load_module(sd, r->model, NULL, NULL)
+          : torc_module_load_state_dict(r->model, sd, NULL, NULL);
+  torc_state_dict_free(sd);
+  return st;
+}
+
 torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
                           int predict, FILE *out, torc_eval_result *res) {
   if (cfg == NULL)
@@ -450,24 +464,13 @@ torc_status torc_evaluate(const torc_config *cfg, const char *checkpoint,
   if (st == TORC_OK)
     st = read_class_names(cfg, &cn);
   if (st == TORC_OK && checkpoint == NULL &&
-      (st = newest_checkpoint(&r, path, sizeof path, &what)) == TORC_OK) {
+      (st = torc_train__weights_path(&r, path, sizeof path, &what)) ==
+          TORC_OK) {
     checkpoint = path;
     fprintf(out, "checkpoint: %s (%s)\n", checkpoint, what);
   }
-  if (st == TORC_OK) {
-    /* A torc checkpoint (its "model." part) or a plain state dict. */
-    torc_state_dict *sd = torc_state_dict_load(checkpoint, r.dev);
-    if (sd == NULL) {
-      st = torc_last_status();
-    } else {
-      const char *fmt = torc_state_dict_meta(sd, "torc.format");
-      if (fmt && strcmp(fmt, "checkpoint") == 0)
-        st = torc_checkpoint_load_module(sd, r.model, NULL, NULL);
-      else
-        st = torc_module_load_state_dict(r.model, sd, NULL, NULL);
-    }
-    torc_state_dict_free(sd);
-  }
+  if (st == TORC_OK)
+    st = torc_train__load_weights(&r, checkpoint);
   eval_out ev = {0};
   int plan = 1;
   torc_dtype dt = TORC_F32;

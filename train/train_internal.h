@@ -77,6 +77,17 @@ torc_status torc_train__build(torc_train__run *r, const torc_config *cfg,
 /* Frees what torc_train__build made. */
 void torc_train__free(torc_train__run *r);
 
+/* The weights a command takes without --checkpoint (eval.c): the newest
+ * checkpoint of the run, else its final.safetensors; *what says which.
+ * TORC_ERR_IO naming the folders when there is neither. */
+torc_status torc_train__weights_path(const torc_train__run *r, char *path,
+                                     size_t size, const char **what);
+
+/* Loads the weights at `checkpoint` into r->model strictly: a torc
+ * checkpoint's model part, or a plain safetensors state dict. */
+torc_status torc_train__load_weights(torc_train__run *r,
+                                     const char *checkpoint);
+
 
 /* A NULL argument of `fn`: TORC_ERR_NULL, keeping the message of the
  * failed call that produced it when there is one. */

@@ -11,6 +11,7 @@
 #include "torc/dtype.h"
 #include "torc/error.h"
 #include "torc/foreach.h"
+#include "torc/generate.h"
 #include "torc/graph.h"
 #include "torc/indexing.h"
 #include "torc/init.h"

@@ -106,6 +106,28 @@ TORC_API torc_status torc_eval_report(const torc_eval_result *res, FILE *out);
 TORC_API torc_status torc_bench(const struct torc_config *cfg, int64_t steps,
                                 FILE *out);
 
+/* What torc_generate_text (`torc generate`) takes. */
+typedef struct torc_text_generate_options {
+  const char *checkpoint; /* the weights; NULL: as torc eval finds them */
+  const char *prompt;     /* the text to continue; NULL or "": a newline */
+  int64_t tokens;         /* how many tokens to add */
+  double temperature;     /* 0 = greedy */
+  int64_t top_k;          /* 0 = all */
+  uint64_t seed;
+} torc_text_generate_options;
+
+/* Continues o->prompt with text from the language model of `cfg` (a model
+ * of token ids, trained on a text source) and the weights of
+ * o->checkpoint, printing the prompt and each token to `out` as it comes
+ * (NULL = stdout), and to `info` (NULL = stderr) the checkpoint taken and
+ * a last line with the tokens, the time and whether the decoder cached.
+ * The vocabulary is the text source's of [data.test] (else [data.train]),
+ * so that section must read the model's vocabulary file; the window is
+ * [model] input's length, and the logits' layout [loss] class_dim's. */
+TORC_API torc_status torc_generate_text(const struct torc_config *cfg,
+                                        const torc_text_generate_options *o,
+                                        FILE *out, FILE *info);
+
 /* ---- callbacks: watching a run, and ending it early ----
  * torc_train_ex calls the functions of a torc_train_callbacks as the run
  * goes: after every optimizer step, after each evaluation, at the end of
