@@ -181,6 +181,12 @@ expect_rc 2
 expect_has err "the model gives logits for 10 tokens but the vocabulary of [data.test] has 6; set the embedding's num_embeddings and the last layer's out_features to 6"
 pass "generate: a model whose vocabulary is not the source's"
 
+sed 's/^num_embeddings = 6$/num_embeddings = 4/' lm.ini >small.ini
+run_torc train small.ini --set train.dir=run4
+expect_rc 2
+expect_has err "the embedding (layer 0) has num_embeddings = 4, but the data's vocabulary has 6 tokens; set num_embeddings (and the last layer's out_features) to 6"
+pass "an embedding smaller than the vocabulary is refused before training"
+
 sed 's/^class_dim = -1$/class_dim = 2/' lm.ini >cd.ini
 run_torc train cd.ini --set train.dir=run3
 expect_rc 2

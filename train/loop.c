@@ -126,6 +126,33 @@ static torc_status check_watched(const run *r, int m, const char *section,
   return TORC_OK;
 }
 
+/* A language model's first layer is an embedding of token ids: its
+ * num_embeddings must cover the text source's vocabulary (a char the
+ * embedding has no row for fails only when a batch holds it). */
+static torc_status check_vocabulary(const run *r, const torc_loader *ld) {
+  torc_dataset *ds = ld ? torc_loader_dataset(ld) : NULL;
+  int64_t v = ds ? torc_dataset_num_classes(ds) : 0;
+  torc_module *first =
+      torc_module_child_count(r->model) > 0 ? torc_module_child_at(r->model, 0)
+                                            : NULL;
+  torc_tensor *w = first && strcmp(torc_module_type_name(first), "embedding") == 0
+                       ? torc_module_parameter(first, "weight")
+                       : NULL;
+  int di = torc_config_find(r->cfg, "data.train");
+  const char *src = di >= 0 ? torc_config_section_get(r->cfg, di, "source")
+                            : NULL;
+  if (v <= 0 || w == NULL || torc_size(w, 0) >= v || src == NULL ||
+      strcmp(src, "text") != 0 || torc_model_input_dtype(r->cfg) != TORC_I64)
+    return TORC_OK;
+  return torc_set_error(
+      TORC_ERR_CONFIG,
+      "%s: the embedding (layer 0) has num_embeddings = %lld, but the data's "
+      "vocabulary has %lld tokens; set num_embeddings (and the last layer's "
+      "out_features) to %lld",
+      torc_config_path(r->cfg), (long long)torc_size(w, 0), (long long)v,
+      (long long)v);
+}
+
 /* Builds the model, data, loss, optimizer and scheduler of cfg. With
  * `for_train` 0 only the model, the test data and the loss. */
 static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
@@ -178,6 +205,8 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
         (st = check_watched(r, r->s.early_stop, "train", "early_stop")))
       return st;
   }
+  if ((st = check_vocabulary(r, r->train)) || (st = check_vocabulary(r, r->test)))
+    return st;
   if (!for_train && r->test == NULL)
     return torc_set_error(TORC_ERR_CONFIG,
                           "%s: no [data.test] section to evaluate on; add "
