@@ -4,7 +4,8 @@
  * along the sequence keep what the earlier tokens left in per-module
  * slots: attention its keys and values, a recurrent layer its state, a
  * positional embedding nothing but the offset. A module that finds no
- * decode active runs as usual. Not installed. */
+ * decode active runs as usual. Not installed; the functions a test drives
+ * a decode with are exported (TORC_API) for tests/test_transformer.c. */
 #ifndef TORC_DECODE_INTERNAL_H
 #define TORC_DECODE_INTERNAL_H
 
@@ -20,11 +21,11 @@ typedef struct torc__decode torc__decode;
 
 /* The decode running on this thread (set around each step's forward), or
  * NULL outside one. */
-torc__decode *torc__decode_active(void);
+TORC_API torc__decode *torc__decode_active(void);
 
 /* The number of tokens per sequence that earlier steps fed the model: the
  * position of this step's first token. */
-int64_t torc__decode_past(const torc__decode *d);
+TORC_API int64_t torc__decode_past(const torc__decode *d);
 
 /* Tensor i (0 .. TORC__DECODE_SLOTS-1) module m kept at an earlier step,
  * borrowed from the decode, or NULL when it kept none (its first step). */
@@ -46,22 +47,22 @@ torc_status torc__decode_uncacheable(torc__decode *d, const torc_module *m,
 
 /* A new decode with nothing cached (NULL for memory), its cache freed by
  * torc__decode_free. */
-torc__decode *torc__decode_new(void);
-void torc__decode_free(torc__decode *d);
+TORC_API torc__decode *torc__decode_new(void);
+TORC_API void torc__decode_free(torc__decode *d);
 
 /* Drops every module's tensors and the position: the next step starts new
  * sequences. */
-void torc__decode_clear(torc__decode *d);
+TORC_API void torc__decode_clear(torc__decode *d);
 
 /* Makes d the decode of this thread (NULL: none) and returns the one it
  * replaces, for the caller to put back. */
-torc__decode *torc__decode_set_active(torc__decode *d);
+TORC_API torc__decode *torc__decode_set_active(torc__decode *d);
 
 /* Advances the position by n tokens (after a step's forward). */
-void torc__decode_advance(torc__decode *d, int64_t n);
+TORC_API void torc__decode_advance(torc__decode *d, int64_t n);
 
 /* The reason the first module that called torc__decode_uncacheable gave,
  * with the module's path, or NULL. */
-const char *torc__decode_why_uncacheable(const torc__decode *d);
+TORC_API const char *torc__decode_why_uncacheable(const torc__decode *d);
 
 #endif

@@ -782,33 +782,58 @@ torc_module *torc_prelu_new(int64_t num_parameters, double init) {
 typedef struct embedding_state {
   torc__layer_head head;
   int64_t num, dim;
+  int64_t pad; /* padding_idx, 0 .. num-1, or -1: none */
 } embedding_state;
 
 static torc_tensor *embedding_forward(torc_module *m,
                                       const torc_tensor *const *in, int n_in) {
   if (n_in != 1)
     return torc__layer_one_input(m, n_in);
-  return torc_embedding(in[0], torc_module_parameter(m, "weight"));
+  embedding_state *s = torc_module_state(m);
+  torc_tensor *y = torc_embedding(in[0], torc_module_parameter(m, "weight"));
+  if (y == NULL || s->pad < 0)
+    return y;
+  /* the lookups of padding_idx pass no gradient to the weight (PyTorch's
+   * embedding backward skips that row): they read a detached copy */
+  torc_tensor *is_pad = torc_unsqueeze(
+      torc_eq(in[0], torc_full(TORC_SHAPE(1), (double)s->pad,
+                               torc_dtype_of(in[0]), torc_device_of(in[0]))),
+      -1);
+  return torc_where(is_pad, torc_detach(y), y);
 }
 
 static int embedding_describe(const torc_module *m, char *buf, size_t size) {
   const embedding_state *s = torc_module_state(m);
+  if (s->pad >= 0)
+    return snprintf(buf, size, "%lld, %lld, padding_idx=%lld",
+                    (long long)s->num, (long long)s->dim, (long long)s->pad);
   return snprintf(buf, size, "%lld, %lld", (long long)s->num,
                   (long long)s->dim);
 }
 
-/* nn.Embedding's reset_parameters: N(0, 1), whatever the scheme. */
+/* nn.Embedding's reset_parameters: N(0, 1), whatever the scheme, and the
+ * padding_idx row zero. */
 static torc_status embedding_reset(torc_module *m, const char *scheme,
                                    torc_generator *gen) {
   (void)scheme;
-  return torc_init_normal_(torc_module_parameter(m, "weight"), 0, 1, gen);
+  embedding_state *s = torc_module_state(m);
+  torc_tensor *w = torc_module_parameter(m, "weight");
+  if (torc_init_normal_(w, 0, 1, gen))
+    return torc_last_status();
+  if (s->pad < 0)
+    return TORC_OK;
+  int scope = torc_scope_begin();
+  torc_status st = torc_init_zeros_(torc_narrow(w, 0, s->pad, 1));
+  torc_scope_end(scope);
+  return st;
 }
 
 static const torc_module_vtable embedding_vt = {
     sizeof(torc_module_vtable), embedding_forward, torc__layer_destroy,
     embedding_describe, embedding_reset};
 
-torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim) {
+static torc_module *embedding_new(int64_t num_embeddings, int64_t dim,
+                                  int has_pad, int64_t padding_idx) {
   if (num_embeddings < 1 || dim < 1) {
     torc_set_error(TORC_ERR_INVALID,
                    "embedding: num_embeddings %lld and embedding_dim %lld; "
@@ -816,19 +841,41 @@ torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim) {
                    (long long)num_embeddings, (long long)dim);
     return NULL;
   }
+  if (has_pad &&
+      (padding_idx < -num_embeddings || padding_idx >= num_embeddings)) {
+    torc_set_error(TORC_ERR_INVALID,
+                   "embedding: padding_idx %lld is outside the table of "
+                   "num_embeddings %lld; it must be from %lld to %lld "
+                   "(negative counts from the end)",
+                   (long long)padding_idx, (long long)num_embeddings,
+                   (long long)-num_embeddings, (long long)(num_embeddings - 1));
+    return NULL;
+  }
   embedding_state *s = torc__calloc(1, sizeof *s);
   if (s) {
     s->num = num_embeddings;
     s->dim = dim;
+    s->pad = !has_pad          ? -1
+             : padding_idx < 0 ? padding_idx + num_embeddings
+                               : padding_idx;
   }
   torc_module *m = torc__layer_new("embedding", &embedding_vt, s);
   if (m == NULL)
     return NULL;
   torc_tensor *w = torc__layer_param(m, "weight", TORC_SHAPE(num_embeddings,
                                                              dim));
-  if (w == NULL || torc_init_normal_(w, 0, 1, NULL)) {
+  if (w == NULL || embedding_reset(m, "default", NULL)) {
     torc_module_free(m);
     return NULL;
   }
   return m;
+}
+
+torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim) {
+  return embedding_new(num_embeddings, dim, 0, 0);
+}
+
+torc_module *torc_embedding_padded_new(int64_t num_embeddings, int64_t dim,
+                                       int64_t padding_idx) {
+  return embedding_new(num_embeddings, dim, 1, padding_idx);
 }

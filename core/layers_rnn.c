@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode_internal.h"
 #include "layers_internal.h"
 #include "torc/indexing.h"
 
@@ -367,6 +368,34 @@ static torc_tensor *rnn_forward(torc_module *m, const torc_tensor *const *in,
     h0 = h0 ? torc_unsqueeze(h0, 1) : NULL;
     c0 = c0 ? torc_unsqueeze(c0, 1) : NULL;
   }
+  /* an incremental decode: start from the final states the last step
+   * kept (unless given others), keep this step's */
+  torc__decode *dec = torc__decode_active();
+  int cache = 0;
+  if (dec && s->bidir)
+    torc__decode_uncacheable(dec, m, "a bidirectional layer reads the "
+                                     "sequence backwards from its end");
+  else if (dec && rq && rq->lengths)
+    torc__decode_uncacheable(dec, m, "lengths given under a decode");
+  else if (dec) {
+    cache = 1;
+    torc_tensor *ph = torc__decode_get(dec, m, 0);
+    if (ph && h0 == NULL) {
+      if (torc_size(ph, 1) != n || torc_dtype_of(ph) != torc_dtype_of(x)) {
+        torc_set_error(TORC_ERR_SHAPE,
+                       "%s: the decode kept states %s %s but this step's "
+                       "batch is %lld %s; clear the decode to start new "
+                       "sequences",
+                       cell_type(s), shape_of(ph, a, sizeof a),
+                       torc_dtype_name(torc_dtype_of(ph)), (long long)n,
+                       torc_dtype_name(torc_dtype_of(x)));
+        return NULL;
+      }
+      h0 = ph;
+      if (s->cell == CELL_LSTM && c0 == NULL)
+        c0 = torc__decode_get(dec, m, 1);
+    }
+  }
   if (L == 0) {
     torc_set_error(TORC_ERR_SHAPE,
                    "%s: the input has no time steps (shape %s)", cell_type(s),
@@ -407,11 +436,18 @@ static torc_tensor *rnn_forward(torc_module *m, const torc_tensor *const *in,
   y = unbatched ? torc_squeeze(y, 1)
       : s->batch_first ? torc_transpose(y, 0, 1)
                        : y;
-  if (y && rq) {
+  if (y && (rq || cache)) {
     torc_tensor *hn = torc_stack((const torc_tensor *const *)hs, n_st, 0);
     torc_tensor *cn = s->cell == CELL_LSTM
                           ? torc_stack((const torc_tensor *const *)cs, n_st, 0)
                           : NULL;
+    if (cache && (hn == NULL || torc__decode_put(dec, m, 0, hn) ||
+                  (cn && torc__decode_put(dec, m, 1, cn)))) {
+      y = NULL;
+      goto done;
+    }
+    if (!rq)
+      goto done;
     if (unbatched) {
       hn = torc_squeeze(hn, 1);
       cn = cn ? torc_squeeze(cn, 1) : NULL;

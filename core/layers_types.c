@@ -471,6 +471,8 @@ static const torc_module_key embedding_keys[] = {
     {"num_embeddings", "size of the dictionary (indices 0 .. n-1), >= 1",
      NULL},
     {"embedding_dim", "size of each embedding vector, >= 1", NULL},
+    {"padding_idx", "the index whose row starts zero and gets no gradient "
+                    "(negative counts from the end); empty = none", ""},
     {NULL, NULL, NULL}};
 
 static torc_module *create_embedding(const char *const *k,
@@ -482,7 +484,16 @@ static torc_module *create_embedding(const char *const *k,
   if (!p_int("embedding", "num_embeddings", GET("num_embeddings"), 1, &num) ||
       !p_int("embedding", "embedding_dim", GET("embedding_dim"), 1, &dim))
     return NULL;
-  return torc_embedding_new(num, dim);
+  const char *pad = GET("padding_idx");
+  if (pad == NULL || *blank(pad) == '\0')
+    return torc_embedding_new(num, dim);
+  int64_t idx = 0;
+  const char *p = pad;
+  if (!scan_int(&p, &idx) || *p)
+    return bad("embedding", "padding_idx", pad,
+               "an integer (negative counts from the end) or empty"),
+           NULL;
+  return torc_embedding_padded_new(num, dim, idx);
 }
 
 static const torc_module_key maxpool_keys[] = {
@@ -727,6 +738,125 @@ static torc_module *create_last_step(const char *const *k,
   return torc_last_step_new();
 }
 
+/* ---- attention and transformer layers ---- */
+
+/* An optional size: empty is 0 (the default), else an integer >= 1. */
+static int p_opt_size(const char *type, const char *key, const char *s,
+                      int64_t *out) {
+  if (s == NULL || *blank(s) == '\0') {
+    *out = 0;
+    return 1;
+  }
+  const char *p = s;
+  if (!scan_int(&p, out) || *p || *out < 1)
+    return bad(type, key, s, "an integer >= 1, or empty for embed_dim");
+  return 1;
+}
+
+static const torc_module_key mha_keys[] = {
+    {"embed_dim", "the query's features and the output's, >= 1", NULL},
+    {"num_heads", "attention heads, dividing embed_dim", NULL},
+    {"dropout", "dropout on the attention weights while training, 0 to <1",
+     "0"},
+    {"bias", "learn in_proj_bias and out_proj.bias: yes or no", "yes"},
+    {"kdim", "the key's features; empty = embed_dim", ""},
+    {"vdim", "the value's features; empty = embed_dim", ""},
+    {"batch_first", "input and output [N, L, E] (yes) or [L, N, E] (no)",
+     "no"},
+    {"causal", "query i sees keys j <= i only: yes or no", "no"},
+    {NULL, NULL, NULL}};
+
+static torc_module *create_mha(const char *const *k, const char *const *v,
+                               int n, void *user) {
+  (void)user;
+  const torc_module_key *keys = mha_keys;
+  const char *t = "multihead_attention";
+  int64_t e = 0, h = 0;
+  if (!p_int(t, "embed_dim", GET("embed_dim"), 1, &e) ||
+      !p_int(t, "num_heads", GET("num_heads"), 1, &h))
+    return NULL;
+  torc_mha_options o = torc_mha_options_default(e, h);
+  if (!p_num(t, "dropout", GET("dropout"), 0, 1, "a number from 0 to 1",
+             &o.dropout) ||
+      !p_bool(t, "bias", GET("bias"), &o.bias) ||
+      !p_opt_size(t, "kdim", GET("kdim"), &o.kdim) ||
+      !p_opt_size(t, "vdim", GET("vdim"), &o.vdim) ||
+      !p_bool(t, "batch_first", GET("batch_first"), &o.batch_first) ||
+      !p_bool(t, "causal", GET("causal"), &o.causal))
+    return NULL;
+  return torc_multihead_attention_new(&o);
+}
+
+static const torc_module_key tfm_keys[] = {
+    {"d_model", "the features of the sequence, >= 1", NULL},
+    {"nhead", "attention heads, dividing d_model", NULL},
+    {"dim_feedforward", "the feed-forward's hidden size, >= 1", "2048"},
+    {"dropout", "every dropout of the layer while training, 0 to <1", "0.1"},
+    {"activation", "the feed-forward's activation: relu or gelu", "relu"},
+    {"layer_norm_eps", "the layer norms' eps, > 0", "1e-5"},
+    {"batch_first", "input and output [N, L, d_model] (yes) or "
+                    "[L, N, d_model] (no)", "no"},
+    {"norm_first", "pre-norm (yes) or post-norm (no)", "no"},
+    {"bias", "the linears and attention learn biases: yes or no", "yes"},
+    {"causal", "causal self-attention (a GPT block): yes or no", "no"},
+    {NULL, NULL, NULL}};
+
+/* user: "e" (encoder) or "d" (decoder). */
+static torc_module *create_tfm(const char *const *k, const char *const *v,
+                               int n, void *user) {
+  const torc_module_key *keys = tfm_keys;
+  int dec = ((const char *)user)[0] == 'd';
+  const char *t =
+      dec ? "transformer_decoder_layer" : "transformer_encoder_layer";
+  int64_t d = 0, h = 0;
+  if (!p_int(t, "d_model", GET("d_model"), 1, &d) ||
+      !p_int(t, "nhead", GET("nhead"), 1, &h))
+    return NULL;
+  torc_transformer_layer_options o =
+      torc_transformer_layer_options_default(d, h);
+  if (!p_int(t, "dim_feedforward", GET("dim_feedforward"), 1,
+             &o.dim_feedforward) ||
+      !p_num(t, "dropout", GET("dropout"), 0, 1, "a number from 0 to 1",
+             &o.dropout) ||
+      !p_num(t, "layer_norm_eps", GET("layer_norm_eps"), 1e-300, 1,
+             "a number from 1e-300 to 1", &o.layer_norm_eps) ||
+      !p_bool(t, "batch_first", GET("batch_first"), &o.batch_first) ||
+      !p_bool(t, "norm_first", GET("norm_first"), &o.norm_first) ||
+      !p_bool(t, "bias", GET("bias"), &o.bias) ||
+      !p_bool(t, "causal", GET("causal"), &o.causal))
+    return NULL;
+  o.activation = GET("activation");
+  if (strcmp(o.activation, "relu") != 0 && strcmp(o.activation, "gelu") != 0)
+    return bad(t, "activation", o.activation, "relu or gelu"), NULL;
+  return dec ? torc_transformer_decoder_layer_new(&o)
+             : torc_transformer_encoder_layer_new(&o);
+}
+
+static const torc_module_key pos_keys[] = {
+    {"kind", "learned (a trained table) or sinusoidal (a fixed one)",
+     "learned"},
+    {"max_len", "the most positions a sequence may have, >= 1", NULL},
+    {"d_model", "the features of the sequence, >= 1", NULL},
+    {"dropout", "dropout after the addition while training, 0 to <1", "0"},
+    {NULL, NULL, NULL}};
+
+static torc_module *create_pos(const char *const *k, const char *const *v,
+                               int n, void *user) {
+  (void)user;
+  const torc_module_key *keys = pos_keys;
+  const char *t = "positional_embedding";
+  int64_t len = 0, d = 0;
+  double p = 0;
+  const char *kind = GET("kind");
+  if (strcmp(kind, "learned") != 0 && strcmp(kind, "sinusoidal") != 0)
+    return bad(t, "kind", kind, "learned or sinusoidal"), NULL;
+  if (!p_int(t, "max_len", GET("max_len"), 1, &len) ||
+      !p_int(t, "d_model", GET("d_model"), 1, &d) ||
+      !p_num(t, "dropout", GET("dropout"), 0, 1, "a number from 0 to 1", &p))
+    return NULL;
+  return torc_positional_embedding_new(kind, len, d, p);
+}
+
 /* ---- the table ---- */
 
 #define TYPE(name, desc, keys, create, user)                                   \
@@ -817,6 +947,16 @@ TYPE(rnn, "Elman recurrent layer, tanh or relu (nn.RNN)", rnn_keys,
      create_rnn, "rnn");
 TYPE(last_step, "the last time step of [N, L, F]: [N, F]", no_keys,
      create_last_step, NULL);
+TYPE(multihead_attention, "attention of queries over keys and values, in "
+     "heads (nn.MultiheadAttention)", mha_keys, create_mha, NULL);
+TYPE(transformer_encoder_layer, "self-attention and a feed-forward, each "
+     "with a residual and a layer norm (nn.TransformerEncoderLayer)",
+     tfm_keys, create_tfm, "e");
+TYPE(transformer_decoder_layer, "self-attention, attention over a memory "
+     "and a feed-forward (nn.TransformerDecoderLayer)", tfm_keys, create_tfm,
+     "d");
+TYPE(positional_embedding, "adds each position's vector (learned or "
+     "sinusoidal) to [N, L, d_model]", pos_keys, create_pos, NULL);
 
 const torc_module_type *const torc__builtin_module_types[] = {
     &type_linear, &type_conv2d, &type_conv_transpose2d, &type_batchnorm1d,
@@ -829,4 +969,6 @@ const torc_module_type *const torc__builtin_module_types[] = {
     &type_mish, &type_prelu, &type_celu, &type_hardtanh, &type_relu6,
     &type_conv1d, &type_conv3d, &type_maxpool1d, &type_avgpool1d,
     &type_maxpool3d, &type_avgpool3d, &type_lstm, &type_gru, &type_rnn,
-    &type_last_step, NULL};
+    &type_last_step, &type_multihead_attention,
+    &type_transformer_encoder_layer, &type_transformer_decoder_layer,
+    &type_positional_embedding, NULL};

@@ -7,7 +7,7 @@ libtorc_la_SOURCES += core/module_internal.h core/module.c \
 	core/init.c core/state_internal.h core/state.c core/state_load.c \
 	core/checkpoint.c core/plugin_api.c \
 	core/layers_internal.h core/layers_norm.c core/layers_simple.c \
-	core/layers_types.c core/layers_rnn.c \
+	core/layers_types.c core/layers_rnn.c core/layers_attn.c \
 	core/decode_internal.h core/decode.c core/generate.c
 torcinclude_HEADERS += include/torc/module.h include/torc/init.h \
 	include/torc/generate.h \

@@ -360,6 +360,15 @@ TORC_API torc_module *torc_prelu_new(int64_t num_parameters, double init);
 /* nn.Embedding: weight [num_embeddings, dim] ~ N(0, 1). */
 TORC_API torc_module *torc_embedding_new(int64_t num_embeddings, int64_t dim);
 
+/* nn.Embedding(num_embeddings, dim, padding_idx): as torc_embedding_new,
+ * with row padding_idx (negative counts from the end, as PyTorch) zero at
+ * init and at every torc_module_init, and its gradient kept zero (the
+ * lookups of that index pass no gradient to the weight). padding_idx
+ * outside -num_embeddings .. num_embeddings-1 is TORC_ERR_INVALID. */
+TORC_API torc_module *torc_embedding_padded_new(int64_t num_embeddings,
+                                                int64_t dim,
+                                                int64_t padding_idx);
+
 /* Pools: nn.MaxPool2d, nn.AvgPool2d (geometry as nn.h), and
  * nn.AdaptiveAvgPool2d to out_h x out_w. */
 TORC_API torc_module *torc_maxpool2d_new(const torc_pool2d_params *p);
@@ -466,6 +475,168 @@ TORC_API torc_status torc_rnn_forward(torc_module *m, const torc_tensor *x,
  * type last_step), so an INI classifier can be lstm (batch_first) ->
  * last_step -> linear. A 2-D [L, F] input gives [F]. */
 TORC_API torc_module *torc_last_step_new(void);
+
+/* ------------------------------------------------------------------------
+ * Attention and transformer layers (nn.MultiheadAttention,
+ * nn.TransformerEncoderLayer, nn.TransformerDecoderLayer) with PyTorch's
+ * parameter names, layouts, init and equations, so state dicts move both
+ * ways; and positional embeddings (docs/transformer.md).
+ *
+ * Masks follow PyTorch's MultiheadAttention (not scaled_dot_product_
+ * attention's opposite bool rule): a bool mask is true where a key must
+ * be IGNORED; a floating mask is added to the scores (-inf ignores).
+ *   key_padding_mask  [N, S] ([S] for an unbatched input): per sequence,
+ *                     the keys that are padding.
+ *   attn_mask         [L, S], or [N * num_heads, L, S] (for an unbatched
+ *                     input [num_heads, L, S]): per query, the keys it
+ *                     must not see.
+ * L is the query's length, S the key's, N the batch.
+ * ---------------------------------------------------------------------- */
+
+/* The settings of a multihead_attention, with PyTorch's meaning and
+ * defaults (set them from torc_mha_options_default). */
+typedef struct torc_mha_options {
+  int64_t embed_dim; /* E: the query's features and the output's (>= 1) */
+  int64_t num_heads; /* heads, dividing embed_dim (head dim E / heads) */
+  double dropout;    /* dropout on the attention weights, training only,
+                      * 0 <= p < 1 (default 0) */
+  int bias;          /* 1: in_proj_bias and out_proj.bias (default 1) */
+  int64_t kdim;      /* the key's features (0 = embed_dim) */
+  int64_t vdim;      /* the value's features (0 = embed_dim) */
+  int batch_first;   /* 1: inputs and output [N, L, E]; 0: [L, N, E]
+                      * (default 0, as PyTorch) */
+  int causal;        /* 1: query i sees keys j <= i only, at every forward
+                      * (a torc option; PyTorch passes is_causal per call);
+                      * default 0 */
+} torc_mha_options;
+
+/* The defaults above with embed_dim and num_heads. */
+TORC_API torc_mha_options torc_mha_options_default(int64_t embed_dim,
+                                                   int64_t num_heads);
+
+/* nn.MultiheadAttention (torc type multihead_attention). Parameters in
+ * PyTorch's order: in_proj_weight [3E, E] when kdim == vdim == E, else
+ * q_proj_weight [E, E], k_proj_weight [E, kdim], v_proj_weight [E, vdim];
+ * then in_proj_bias [3E] (bias only); and a child out_proj (a linear E ->
+ * E: out_proj.weight, out_proj.bias). Init as PyTorch's
+ * _reset_parameters: xavier_uniform_ on the projection weights, zero
+ * in_proj_bias and out_proj.bias, out_proj.weight as a linear's default.
+ * torc_module_forward(m, x) is self-attention (query = key = value = x);
+ * torc_module_forward_n with 3 inputs takes query, key and value. Inputs
+ * are [L, N, E] ([N, L, E] with batch_first), key [S, N, kdim], value
+ * [S, N, vdim], or unbatched [L, E], [S, kdim], [S, vdim]; the output has
+ * the query's layout. o NULL or a bad option is TORC_ERR_INVALID naming
+ * it. */
+TORC_API torc_module *torc_multihead_attention_new(const torc_mha_options *o);
+
+/* Runs a multihead_attention m with masks (see above; NULL = none):
+ * key_padding_mask bool or floating (added), attn_mask bool or floating;
+ * is_causal 1 adds the causal mask (query i sees keys j <= i, top-left
+ * aligned) to any given, as does the module's causal option. *out
+ * receives the output; *weights (when weights is not NULL) the attention
+ * weights averaged over the heads, [N, L, S] ([L, S] unbatched), as
+ * need_weights = True with average_attn_weights = True (before dropout;
+ * no gradient is promised through them: they are computed apart from the
+ * fused attention). Both owned as ops return tensors (by the open scope,
+ * else the caller). out may be NULL. Errors: TORC_ERR_SHAPE naming the
+ * shapes and the expected ones (inputs, masks); TORC_ERR_DTYPE (a mask
+ * neither bool nor floating, or not floating input); TORC_ERR_INVALID (m
+ * not a multihead_attention). Differentiable in query, key, value and the
+ * parameters. */
+TORC_API torc_status torc_mha_forward(torc_module *m, const torc_tensor *query,
+                                      const torc_tensor *key,
+                                      const torc_tensor *value,
+                                      const torc_tensor *key_padding_mask,
+                                      const torc_tensor *attn_mask,
+                                      int is_causal, torc_tensor **out,
+                                      torc_tensor **weights);
+
+/* The settings of a transformer_encoder_layer / transformer_decoder_layer,
+ * with PyTorch's meaning and defaults (torc_transformer_layer_options_
+ * default). */
+typedef struct torc_transformer_layer_options {
+  int64_t d_model;         /* the features of the sequence (>= 1) */
+  int64_t nhead;           /* attention heads, dividing d_model */
+  int64_t dim_feedforward; /* the feed-forward's hidden size (2048) */
+  double dropout;          /* every dropout of the layer (0.1) */
+  const char *activation;  /* the feed-forward's: "relu" (default, NULL) or
+                            * "gelu" (exact) */
+  double layer_norm_eps;   /* the layer norms' eps (1e-5) */
+  int batch_first;         /* 1: [N, L, d_model]; 0: [L, N, d_model]
+                            * (default 0, as PyTorch) */
+  int norm_first;          /* 1: pre-norm (x + f(norm(x))); 0: post-norm
+                            * (norm(x + f(x))) (default 0) */
+  int bias;                /* 1: the linears and the attention learn
+                            * biases (default 1; PyTorch 2.1's bias, which
+                            * also drops the layer norms' biases: torc's
+                            * keep theirs) */
+  int causal;              /* 1: the self-attention is causal at every
+                            * forward (a torc option: an encoder layer with
+                            * it is a decoder-only GPT block) (default 0) */
+} torc_transformer_layer_options;
+
+/* The defaults above with d_model and nhead. */
+TORC_API torc_transformer_layer_options
+torc_transformer_layer_options_default(int64_t d_model, int64_t nhead);
+
+/* nn.TransformerEncoderLayer (torc type transformer_encoder_layer), its
+ * children named as PyTorch's: self_attn (a multihead_attention), linear1
+ * (d_model -> dim_feedforward), dropout, linear2, norm1, norm2, dropout1,
+ * dropout2. Forward, as PyTorch's: post-norm x = norm1(x + sa(x)),
+ * x = norm2(x + ff(x)); pre-norm x = x + sa(norm1(x)), x = x + ff(norm2(x));
+ * sa(x) = dropout1(self_attn(x, x, x)), ff(x) = dropout2(linear2(dropout(
+ * activation(linear1(x))))). torc_module_forward takes src [L, N, d_model]
+ * ([N, L, d_model] with batch_first, or unbatched [L, d_model]). */
+TORC_API torc_module *
+torc_transformer_encoder_layer_new(const torc_transformer_layer_options *o);
+
+/* Runs a transformer_encoder_layer m on src with src_mask (attn_mask of
+ * its self_attn), src_key_padding_mask and is_causal (as torc_mha_forward;
+ * NULL / 0 = none). *out as torc_mha_forward's. Errors as
+ * torc_mha_forward's; TORC_ERR_INVALID when m is not an encoder layer. */
+TORC_API torc_status torc_transformer_encoder_layer_forward(
+    torc_module *m, const torc_tensor *src, const torc_tensor *src_mask,
+    const torc_tensor *src_key_padding_mask, int is_causal,
+    torc_tensor **out);
+
+/* nn.TransformerDecoderLayer (torc type transformer_decoder_layer):
+ * children self_attn, multihead_attn (the attention over the memory),
+ * linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2,
+ * dropout3, and PyTorch's forward (post-norm or pre-norm, as the encoder
+ * layer's with the memory block between). torc_module_forward_n takes
+ * (tgt, memory); memory [S, N, d_model] ([N, S, d_model] with batch_first).
+ * The causal option makes the self-attention causal. */
+TORC_API torc_module *
+torc_transformer_decoder_layer_new(const torc_transformer_layer_options *o);
+
+/* Runs a transformer_decoder_layer m on tgt and memory with tgt_mask and
+ * tgt_key_padding_mask (its self-attention's masks), memory_mask and
+ * memory_key_padding_mask (its attention over the memory's), tgt_is_causal
+ * and memory_is_causal (NULL / 0 = none). *out as torc_mha_forward's.
+ * Errors as torc_mha_forward's; TORC_ERR_INVALID when m is not a decoder
+ * layer. */
+TORC_API torc_status torc_transformer_decoder_layer_forward(
+    torc_module *m, const torc_tensor *tgt, const torc_tensor *memory,
+    const torc_tensor *tgt_mask, const torc_tensor *memory_mask,
+    const torc_tensor *tgt_key_padding_mask,
+    const torc_tensor *memory_key_padding_mask, int tgt_is_causal,
+    int memory_is_causal, torc_tensor **out);
+
+/* A positional embedding (torc type positional_embedding; PyTorch users
+ * write it by hand): forward adds position p's vector to x[..., p, :] for
+ * x [N, L, d_model] (or unbatched [L, d_model]), then dropout (training
+ * only; 0 = none). kind "learned": a parameter "weight" [max_len, d_model]
+ * drawn N(0, 1) as nn.Embedding's (GPT-2's wpe, which a checkpoint
+ * overwrites anyway). kind "sinusoidal": the table of "Attention is all
+ * you need", pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(...),
+ * a non-persistent buffer "pe" (not in the state dict). L beyond max_len
+ * is TORC_ERR_SHAPE; a bad option TORC_ERR_INVALID naming it. Under an
+ * incremental decode, positions start at the number of tokens already
+ * seen. */
+TORC_API torc_module *torc_positional_embedding_new(const char *kind,
+                                                    int64_t max_len,
+                                                    int64_t d_model,
+                                                    double dropout);
 
 /* ------------------------------------------------------------------------
  * Module types by name (what the INI trainer and plugins use)
