@@ -274,6 +274,27 @@ static void test_forward_variants(void **state) {
   assert_true(max_diff(a, b) < 1e-12);
   torc_module_free(m);
 
+  /* a float key_padding_mask is added: -inf where the bool one is true */
+  m = build_loaded(&CASES[1]); /* mha_kv */
+  const torc_tensor *kq = fx_get("mha_kv", "q"), *kk = fx_get("mha_kv", "k"),
+                    *kv = fx_get("mha_kv", "v");
+  const torc_tensor *kb = fx_get("mha_kv", "key_padding_mask");
+  torc_tensor *kf = torc_masked_fill(
+      torc_zeros(TORC_SHAPE(3, 7), TORC_F64, TORC_CPU), kb, -INFINITY);
+  const torc_tensor *am = fx_get("mha_kv", "attn_mask");
+  assert_ok(torc_mha_forward(m, kq, kk, kv, kf, am, 0, &a, NULL));
+  check_close("out (float key_padding_mask)", "mha_kv", a,
+              fx_get("mha_kv", "out"), 0, TOL);
+  /* the masks all in one [N * heads, L, S] float attn_mask */
+  torc_tensor *all = torc_reshape(
+      torc_expand(torc_add(torc_unsqueeze(torc_unsqueeze(kf, 1), 1), am),
+                  TORC_SHAPE(3, 2, 5, 7)),
+      TORC_SHAPE(6, 5, 7));
+  assert_ok(torc_mha_forward(m, kq, kk, kv, NULL, all, 0, &a, NULL));
+  check_close("out (3-D attn_mask)", "mha_kv", a, fx_get("mha_kv", "out"), 0,
+              TOL);
+  torc_module_free(m);
+
   torc_mha_options o = torc_mha_options_default(8, 2);
   o.causal = 1;
   torc_module *mc = torc_multihead_attention_new(&o);
