@@ -1133,7 +1133,7 @@ static const torc_data_key csv_keys[] = {
             "<unk> token (the last id) that chars outside it map to; empty "
             "= no",
      "", 0},
-    {"max_bytes", "the largest CSV file read, and vocab file (K, M, G "
+    {"max_bytes", "the largest CSV file (and vocab file) read (K, M, G "
                   "suffixes); a larger one, or a device or pipe, is refused "
                   "before reading",
      DSRC_CSV_MAX_BYTES, 0},
