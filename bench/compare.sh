@@ -325,8 +325,9 @@ echo "shuffled index, its fastest path; torc's go through its DataLoader" \
 case $jobs in *seq:*)
   echo "train_seq_*: batch 32 x context 128 random token ids, vocabulary" \
     "113; median of $seq_steps timed steps after 3 warm-up;"
-  echo "PyTorch's the best of 1 and $threads threads, causal float mask," \
-    "foreach Adam/AdamW." ;;
+  if [ "$threads" = 1 ]; then tn="at 1 thread"
+  else tn="the best of 1 and $threads threads"; fi
+  echo "PyTorch's $tn, causal float mask, foreach Adam/AdamW." ;;
 esac
 echo "startup_s: wall time of a process that loads the training set," \
   "builds the MLP, takes one step."
