@@ -14,15 +14,25 @@
 # the same batch 1000, threads and pre-decoded input as PyTorch's side)
 # and torc's planned eval (eval_plan_*: traced on the first batch, run
 # through a torc_plan), whose PyTorch and onnxruntime figures are those of
-# the eager eval row.
+# the eager eval row. The seq rows (--only seq, not in the default set: a
+# run of torc's GPT lasts minutes) time the training step of a character
+# LSTM (embedding 113x64, lstm 64->256, linear 256->113, Adam) and of a
+# small GPT (embedding 113x128, learned positions, 4 pre-norm causal gelu
+# encoder layers d_model 128 / 4 heads / feed-forward 512 / dropout 0.1,
+# layernorm, linear 128->113, AdamW), cross-entropy, clip_grad_norm 1.0,
+# on random token ids (batch 32, context 128, vocabulary 113), as
+# training tokens/s: the median of SEQ_STEPS timed steps after 3 warm-up
+# ones; PyTorch's is its best of 1 and THREADS threads.
 #   bash bench/compare.sh [--quick] [--runs N] [--samples N] [--only LIST]
-#                         [--no-build] [--torch-malloc]
+#                         [--no-build] [--torch-malloc] [--seq-steps N]
 #     --quick      train on 10000 samples instead of the 60000 of an epoch
 #     --runs N     repetitions of each measurement (default RUNS or 3)
 #     --samples N  training samples per run (default one epoch, 60000)
 #     --only LIST  comma-separated subset of: train train_mlp train_cnn
 #                  ini eval eval_mlp eval_cnn op latency gemm conv startup
+#                  seq seq_lstm seq_gpt
 #                  (eval: eager and planned, MLP and CNN)
+#                  (seq: seq_lstm and seq_gpt; default: all but seq)
 #                  (ini: `torc train bench/compare/mlp.ini` itself, one
 #                  epoch, beside PyTorch's MLP epoch)
 #                  (peak is always measured)
@@ -31,6 +41,8 @@
 #                  memory (MALLOC_MMAP_MAX_=0, no trim), so that it stops
 #                  re-faulting its activations' pages (~13 us per 4 KiB
 #                  page here): faster CNN rows, higher RSS
+#     --seq-steps N  timed training steps of each seq run (default
+#                  SEQ_STEPS or 20)
 # Environment: BUILD (the build tree, default $top/_build), RUNS, THREADS
 # (default 2, both sides), TORCH_DATA (float or uint8: PyTorch's in-memory
 # data set, see torch_compare.py). --quick takes ~5 minutes on a quiet
@@ -42,6 +54,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/_build}
 runs=${RUNS:-3} threads=${THREADS:-2} samples=60000
+seq_steps=${SEQ_STEPS:-20}
 only=train,ini,eval,op,latency,gemm,conv,startup build_it=1 torch_malloc=0
 usage() {
   sed -n '/^#   bash/,/^# PyTorch/p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -54,13 +67,15 @@ while [ $# -gt 0 ]; do
   --torch-malloc) torch_malloc=1 ;;
   --runs) [ $# -gt 1 ] || usage; runs=$2; shift ;;
   --samples) [ $# -gt 1 ] || usage; samples=$2; shift ;;
+  --seq-steps) [ $# -gt 1 ] || usage; seq_steps=$2; shift ;;
   --only) [ $# -gt 1 ] || usage; only=$2; shift ;;
   *) usage ;;
   esac
   shift
 done
-case $runs$samples in *[!0-9]*) usage ;; esac
+case $runs$samples$seq_steps in *[!0-9]*) usage ;; esac
 [ "$runs" -ge 1 ] || usage
+[ "$seq_steps" -ge 1 ] || usage
 
 # The jobs, one measurement (one process per side) each.
 jobs=
@@ -73,6 +88,8 @@ for g in $(echo "$only" | tr ',' ' '); do
   op | latency | conv | startup) jobs="$jobs $g" ;;
   ini) jobs="$jobs ini" ;;
   gemm) jobs="$jobs gemm:256 gemm:1024 gemm:2048" ;;
+  seq) jobs="$jobs seq:lstm:$seq_steps seq:gpt:$seq_steps" ;;
+  seq_lstm | seq_gpt) jobs="$jobs seq:${g#seq_}:$seq_steps" ;;
   *) echo "compare.sh: unknown measurement '$g'" >&2; usage ;;
   esac
 done
@@ -220,7 +237,8 @@ awk -v torch="$have_torch" -v ortok="$have_ort" -v nthreads="$threads" '
   # unit), torc >= pt % of the peak.
   function meta(m) {
     unit = ""; lower = 0; rt = 0; at = 0; pt = 0; tgt = "-"
-    if (m ~ /^train_/) {
+    if (m ~ /^train_seq_/) { unit = "tokens/s"; rt = 1 }
+    else if (m ~ /^train_/) {
       unit = "samples/s"; rt = (m == "train_mlp" || m == "train_ini_mlp") ? 3 : 2 }
     else if (m ~ /^eval_/) { unit = "samples/s"; rt = 2 }
     else if (m == "op_ns") { unit = "ns"; lower = 1; rt = 5; at = 200 }
@@ -247,14 +265,15 @@ awk -v torch="$have_torch" -v ortok="$have_ort" -v nthreads="$threads" '
       fmt(peak), isa, nthreads
     print "ratio > 1: torc is better (pytorch/torc for times, ns, us," \
       " KiB; torc/pytorch for rates)"
-    printf "%-17s %-9s %15s %15s %8s  %-22s %-3s %12s %8s\n", "measure",
+    printf "%-19s %-9s %15s %15s %8s  %-22s %-3s %12s %8s\n", "measure",
       "unit", "torc", "pytorch", "ratio", "target", "ok", "onnxruntime",
       "ratio"
     # The measures in this order first, then anything else printed.
-    split("train_mlp train_ini_mlp train_cnn eval_mlp eval_plan_mlp eval_cnn " \
+    split("train_mlp train_ini_mlp train_cnn train_seq_lstm train_seq_gpt " \
+      "eval_mlp eval_plan_mlp eval_cnn " \
       "eval_plan_cnn op_ns autograd_ns " \
       "latency_us gemm_256 gemm_1024 gemm_2048 conv rss_train_mlp " \
-      "rss_train_cnn rss_eval_mlp rss_eval_plan_mlp rss_eval_cnn " \
+      "rss_train_cnn rss_train_seq_lstm rss_train_seq_gpt rss_eval_mlp rss_eval_plan_mlp rss_eval_cnn " \
       "rss_eval_plan_cnn startup_s", known, " ")
     k = 0
     for (i = 1; i in known; i++)
@@ -289,7 +308,7 @@ awk -v torch="$have_torch" -v ortok="$have_ort" -v nthreads="$threads" '
           else if (rt && ratio < rt) ok = "✗"
         }
       }
-      printf "%-17s %-9s %15s %15s %8s  %-22s %-3s %12s %8s\n", m, unit, ts,
+      printf "%-19s %-9s %15s %15s %8s  %-22s %-3s %12s %8s\n", m, unit, ts,
         (torch ? ps : "-"), (ratio == "" ? "-" : sprintf("%.2f", ratio)),
         tgt, ok, (ortok && o != "" ? fmt(o) : "-"),
         (oratio == "" ? "-" : sprintf("%.2f", oratio))
@@ -303,5 +322,12 @@ echo "shuffled index, its fastest path; torc's go through its DataLoader" \
   "with a per-sample transform."
 [ "$have_ort" = 0 ] || echo "onnxruntime: intra_op_num_threads=$threads," \
   "sequential, the PyTorch side's pre-decoded input."
+case $jobs in *seq:*)
+  echo "train_seq_*: batch 32 x context 128 random token ids, vocabulary" \
+    "113; median of $seq_steps timed steps after 3 warm-up;"
+  if [ "$threads" = 1 ]; then tn="at 1 thread"
+  else tn="the best of 1 and $threads threads"; fi
+  echo "PyTorch's $tn, causal float mask, foreach Adam/AdamW." ;;
+esac
 echo "startup_s: wall time of a process that loads the training set," \
   "builds the MLP, takes one step."

@@ -18,10 +18,16 @@
  *   bench_compare gemm N                    f32 N x N GEMM GFLOP/s
  *   bench_compare conv                      conv2d 64x32x28x28 * 3x3x64 GFLOP/s
  *   bench_compare startup                   one training step, then exit
+ *   bench_compare seq lstm|gpt [STEPS]      training tokens/s of a
+ *                                           character model on random
+ *                                           token ids (median of STEPS
+ *                                           timed steps, default 20),
+ *                                           peak RSS
  *
  * The plugins are ref, cpu and, where built, onednn; threads = 2 unless
  * TORC_THREADS says otherwise; the loader has one worker thread unless
- * TORC_BENCH_WORKERS says otherwise.
+ * TORC_BENCH_WORKERS says otherwise. TORC_BENCH_PROFILE=1 prints the
+ * profiler's report of the seq rows' timed steps on stderr.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +372,136 @@ static double conv(void) {
   return best;
 }
 
+/* The sequence models of bench/compare.sh's seq rows, on random token ids
+ * (no dataset): batch SEQ_BATCH windows of SEQ_CONTEXT ids drawn from a
+ * SEQ_VOCAB-char vocabulary, the targets the same windows' next ids. */
+#define SEQ_VOCAB 113
+#define SEQ_BATCH 32
+#define SEQ_CONTEXT 128
+#define SEQ_WARMUP 3
+#define SEQ_STEPS 20 /* timed steps by default */
+#define SEQ_MAX_STEPS 1000
+
+/* embedding(113, 64); lstm(64, 256, batch_first); linear(256, 113):
+ * [N, L] ids -> [N, L, 113] logits. */
+static torc_module *seq_lstm(void) {
+  torc_module *m = torc_sequential_new();
+  torc_rnn_options o = torc_rnn_options_default(256);
+  o.input_size = 64;
+  o.batch_first = 1;
+  add(m, torc_embedding_new(SEQ_VOCAB, 64));
+  add(m, torc_lstm_new(&o));
+  add(m, torc_linear_new(256, SEQ_VOCAB, 1));
+  return m;
+}
+
+/* embedding(113, 128); learned positions (128 x 128); 4 pre-norm causal
+ * encoder layers (d_model 128, 4 heads, feed-forward 512, dropout 0.1,
+ * gelu); layernorm(128); linear(128, 113): a small GPT. */
+static torc_module *seq_gpt(void) {
+  torc_module *m = torc_sequential_new();
+  add(m, torc_embedding_new(SEQ_VOCAB, 128));
+  add(m, torc_positional_embedding_new("learned", SEQ_CONTEXT, 128, 0));
+  torc_transformer_layer_options o =
+      torc_transformer_layer_options_default(128, 4);
+  o.dim_feedforward = 512;
+  o.dropout = 0.1;
+  o.activation = "gelu";
+  o.batch_first = 1;
+  o.norm_first = 1;
+  o.causal = 1;
+  for (int i = 0; i < 4; i++)
+    add(m, torc_transformer_encoder_layer_new(&o));
+  const int64_t d[1] = {128};
+  add(m, torc_layernorm_new(d, 1, 1e-5, 1));
+  add(m, torc_linear_new(128, SEQ_VOCAB, 1));
+  return m;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Training tokens/s of the lstm or gpt model: SEQ_WARMUP steps, then the
+ * median of `steps` timed steps (zero_grad, forward, cross-entropy over
+ * the last dim, backward, clip_grad_norm 1.0, optimizer step: Adam lr 3e-3
+ * for the LSTM, AdamW lr 1e-3 weight decay 0.01 for the GPT). The batches
+ * are drawn before the clock starts, one per step. */
+static double train_seq(const char *which, int steps) {
+  int gpt = strcmp(which, "gpt") == 0;
+  torc_manual_seed(0);
+  torc_module *net = gpt ? seq_gpt() : seq_lstm();
+  torc_loss *ce = torc_loss_build("cross_entropy", "class_dim=-1");
+  torc_optimizer *opt =
+      gpt ? torc_optimizer_build("adamw", "lr=1e-3, weight_decay=0.01", net)
+          : torc_optimizer_build("adam", "lr=3e-3", net);
+  if (net == NULL || ce == NULL || opt == NULL)
+    die("model/loss/optimizer");
+  int total = SEQ_WARMUP + steps;
+  torc_tensor **x = calloc((size_t)total, sizeof *x);
+  torc_tensor **y = calloc((size_t)total, sizeof *y);
+  double *dt = calloc((size_t)steps, sizeof *dt);
+  if (x == NULL || y == NULL || dt == NULL)
+    die("out of memory");
+  for (int i = 0; i < total; i++) {
+    /* ids [N, L + 1]: the input its first L, the target its last L */
+    torc_tensor *ids =
+        torc_randint(0, SEQ_VOCAB, TORC_SHAPE(SEQ_BATCH, SEQ_CONTEXT + 1),
+                     TORC_I64, TORC_CPU, NULL);
+    torc_tensor *xv = torc_narrow(ids, 1, 0, SEQ_CONTEXT);
+    torc_tensor *yv = torc_narrow(ids, 1, 1, SEQ_CONTEXT);
+    x[i] = torc_contiguous(xv);
+    y[i] = torc_contiguous(yv);
+    if (x[i] == NULL || y[i] == NULL)
+      die("batches");
+    torc_release(xv);
+    torc_release(yv);
+    torc_release(ids);
+  }
+  torc_module_train(net, 1);
+  const char *prof = getenv("TORC_BENCH_PROFILE");
+  int profile = prof != NULL && strcmp(prof, "1") == 0;
+  for (int i = 0; i < total; i++) {
+    if (profile && i == SEQ_WARMUP)
+      torc_profile_enable(1);
+    double t0 = now();
+    int scope = torc_scope_begin();
+    if (torc_optimizer_zero_grad(opt, 1))
+      die("zero_grad");
+    torc_tensor *loss =
+        torc_loss_forward(ce, torc_module_forward(net, x[i]), y[i]);
+    if (loss == NULL || torc_backward(loss, NULL, 0) ||
+        torc_module_clip_grad_norm(net, 1.0, 2.0, 0, NULL) ||
+        torc_optimizer_step(opt))
+      die("training step");
+    torc_scope_end(scope);
+    if (i >= SEQ_WARMUP)
+      dt[i - SEQ_WARMUP] = now() - t0;
+  }
+  if (profile) {
+    char *report = torc_profile_report(20, steps);
+    torc_profile_enable(0);
+    if (report != NULL)
+      fprintf(stderr, "%s", report);
+    free(report);
+  }
+  qsort(dt, (size_t)steps, sizeof dt[0], cmp_double);
+  double med = steps % 2 ? dt[steps / 2]
+                         : (dt[steps / 2 - 1] + dt[steps / 2]) / 2;
+  for (int i = 0; i < total; i++) {
+    torc_release(x[i]);
+    torc_release(y[i]);
+  }
+  free(x);
+  free(y);
+  free(dt);
+  torc_optimizer_free(opt);
+  torc_loss_free(ce);
+  torc_module_free(net);
+  return SEQ_BATCH * SEQ_CONTEXT / med;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   setup();
@@ -391,12 +527,24 @@ int main(int argc, char **argv) {
     printf("torc gemm_%lld %.1f\n", (long long)n, gemm(n));
   } else if (strcmp(mode, "conv") == 0) {
     printf("torc conv %.1f\n", conv());
+  } else if (strcmp(mode, "seq") == 0 && argc > 2 &&
+             (strcmp(argv[2], "lstm") == 0 || strcmp(argv[2], "gpt") == 0)) {
+    int steps = argc > 3 ? atoi(argv[3]) : SEQ_STEPS;
+    if (steps < 1 || steps > SEQ_MAX_STEPS) {
+      fprintf(stderr, "bench_compare: seq STEPS is %s; give 1 to %d\n",
+              argv[3], SEQ_MAX_STEPS);
+      torc_shutdown();
+      return 2;
+    }
+    double rate = train_seq(argv[2], steps);
+    printf("torc train_seq_%s %.0f\n", argv[2], rate);
+    printf("torc rss_train_seq_%s %ld\n", argv[2], peak_rss_kib());
   } else if (strcmp(mode, "startup") == 0) {
     train("mlp", 64, 1);
   } else {
     fprintf(stderr,
             "usage: bench_compare train|eval|eval_plan mlp|cnn [SAMPLES] | op | "
-            "latency | gemm N | conv | startup\n");
+            "latency | gemm N | conv | startup | seq lstm|gpt [STEPS]\n");
     torc_shutdown();
     return 2;
   }

@@ -14,10 +14,16 @@ measurement per invocation, printed as
     torch_compare.py conv                      conv2d 64x32x28x28 * 64x32x3x3
                                                (padding 1) GFLOP/s
     torch_compare.py startup                   one training step, then exit
+    torch_compare.py seq lstm|gpt [STEPS]      training tokens/s of a
+                                               character model on random
+                                               token ids (median of STEPS
+                                               timed steps, default 20),
+                                               peak RSS
 
 PyTorch at its best on this machine: torch.set_num_threads(2) (TORCH_THREADS in
 the environment overrides it) and OMP_WAIT_POLICY=PASSIVE, which
-bench/compare.sh sets before Python starts. Its data pipeline is the fastest
+bench/compare.sh sets before Python starts; the seq rows take the best of 1
+thread and TORCH_THREADS. Its data pipeline is the fastest
 honest one: the IDX files are decoded once into a normalised float tensor
 ((x/255 - 0.2860)/0.3530) and each batch is gathered from it with a shuffled
 permutation; torc's side goes through its DataLoader with a per-sample
@@ -228,8 +234,92 @@ def conv():
     return best
 
 
+# The sequence models of the seq rows, on random token ids (no dataset):
+# SEQ_BATCH windows of SEQ_CONTEXT ids of a SEQ_VOCAB-char vocabulary, the
+# targets the same windows' next ids.
+SEQ_VOCAB, SEQ_BATCH, SEQ_CONTEXT = 113, 32, 128
+SEQ_WARMUP, SEQ_STEPS = 3, 20
+
+
+class SeqLSTM(nn.Module):
+    """embedding(113, 64); LSTM(64, 256, batch_first); linear(256, 113)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(SEQ_VOCAB, 64)
+        self.lstm = nn.LSTM(64, 256, batch_first=True)
+        self.out = nn.Linear(256, SEQ_VOCAB)
+
+    def forward(self, x):
+        return self.out(self.lstm(self.emb(x))[0])
+
+
+class SeqGPT(nn.Module):
+    """embedding(113, 128) plus learned positions (128 x 128, N(0, 1) as
+    torc's); 4 nn.TransformerEncoderLayer (d_model 128, 4 heads,
+    feed-forward 512, dropout 0.1, gelu, batch_first, norm_first) under a
+    causal float mask (-inf above the diagonal; 1.13 has no is_causal);
+    LayerNorm(128); linear(128, 113)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(SEQ_VOCAB, 128)
+        self.pos = nn.Parameter(torch.randn(SEQ_CONTEXT, 128))
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(128, 4, 512, 0.1, activation="gelu",
+                                       batch_first=True, norm_first=True)
+            for _ in range(4))
+        self.norm = nn.LayerNorm(128)
+        self.out = nn.Linear(128, SEQ_VOCAB)
+        self.register_buffer("mask", torch.triu(
+            torch.full((SEQ_CONTEXT, SEQ_CONTEXT), float("-inf")), 1))
+
+    def forward(self, x):
+        L = x.shape[1]
+        h = self.emb(x) + self.pos[:L]
+        mask = self.mask[:L, :L]
+        for layer in self.layers:
+            h = layer(h, src_mask=mask)
+        return self.out(self.norm(h))
+
+
+def train_seq(which, timed=SEQ_STEPS):
+    """Training tokens/s: SEQ_WARMUP steps, then the median of `timed`
+    timed steps (zero_grad, forward, cross-entropy, backward,
+    clip_grad_norm_ 1.0, step: Adam lr 3e-3 for the LSTM, AdamW lr 1e-3
+    weight decay 0.01 for the GPT; both with foreach=True, PyTorch's
+    multi-tensor step). The batches are drawn before the clock starts."""
+    torch.manual_seed(0)
+    net = SeqGPT() if which == "gpt" else SeqLSTM()
+    if which == "gpt":
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.01,
+                                foreach=True)
+    else:
+        opt = torch.optim.Adam(net.parameters(), lr=3e-3, foreach=True)
+    steps = SEQ_WARMUP + timed
+    ids = torch.randint(0, SEQ_VOCAB, (steps, SEQ_BATCH, SEQ_CONTEXT + 1))
+    xs = [ids[i, :, :-1].contiguous() for i in range(steps)]
+    ys = [ids[i, :, 1:].contiguous() for i in range(steps)]
+    net.train()
+    times = []
+    for i in range(steps):
+        t0 = now()
+        opt.zero_grad(set_to_none=True)
+        logits = net(xs[i])
+        loss = F.cross_entropy(logits.reshape(-1, SEQ_VOCAB), ys[i].reshape(-1))
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        if i >= SEQ_WARMUP:
+            times.append(now() - t0)
+    times.sort()
+    k = len(times)
+    med = times[k // 2] if k % 2 else (times[k // 2 - 1] + times[k // 2]) / 2
+    return SEQ_BATCH * SEQ_CONTEXT / med
+
+
 USAGE = ("usage: torch_compare.py train|eval mlp|cnn [SAMPLES] | op | "
-         "latency | gemm N | conv | startup")
+         "latency | gemm N | conv | startup | seq lstm|gpt [STEPS]")
 
 
 def main(argv):
@@ -254,6 +344,20 @@ def main(argv):
         print("torch gemm_%d %.1f" % (n, gemm(n)))
     elif mode == "conv":
         print("torch conv %.1f" % conv())
+    elif mode == "seq" and which in ("lstm", "gpt"):
+        # PyTorch's best of 1 thread and TORCH_THREADS: at 2 threads on a
+        # busy 2-core machine its many small GEMMs (the LSTM's per-step
+        # ones above all) run several times slower than at 1.
+        timed = int(argv[3]) if len(argv) > 3 else SEQ_STEPS
+        rate = 0.0
+        for n in sorted({1, int(os.environ.get("TORCH_THREADS", "2"))}):
+            torch.set_num_threads(n)
+            r = train_seq(which, timed)
+            print("torch_compare: seq %s at %d threads: %.0f tokens/s"
+                  % (which, n, r), file=sys.stderr)
+            rate = max(rate, r)
+        print("torch train_seq_%s %.0f" % (which, rate))
+        print("torch rss_train_seq_%s %d" % (which, peak_rss_kib()))
     elif mode == "startup":
         train("mlp", 64, one_step=True)
     else:
