@@ -5,8 +5,14 @@
  * maximum, sum and output per row (the online softmax), so no [L, S]
  * score matrix exists: scratch is one block of scores per thread. Under
  * is_causal the walk stops at the block's last query. The backward
- * recomputes the blocks' weights from the saved log-sum-exp (below). Both
- * decline dropout and strided q, k, v (ref serves those).
+ * recomputes the blocks' weights from the saved log-sum-exp (below).
+ *
+ * Dropout (0 < dropout_p < 1) keeps weight (row r of the flattened
+ * [B..., L], key j) when Philox's uniform at offset + r S + j is >= p, as
+ * ref: the forward draws each block row's bits after the softmax sums
+ * (the sum is over every weight, the dropped ones too), the backward draws
+ * the same bits again, so no [L, S] mask is stored. Both decline
+ * dropout_p >= 1 and strided q, k, v (ref serves those).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -33,8 +39,29 @@ typedef struct att_job {
   const torc_attention_kparams *p;
   int nb;
   int64_t L, S, E, Ev, nqb;
+  int drop;        /* dropout on: keep bits per block row */
+  uint64_t thresh; /* torc_cpu__keep_threshold(dropout_p) */
+  double kscale;   /* 1 / (1 - dropout_p), or 1 */
   _Atomic int oom;
 } att_job;
+
+/* The keep bits of row (b, i)'s keys j0 .. j0 + n (n clipped to the causal
+ * limit by the caller) into kb. */
+static void keep_row(const torc_attention_kparams *p, uint64_t thresh,
+                     int64_t L, int64_t S, int64_t b, int64_t i, int64_t j0,
+                     int64_t n, uint8_t *kb) {
+  uint64_t off = p->offset + (uint64_t)((b * L + i) * S + j0);
+  torc_cpu__isa->philox_keep(p->seed, off, thresh, kb, n);
+}
+
+/* The keys of row i that a block j0 .. j0 + nk can keep: under is_causal
+ * those up to i. */
+static int64_t row_keys(const torc_attention_kparams *p, int64_t i,
+                        int64_t j0, int64_t nk) {
+  if (p->is_causal && i - j0 + 1 < nk)
+    return i - j0 + 1 > 0 ? i - j0 + 1 : 0;
+  return nk;
+}
 
 /* The element offset of mask row (b, i). */
 static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
@@ -54,12 +81,13 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
     const torc_attention_kparams *p = j->p;                                    \
     const torc_ktensor *m = p->has_mask && a->n_in == 4 ? &a->in[3] : NULL;    \
     int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                          \
-    T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * Ev + 2 * BQ));          \
+    T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * Ev + 2 * BQ) + BK);     \
     if (s == NULL) {                                                           \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
     }                                                                          \
     T *acc = s + BQ * BK, *mx = acc + BQ * Ev, *sum = mx + BQ;                 \
+    uint8_t *kb = (uint8_t *)(sum + BQ);                                       \
     const T *qd = cpu_ptr(&a->in[0], 0), *kd = cpu_ptr(&a->in[1], 0);          \
     const T *vd = cpu_ptr(&a->in[2], 0);                                       \
     T *od = cpu_ptr(&a->out[0], 0), *ld = cpu_ptr(&a->out[1], 0);              \
@@ -106,6 +134,12 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
           }                                                                    \
           sum[r] = sum[r] * corr + add;                                        \
           mx[r] = nm;                                                          \
+          if (j->drop) { /* the dropped weights leave the sum as they are */   \
+            int64_t nr = row_keys(p, i, j0, nk);                               \
+            keep_row(p, j->thresh, L, S, b, i, j0, nr, kb);                    \
+            for (int64_t c = 0; c < nr; c++)                                   \
+              row[c] = kb[c] ? row[c] : 0;                                     \
+          }                                                                    \
           if (corr != 1)                                                       \
             for (int64_t e = 0; e < Ev; e++)                                   \
               acc[r * Ev + e] *= corr;                                         \
@@ -116,8 +150,11 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
       for (int64_t r = 0; r < nq; r++) {                                       \
         T *orow = od + (b * L + i0 + r) * Ev;                                  \
         int none = mx[r] == -INFINITY; /* every key masked: NaN, as ref */     \
+        T inv = (T)(j->kscale / (double)sum[r]);                               \
         for (int64_t e = 0; e < Ev; e++)                                       \
-          orow[e] = none ? (S ? (T)NAN : 0) : acc[r * Ev + e] / sum[r];        \
+          orow[e] = none     ? (S ? (T)NAN : 0)                                \
+                    : j->drop ? acc[r * Ev + e] * inv                          \
+                              : acc[r * Ev + e] / sum[r];                      \
         ld[b * L + i0 + r] = none ? (T)-INFINITY : mx[r] + LOG(sum[r]);        \
       }                                                                        \
     }                                                                          \
@@ -140,14 +177,18 @@ typedef struct att_bw_job {
   const torc_attention_kparams *p;
   int nb;
   int64_t L, S, E, Ev, nqb, nkb;
+  int drop; /* as att_job's */
+  uint64_t thresh;
+  double kscale;
   _Atomic int oom;
 } att_bw_job;
 
 #define DEFINE_SDPA_BW(SUF, T, EXP)                                            \
-  /* P and dS of block (b, i0.., j0..) into pb and ds ([nq, nk]). */           \
+  /* P M and dS = P (M dP - D) scale of block (b, i0.., j0..) into pb and    \
+   * ds ([nq, nk]); M the dropout factors (1 without). */                      \
   static void bw_block_##SUF(const att_bw_job *j, int64_t b, int64_t i0,      \
                              int64_t nq, int64_t j0, int64_t nk, T *pb,        \
-                             T *ds, const T *drow) {                           \
+                             T *ds, const T *drow, uint8_t *kb) {              \
     const torc_kernel_args *a = j->a;                                          \
     const torc_attention_kparams *p = j->p;                                    \
     const torc_ktensor *m = p->has_mask && a->n_in == 7 ? &a->in[6] : NULL;    \
@@ -161,11 +202,15 @@ typedef struct att_bw_job {
     torc_cpu__gemm(a->in[1].dtype, 0, 1, nq, nk, Ev, 1,                        \
                    gyd + (b * L + i0) * Ev, Ev, vd + (b * S + j0) * Ev, Ev, 0, \
                    ds, nk);                                                    \
+    T ks = (T)j->kscale;                                                       \
     for (int64_t r = 0; r < nq; r++) {                                         \
       int64_t i = i0 + r;                                                      \
       T l = ld[b * L + i];                                                     \
       int64_t mr = m ? mask_row(m, j->nb, b, i) : 0;                           \
       int64_t ms = m ? m->strides[j->nb + 1] : 0;                              \
+      int64_t nr = j->drop ? row_keys(p, i, j0, nk) : 0;                       \
+      if (j->drop)                                                             \
+        keep_row(p, j->thresh, L, S, b, i, j0, nr, kb);                        \
       for (int64_t c = 0; c < nk; c++) {                                       \
         int64_t jj = j0 + c;                                                   \
         T sv = pb[r * nk + c];                                                 \
@@ -176,8 +221,11 @@ typedef struct att_bw_job {
         else if (m)                                                            \
           sv += ((const T *)m->data)[mr + jj * ms];                            \
         T w = l == -INFINITY ? (T)NAN : EXP(sv - l);                           \
-        pb[r * nk + c] = w;                                                    \
-        ds[r * nk + c] = w * (ds[r * nk + c] - drow[r]) * (T)p->scale;         \
+        /* M: 0 or 1 / (1 - p) under dropout (0 past the causal limit,      \
+         * where w is 0 too), else 1 */                                        \
+        T mk = !j->drop ? (T)1 : c < nr && kb[c] ? ks : (T)0;                  \
+        pb[r * nk + c] = w * mk;                                               \
+        ds[r * nk + c] = w * (mk * ds[r * nk + c] - drow[r]) * (T)p->scale;    \
       }                                                                        \
     }                                                                          \
   }                                                                            \
@@ -198,12 +246,13 @@ typedef struct att_bw_job {
                                                                                \
   static void bw_q_task_##SUF(void *ctx, int64_t begin, int64_t end) {         \
     att_bw_job *j = ctx;                                                       \
-    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ));                    \
+    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ) + BK);               \
     if (pb == NULL) {                                                          \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
     }                                                                          \
     T *ds = pb + BQ * BK, *drow = ds + BQ * BK;                                \
+    uint8_t *kb = (uint8_t *)(drow + BQ);                                      \
     const T *kd = cpu_ptr(&j->a->in[2], 0);                                    \
     T *gq = cpu_ptr(&j->a->out[0], 0);                                         \
     for (int64_t t = begin; t < end; t++) {                                    \
@@ -215,7 +264,7 @@ typedef struct att_bw_job {
       int64_t send = j->p->is_causal && i0 + nq < j->S ? i0 + nq : j->S;       \
       for (int64_t j0 = 0; j0 < send; j0 += BK) {                              \
         int64_t nk = send - j0 < BK ? send - j0 : BK;                          \
-        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow);                    \
+        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                    \
         torc_cpu__gemm(j->a->in[1].dtype, 0, 0, nq, j->E, nk, 1, ds, nk,       \
                        kd + (b * j->S + j0) * j->E, j->E, 1, gqb, j->E);       \
       }                                                                        \
@@ -225,12 +274,13 @@ typedef struct att_bw_job {
                                                                                \
   static void bw_kv_task_##SUF(void *ctx, int64_t begin, int64_t end) {        \
     att_bw_job *j = ctx;                                                       \
-    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ));                    \
+    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ) + BK);               \
     if (pb == NULL) {                                                          \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
     }                                                                          \
     T *ds = pb + BQ * BK, *drow = ds + BQ * BK;                                \
+    uint8_t *kb = (uint8_t *)(drow + BQ);                                      \
     const T *qd = cpu_ptr(&j->a->in[1], 0), *gyd = cpu_ptr(&j->a->in[0], 0);   \
     T *gk = cpu_ptr(&j->a->out[1], 0), *gv = cpu_ptr(&j->a->out[2], 0);        \
     for (int64_t t = begin; t < end; t++) {                                    \
@@ -244,7 +294,7 @@ typedef struct att_bw_job {
       for (int64_t i0 = qbeg; i0 < j->L; i0 += BQ) {                           \
         int64_t nq = j->L - i0 < BQ ? j->L - i0 : BQ;                          \
         bw_d_##SUF(j, b, i0, nq, drow);                                        \
-        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow);                    \
+        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                    \
         torc_cpu__gemm(j->a->in[1].dtype, 1, 0, nk, j->Ev, nq, 1, pb, nk,      \
                        gyd + (b * j->L + i0) * j->Ev, j->Ev, 1, gvb, j->Ev);   \
         torc_cpu__gemm(j->a->in[1].dtype, 1, 0, nk, j->E, nq, 1, ds, nk,       \
@@ -261,7 +311,7 @@ DEFINE_SDPA_BW(f64, double, exp)
 static int k_sdpa_backward(const torc_kernel_args *a) {
   const torc_attention_kparams *p = a->params;
   if (a->n_in < 6 || a->n_out != 3 || p == NULL ||
-      a->params_size < sizeof *p || p->dropout_p > 0)
+      a->params_size < sizeof *p || !(p->dropout_p < 1))
     return TORC_KERNEL_DECLINED;
   const torc_ktensor *q = &a->in[1];
   int32_t dt = q->dtype;
@@ -277,6 +327,9 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
       a->in[6].dtype != dt)
     return TORC_KERNEL_DECLINED;
   att_bw_job j = {.a = a, .p = p, .nb = q->ndim - 2};
+  j.drop = p->dropout_p > 0;
+  j.thresh = torc_cpu__keep_threshold(p->dropout_p);
+  j.kscale = j.drop ? 1.0 / (1.0 - p->dropout_p) : 1.0;
   int64_t B = 1;
   for (int d = 0; d < j.nb; d++)
     B *= q->shape[d];
@@ -309,7 +362,7 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
 static int k_sdpa(const torc_kernel_args *a) {
   const torc_attention_kparams *p = a->params;
   if (a->n_in < 3 || a->n_out != 2 || p == NULL ||
-      a->params_size < sizeof *p || p->dropout_p > 0)
+      a->params_size < sizeof *p || !(p->dropout_p < 1))
     return TORC_KERNEL_DECLINED;
   const torc_ktensor *q = &a->in[0];
   int32_t dt = q->dtype;
@@ -325,6 +378,9 @@ static int k_sdpa(const torc_kernel_args *a) {
       a->in[3].dtype != dt)
     return TORC_KERNEL_DECLINED;
   att_job j = {.a = a, .p = p, .nb = q->ndim - 2};
+  j.drop = p->dropout_p > 0;
+  j.thresh = torc_cpu__keep_threshold(p->dropout_p);
+  j.kscale = j.drop ? 1.0 / (1.0 - p->dropout_p) : 1.0;
   int64_t B = 1;
   for (int d = 0; d < j.nb; d++)
     B *= q->shape[d];

@@ -59,6 +59,8 @@ static int register_fast(const torc_host *host, torc_plugin *self) {
     st = torc_cpu__register_fused(host, self);
   if (st == TORC_OK)
     st = torc_cpu__register_attention(host, self);
+  if (st == TORC_OK)
+    st = torc_cpu__register_nn(host, self);
   return st;
 }
 

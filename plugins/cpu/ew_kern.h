@@ -126,6 +126,37 @@ static inline float v_sigmoidf(float x) {
   return x >= 0.0f ? d : e * d;
 }
 
+/* erfc(z) for z >= 0 (NaN passes), and e^(-z^2) through *ez: Numerical
+ * Recipes' erfcc, t e^(-z^2 + P(t)) with t = 1 / (1 + z/2) (fractional
+ * error below 1.2e-7), z^2's rounding error folded back in (fma), so the
+ * result keeps its relative accuracy far into the tail where 1 + erf(-z)
+ * would cancel; 0 above z = 10 (below f32's denormals). ez may be NULL
+ * (a constant at each inlined call, so the branch folds away). */
+static inline float v_erfc_posf(float z, float *ez) {
+  float zc = z > 10.0f ? 10.0f : z;
+  float t = 1.0f / FMAF(0.5f, zc, 1.0f);
+  float p = 0.17087277f;
+  p = FMAF(p, t, -0.82215223f);
+  p = FMAF(p, t, 1.48851587f);
+  p = FMAF(p, t, -1.13520398f);
+  p = FMAF(p, t, 0.27886807f);
+  p = FMAF(p, t, -0.18628806f);
+  p = FMAF(p, t, 0.09678418f);
+  p = FMAF(p, t, 0.37409196f);
+  p = FMAF(p, t, 1.00002368f);
+  p = FMAF(p, t, -1.26551223f);
+  float z2 = zc * zc, lo = __builtin_fmaf(zc, zc, -z2);
+  float r;
+  if (ez) { /* both: e^(-z^2) e^P */
+    float e = v_expf(-z2) * (1.0f - lo);
+    r = t * e * v_expf(p);
+    *ez = z > 10.0f ? 0.0f : e;
+  } else {
+    r = t * v_expf(p - z2) * (1.0f - lo);
+  }
+  return z != z ? z : z > 10.0f ? 0.0f : r;
+}
+
 static inline double s_sigmoid(double x) {
   if (x >= 0)
     return 1.0 / (1.0 + exp(-x));
@@ -214,10 +245,7 @@ static inline double s_sigmoid(double x) {
         y[i] = (T)0.5 * v * ((T)1 + TANHF(u));                                 \
       }                                                                        \
     } else {                                                                   \
-      for (int64_t i = 0; i < n; i++) {                                        \
-        double v = x[i];                                                       \
-        y[i] = (T)(0.5 * v * (1 + erf(v * CPU_SQRT1_2)));                      \
-      }                                                                        \
+      GELU_ERF(T, x, y, n);                                                    \
     }                                                                          \
     return;                                                                    \
   case CPU_U_CLAMP: {                                                          \
@@ -245,6 +273,24 @@ static inline double s_sigmoid(double x) {
   default:                                                                     \
     break;                                                                     \
   }
+
+/* gelu's erf form x Phi(x): f32 through v_erfc_posf (vectorised,
+ * accurate in the negative tail), f64 through libm's erf as ref. */
+static inline void gelu_erf_f32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    float E = v_erfc_posf(fabsf(v) * (float)CPU_SQRT1_2, NULL);
+    float cdf = v < 0 ? 0.5f * E : 1.0f - 0.5f * E;
+    y[i] = v != v ? v : v * cdf;
+  }
+}
+static inline void gelu_erf_f64(const double *x, double *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = 0.5 * x[i] * (1 + erf(x[i] * CPU_SQRT1_2));
+}
+#define GELU_ERF(T, x, y, n)                                                   \
+  _Generic((x), const float *: gelu_erf_f32, const double *: gelu_erf_f64)(    \
+      x, y, n)
 
 static double d_sqrt(double v) { return __builtin_sqrt(v); }
 static float f_sqrt(float v) { return __builtin_sqrtf(v); }
@@ -537,6 +583,8 @@ static void FN(softmax)(int32_t dt, int log_form, const void *xv, void *yv,
   }
 }
 
+#include "nn_kern.h"
+
 const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .name = CPU_ISA_STRING,
     .unary = FN(unary),
@@ -544,4 +592,8 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .reduce = FN(reduce),
     .colreduce = FN(colreduce),
     .softmax = FN(softmax),
+    .philox_keep = FN(philox_keep),
+    .gelu_bw = FN(gelu_bw),
+    .ln_row = FN(ln_row),
+    .ln_row_bw = FN(ln_row_bw),
 };
