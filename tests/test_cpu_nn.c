@@ -272,6 +272,59 @@ static void test_embedding(void **state) {
   torc_scope_end(scope);
 }
 
+/* ---- norm ---- */
+
+/* The 1-, 2- and inf-norm over every element (clip_grad_norm's call),
+ * with a NaN, an infinity, all zeros, empty, huge values (the 2-norm's
+ * scaling), and over one dim (which the plugin leaves to ref). */
+static void test_norm(void **state) {
+  (void)state;
+  static const int64_t sizes[] = {0, 1, 37, 100003};
+  static const double ps[] = {1, 2, INFINITY};
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+      for (int kind = 0; kind < 5; kind++) {
+        int scope = torc_scope_begin();
+        int64_t n = sizes[s];
+        double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        assert_non_null(v);
+        for (int64_t i = 0; i < n; i++)
+          v[i] = kind == 2 ? 0 : sin((double)i) * (kind == 4 ? 1e30 : 3);
+        if (n > 5 && kind == 1)
+          v[n / 2] = NAN;
+        if (n > 5 && kind == 3)
+          v[n - 1] = -INFINITY;
+        torc_tensor *x = torc_to_dtype(
+            torc_from_host(v, TORC_SHAPE(n), TORC_F64, TORC_CPU), dt);
+        free(v);
+        assert_torc(x);
+        for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+          if (n == 0 && isinf(ps[k]))
+            continue; /* an error */
+          REF;
+          torc_tensor *r = torc_norm(x, ps[k], NULL, 0, 0);
+          CPU;
+          torc_tensor *c = torc_norm(x, ps[k], NULL, 0, 0);
+          UNPIN;
+          assert_torc(c);
+          test_assert_close(c, r, tol_of(dt));
+        }
+        torc_scope_end(scope);
+      }
+  }
+  int scope = torc_scope_begin();
+  torc_tensor *x = torc_randn(TORC_SHAPE(7, 9), TORC_F32, TORC_CPU, NULL);
+  int dim = 1;
+  REF;
+  torc_tensor *r = torc_norm(x, 2, &dim, 1, 0);
+  CPU;
+  torc_tensor *c = torc_norm(x, 2, &dim, 1, 0);
+  UNPIN;
+  test_assert_close(c, r, tol_of(TORC_F32));
+  torc_scope_end(scope);
+}
+
 /* ---- thread count ---- */
 
 /* layer_norm's backward (sums over rows) and dropout with 1 thread and
@@ -352,6 +405,7 @@ static void test_served(void **state) {
                                torc_sum(e, NULL, 0, 0));
   assert_torc(loss);
   assert_ok(torc_backward(loss, NULL, 0));
+  assert_torc(torc_norm(torc_grad_of(x), 2, NULL, 0, 0));
   char *rep = torc_profile_report(100, 1);
   torc_profile_enable(0);
   torc_generator_free(g);
@@ -360,7 +414,7 @@ static void test_served(void **state) {
       "layer_norm", "layer_norm_backward", "gelu", "gelu_backward",
       "dropout", "scaled_dot_product_attention",
       "scaled_dot_product_attention_backward", "embedding",
-      "embedding_backward"};
+      "embedding_backward", "norm"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (!served(rep, ops[i], "cpu") || served(rep, ops[i], "ref")) {
       print_error("%s is not served by the cpu plugin alone:\n%s\n", ops[i],
@@ -385,6 +439,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gelu_backward, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_embedding, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_norm, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_threads, test_live_setup,
                                       test_live_teardown),

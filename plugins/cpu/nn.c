@@ -3,7 +3,7 @@
  * (ref's Philox mask, bit for bit), "layer_norm" and its backward (rows
  * across the pool, each row's loops vectorised in nn_kern.h),
  * "gelu_backward" (the elementwise walk of ew_walk.h), "embedding" and
- * "embedding_backward". Every reduction has a fixed order, so results do
+ * "embedding_backward", and "norm" over all elements. Every reduction has a fixed order, so results do
  * not depend on the thread count.
  */
 #include <stdatomic.h>
@@ -479,6 +479,95 @@ static int k_embedding_backward(const torc_kernel_args *a) {
   return TORC_OK;
 }
 
+/* ------------------------------------------------------------------------
+ * norm over every element (what clip_grad_norm asks of each gradient): p =
+ * 1 sums |x|; p = 2 is m sqrt(sum (x / m)^2) with m = max |x| (no
+ * overflow), NaN when any element is; p = inf is m (ref's fold_norm).
+ * Sums in double over NORM_L lanes, one thread, so a fixed order. Other
+ * dims masks decline to ref.
+ * ---------------------------------------------------------------------- */
+
+enum { NORM_L = 8 };
+
+#define NORM_BODY(T)                                                           \
+  do {                                                                         \
+    const T *x = xv;                                                           \
+    double l[NORM_L] = {0}, r = 0;                                             \
+    int64_t i = 0;                                                             \
+    if (p == 1) {                                                              \
+      for (; i + NORM_L <= n; i += NORM_L)                                     \
+        for (int q = 0; q < NORM_L; q++)                                       \
+          l[q] += fabs((double)x[i + q]);                                      \
+      for (int q = 0; q < NORM_L; q++)                                         \
+        r += l[q];                                                             \
+      for (; i < n; i++)                                                       \
+        r += fabs((double)x[i]);                                               \
+      return r;                                                                \
+    }                                                                          \
+    int nan = 0;                                                               \
+    for (; i + NORM_L <= n; i += NORM_L)                                       \
+      for (int q = 0; q < NORM_L; q++) {                                       \
+        double v = fabs((double)x[i + q]);                                     \
+        nan |= v != v;                                                         \
+        l[q] = v > l[q] ? v : l[q];                                            \
+      }                                                                        \
+    double m = 0;                                                              \
+    for (int q = 0; q < NORM_L; q++)                                           \
+      m = l[q] > m ? l[q] : m;                                                 \
+    for (; i < n; i++) {                                                       \
+      double v = fabs((double)x[i]);                                           \
+      nan |= v != v;                                                           \
+      m = v > m ? v : m;                                                       \
+    }                                                                          \
+    if (nan)                                                                   \
+      return NAN;                                                              \
+    if (p != 2 || m == 0 || isinf(m))                                          \
+      return m;                                                                \
+    for (int q = 0; q < NORM_L; q++)                                           \
+      l[q] = 0;                                                                \
+    for (i = 0; i + NORM_L <= n; i += NORM_L)                                  \
+      for (int q = 0; q < NORM_L; q++) {                                       \
+        double v = (double)x[i + q] / m;                                       \
+        l[q] += v * v;                                                         \
+      }                                                                        \
+    for (int q = 0; q < NORM_L; q++)                                           \
+      r += l[q];                                                               \
+    for (; i < n; i++) {                                                       \
+      double v = (double)x[i] / m;                                             \
+      r += v * v;                                                              \
+    }                                                                          \
+    return m * sqrt(r);                                                        \
+  } while (0)
+
+static double norm_f32(const void *xv, int64_t n, double p) { NORM_BODY(float); }
+static double norm_f64(const void *xv, int64_t n, double p) { NORM_BODY(double); }
+
+static int k_norm(const torc_kernel_args *a) {
+  const torc_norm_params *p = a->params;
+  if (a->n_in != 1 || a->n_out != 1 || p == NULL ||
+      a->params_size < sizeof *p ||
+      !(p->p == 1 || p->p == 2 || (isinf(p->p) && p->p > 0)))
+    return TORC_KERNEL_DECLINED;
+  const torc_ktensor *x = &a->in[0], *y = &a->out[0];
+  int32_t dt = x->dtype;
+  if (!nn_plain(x, dt) || y->dtype != dt || nn_numel(y) != 1 ||
+      y->ndim != x->ndim)
+    return TORC_KERNEL_DECLINED;
+  for (int d = 0; d < x->ndim; d++)
+    if (x->shape[d] != 1 && !((p->dims_mask >> d) & 1u))
+      return TORC_KERNEL_DECLINED;
+  int64_t n = nn_numel(x);
+  if (n == 0 && isinf(p->p))
+    return TORC_KERNEL_DECLINED; /* ref's error */
+  double r = dt == TORC_F32 ? norm_f32(cpu_ptr(x, 0), n, p->p)
+                            : norm_f64(cpu_ptr(x, 0), n, p->p);
+  if (dt == TORC_F32)
+    *(float *)cpu_ptr(y, 0) = (float)r;
+  else
+    *(double *)cpu_ptr(y, 0) = r;
+  return TORC_OK;
+}
+
 int torc_cpu__register_nn(const torc_host *host, torc_plugin *self) {
   static const torc_cpu_kernel kernels[] = {
       /* contiguous inputs, as ref's (a gradient is often an expanded
@@ -489,6 +578,7 @@ int torc_cpu__register_nn(const torc_host *host, torc_plugin *self) {
       {"gelu_backward", k_gelu_backward, 0},
       {"embedding", k_embedding, TORC_KERNEL_CONTIGUOUS},
       {"embedding_backward", k_embedding_backward, TORC_KERNEL_CONTIGUOUS},
+      {"norm", k_norm, TORC_KERNEL_CONTIGUOUS},
   };
   static const int32_t dtypes[] = {TORC_F32, TORC_F64};
   return torc_cpu__register_table(host, self, kernels,
