@@ -118,14 +118,14 @@ static void test_dropout_backward(void **state) {
 typedef struct ln_case {
   int nd;
   int64_t shape[3];
-  int n_norm; /* trailing dims normalised */
+  int n_norm;   /* trailing dims normalised */
   double shift; /* added to x: rows far from 0 */
 } ln_case;
 
 static const ln_case ln_cases[] = {
-    {2, {0, 8}, 1, 0},        {2, {1, 1}, 1, 0},     {2, {3, 5}, 1, 0},
-    {2, {37, 129}, 1, 0},     {3, {4, 300, 128}, 1, 0},
-    {3, {7, 6, 33}, 2, 0},    {2, {65, 17}, 1, 100}, {3, {2, 2, 1000}, 1, 0},
+    {2, {0, 8}, 1, 0},     {2, {1, 1}, 1, 0},        {2, {3, 5}, 1, 0},
+    {2, {37, 129}, 1, 0},  {3, {4, 300, 128}, 1, 0}, {3, {7, 6, 33}, 2, 0},
+    {2, {65, 17}, 1, 100}, {3, {2, 2, 1000}, 1, 0},
 };
 
 static void ln_run(const ln_case *k, torc_dtype dt, int affine) {
@@ -175,9 +175,9 @@ static void test_layer_norm(void **state) {
 /* Both forms, contiguous and strided, with special values, against ref. */
 static void test_gelu_backward(void **state) {
   (void)state;
-  static const double sp[] = {NAN,   INFINITY, -INFINITY, 0.0,    -0.0,
+  static const double sp[] = {NAN,   INFINITY, -INFINITY, 0.0,     -0.0,
                               1e-40, -1e-40,   3.4e38,    -3.4e38, 5.5,
-                              -5.5,  -9.0,     14.2,      -14.2,  0.5};
+                              -5.5,  -9.0,     14.2,      -14.2,   0.5};
   static const int64_t sizes[] = {1, 37, 100003};
   for (int d = 0; d < 2; d++) {
     torc_dtype dt = d ? TORC_F64 : TORC_F32;
@@ -193,8 +193,8 @@ static void test_gelu_backward(void **state) {
           for (int64_t i = 0; i < n && i < (int64_t)(sizeof sp / sizeof sp[0]);
                i++)
             v[i] = sp[i];
-          torc_tensor *x64 = torc_from_host(v, TORC_SHAPE(n), TORC_F64,
-                                            TORC_CPU);
+          torc_tensor *x64 =
+              torc_from_host(v, TORC_SHAPE(n), TORC_F64, TORC_CPU);
           free(v);
           torc_tensor *base = torc_to_dtype(x64, dt);
           torc_tensor *x = strided ? torc_slice(base, 0, 0, n, 2) : base;
@@ -235,8 +235,8 @@ static void test_embedding(void **state) {
           assert_non_null(ix);
           for (int64_t i = 0; i < n; i++)
             ix[i] = (i * 7 + i / 3) % (num - 2); /* rows 11, 12 unused */
-          torc_tensor *idx = torc_from_host(ix, TORC_SHAPE(n / 5, 5),
-                                            TORC_I64, TORC_CPU);
+          torc_tensor *idx =
+              torc_from_host(ix, TORC_SHAPE(n / 5, 5), TORC_I64, TORC_CPU);
           free(ix);
           if (i32)
             idx = torc_to_dtype(idx, TORC_I32);
@@ -401,8 +401,8 @@ static void test_served(void **state) {
   y = torc_dropout(y, 0.25, 1, g);
   y = torc_scaled_dot_product_attention(y, y, y, NULL, 0.25, 1, 0, g);
   torc_tensor *e = torc_embedding(idx, tab);
-  torc_tensor *loss = torc_add(torc_sum(y, NULL, 0, 0),
-                               torc_sum(e, NULL, 0, 0));
+  torc_tensor *loss =
+      torc_add(torc_sum(y, NULL, 0, 0), torc_sum(e, NULL, 0, 0));
   assert_torc(loss);
   assert_ok(torc_backward(loss, NULL, 0));
   assert_torc(torc_norm(torc_grad_of(x), 2, NULL, 0, 0));
@@ -410,11 +410,16 @@ static void test_served(void **state) {
   torc_profile_enable(0);
   torc_generator_free(g);
   assert_non_null(rep);
-  static const char *const ops[] = {
-      "layer_norm", "layer_norm_backward", "gelu", "gelu_backward",
-      "dropout", "scaled_dot_product_attention",
-      "scaled_dot_product_attention_backward", "embedding",
-      "embedding_backward", "norm"};
+  static const char *const ops[] = {"layer_norm",
+                                    "layer_norm_backward",
+                                    "gelu",
+                                    "gelu_backward",
+                                    "dropout",
+                                    "scaled_dot_product_attention",
+                                    "scaled_dot_product_attention_backward",
+                                    "embedding",
+                                    "embedding_backward",
+                                    "norm"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (!served(rep, ops[i], "cpu") || served(rep, ops[i], "ref")) {
       print_error("%s is not served by the cpu plugin alone:\n%s\n", ops[i],

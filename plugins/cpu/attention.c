@@ -81,7 +81,7 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
     const torc_attention_kparams *p = j->p;                                    \
     const torc_ktensor *m = p->has_mask && a->n_in == 4 ? &a->in[3] : NULL;    \
     int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                          \
-    T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * Ev + 2 * BQ) + BK);     \
+    T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * Ev + 2 * BQ) + BK);      \
     if (s == NULL) {                                                           \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
@@ -184,9 +184,9 @@ typedef struct att_bw_job {
 } att_bw_job;
 
 #define DEFINE_SDPA_BW(SUF, T, EXP)                                            \
-  /* P M and dS = P (M dP - D) scale of block (b, i0.., j0..) into pb and    \
+  /* P M and dS = P (M dP - D) scale of block (b, i0.., j0..) into pb and      \
    * ds ([nq, nk]); M the dropout factors (1 without). */                      \
-  static void bw_block_##SUF(const att_bw_job *j, int64_t b, int64_t i0,      \
+  static void bw_block_##SUF(const att_bw_job *j, int64_t b, int64_t i0,       \
                              int64_t nq, int64_t j0, int64_t nk, T *pb,        \
                              T *ds, const T *drow, uint8_t *kb) {              \
     const torc_kernel_args *a = j->a;                                          \
@@ -217,11 +217,11 @@ typedef struct att_bw_job {
         if (p->is_causal && jj > i)                                            \
           sv = -INFINITY;                                                      \
         else if (m && m->dtype == TORC_BOOL)                                   \
-          sv = ((const uint8_t *)m->data)[mr + jj * ms] ? sv : -INFINITY;     \
+          sv = ((const uint8_t *)m->data)[mr + jj * ms] ? sv : -INFINITY;      \
         else if (m)                                                            \
           sv += ((const T *)m->data)[mr + jj * ms];                            \
         T w = l == -INFINITY ? (T)NAN : EXP(sv - l);                           \
-        /* M: 0 or 1 / (1 - p) under dropout (0 past the causal limit,      \
+        /* M: 0 or 1 / (1 - p) under dropout (0 past the causal limit,         \
          * where w is 0 too), else 1 */                                        \
         T mk = !j->drop ? (T)1 : c < nr && kb[c] ? ks : (T)0;                  \
         pb[r * nk + c] = w * mk;                                               \
@@ -231,7 +231,7 @@ typedef struct att_bw_job {
   }                                                                            \
                                                                                \
   /* D = gy . o for rows i0.. of batch b. */                                   \
-  static void bw_d_##SUF(const att_bw_job *j, int64_t b, int64_t i0,          \
+  static void bw_d_##SUF(const att_bw_job *j, int64_t b, int64_t i0,           \
                          int64_t nq, T *drow) {                                \
     const T *gyd = cpu_ptr(&j->a->in[0], 0), *od = cpu_ptr(&j->a->in[4], 0);   \
     for (int64_t r = 0; r < nq; r++) {                                         \
@@ -264,7 +264,7 @@ typedef struct att_bw_job {
       int64_t send = j->p->is_causal && i0 + nq < j->S ? i0 + nq : j->S;       \
       for (int64_t j0 = 0; j0 < send; j0 += BK) {                              \
         int64_t nk = send - j0 < BK ? send - j0 : BK;                          \
-        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                    \
+        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                \
         torc_cpu__gemm(j->a->in[1].dtype, 0, 0, nq, j->E, nk, 1, ds, nk,       \
                        kd + (b * j->S + j0) * j->E, j->E, 1, gqb, j->E);       \
       }                                                                        \
@@ -294,7 +294,7 @@ typedef struct att_bw_job {
       for (int64_t i0 = qbeg; i0 < j->L; i0 += BQ) {                           \
         int64_t nq = j->L - i0 < BQ ? j->L - i0 : BQ;                          \
         bw_d_##SUF(j, b, i0, nq, drow);                                        \
-        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                    \
+        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                \
         torc_cpu__gemm(j->a->in[1].dtype, 1, 0, nk, j->Ev, nq, 1, pb, nk,      \
                        gyd + (b * j->L + i0) * j->Ev, j->Ev, 1, gvb, j->Ev);   \
         torc_cpu__gemm(j->a->in[1].dtype, 1, 0, nk, j->E, nq, 1, ds, nk,       \

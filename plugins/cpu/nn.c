@@ -3,8 +3,8 @@
  * (ref's Philox mask, bit for bit), "layer_norm" and its backward (rows
  * across the pool, each row's loops vectorised in nn_kern.h),
  * "gelu_backward" (the elementwise walk of ew_walk.h), "embedding" and
- * "embedding_backward", and "norm" over all elements. Every reduction has a fixed order, so results do
- * not depend on the thread count.
+ * "embedding_backward", and "norm" over all elements. Every reduction has a
+ * fixed order, so results do not depend on the thread count.
  */
 #include <stdatomic.h>
 
@@ -31,8 +31,7 @@ static int64_t nn_numel(const torc_ktensor *t) {
 /* f32 or f64, row-major: the kernels' common precondition (else they
  * decline: ref serves the rest). */
 static int nn_plain(const torc_ktensor *t, int32_t dt) {
-  return t->dtype == dt && (dt == TORC_F32 || dt == TORC_F64) &&
-         nn_rowmajor(t);
+  return t->dtype == dt && (dt == TORC_F32 || dt == TORC_F64) && nn_rowmajor(t);
 }
 
 /* ------------------------------------------------------------------------
@@ -80,8 +79,7 @@ static void drop_task(void *ctx, int64_t lo, int64_t hi) {
 
 static int k_dropout(const torc_kernel_args *a) {
   const torc_dropout_kparams *p = a->params;
-  if (a->n_in != 1 || a->n_out != 2 || p == NULL ||
-      a->params_size < sizeof *p)
+  if (a->n_in != 1 || a->n_out != 2 || p == NULL || a->params_size < sizeof *p)
     return TORC_KERNEL_DECLINED;
   int32_t dt = a->in[0].dtype;
   int64_t n = nn_numel(&a->in[0]);
@@ -118,7 +116,7 @@ typedef struct ln_job {
   int32_t dt;
   int64_t R, K, rc; /* rows, row length, rows per chunk (backward) */
   double eps;
-  double *acc;      /* backward: [chunks][2 K] */
+  double *acc; /* backward: [chunks][2 K] */
 } ln_job;
 
 static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi) {
@@ -131,8 +129,7 @@ static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi) {
   for (int64_t r = lo; r < hi; r++) {
     double m, rs;
     size_t off = (size_t)(r * j->K) * es;
-    torc_cpu__isa->ln_row(j->dt, x + off, w, b, y + off, j->K, j->eps, &m,
-                          &rs);
+    torc_cpu__isa->ln_row(j->dt, x + off, w, b, y + off, j->K, j->eps, &m, &rs);
     if (j->dt == TORC_F32) {
       ((float *)cpu_ptr(&a->out[1], 0))[r] = (float)m;
       ((float *)cpu_ptr(&a->out[2], 0))[r] = (float)rs;
@@ -157,17 +154,16 @@ static int ln_geometry(const torc_ktensor *x, const torc_ktensor *w,
 
 static int k_layer_norm(const torc_kernel_args *a) {
   const torc_norm_kparams *p = a->params;
-  if (a->n_in != 3 || a->n_out != 3 || p == NULL ||
-      a->params_size < sizeof *p)
+  if (a->n_in != 3 || a->n_out != 3 || p == NULL || a->params_size < sizeof *p)
     return TORC_KERNEL_DECLINED;
   int32_t dt = a->in[0].dtype;
   for (int i = 0; i < 3; i++)
     if (!nn_plain(&a->in[i], dt) || !nn_plain(&a->out[i], dt))
       return TORC_KERNEL_DECLINED;
   ln_job j = {.a = a, .dt = dt, .eps = p->eps};
-  if (!ln_geometry(&a->in[0], &a->in[1], &j) ||
-      nn_numel(&a->in[2]) != j.K || nn_numel(&a->out[0]) != j.R * j.K ||
-      nn_numel(&a->out[1]) != j.R || nn_numel(&a->out[2]) != j.R)
+  if (!ln_geometry(&a->in[0], &a->in[1], &j) || nn_numel(&a->in[2]) != j.K ||
+      nn_numel(&a->out[0]) != j.R * j.K || nn_numel(&a->out[1]) != j.R ||
+      nn_numel(&a->out[2]) != j.R)
     return TORC_KERNEL_DECLINED;
   int64_t grain = TORC_CPU_PAR_MIN / 2 / j.K;
   if (j.R > 0)
@@ -246,7 +242,8 @@ static int k_layer_norm_backward(const torc_kernel_args *a) {
   /* At most 256 chunks of at least 16 rows: the partial sums stay small. */
   j.rc = (j.R + 255) / 256 > 16 ? (j.R + 255) / 256 : 16;
   int64_t n_chunks = (j.R + j.rc - 1) / j.rc;
-  j.acc = malloc(sizeof(double) * (size_t)(2 * j.K * (n_chunks ? n_chunks : 1)));
+  j.acc =
+      malloc(sizeof(double) * (size_t)(2 * j.K * (n_chunks ? n_chunks : 1)));
   if (j.acc == NULL)
     return torc_cpu__set_error(TORC_ERR_OOM,
                                "cpu kernel 'layer_norm_backward': out of "
@@ -287,8 +284,10 @@ static void gelu_bw_inner(void *c, char **p, const int64_t *st, int64_t n) {
   char *pg = p[0], *px = p[1], *py = p[2];
   while (n > 0) {
     int64_t m = n < EW_BLK ? n : EW_BLK;
-    const void *g = st[0] == 1 ? (const void *)pg : gather(bg, pg, st[0], m, es);
-    const void *x = st[1] == 1 ? (const void *)px : gather(bx, px, st[1], m, es);
+    const void *g =
+        st[0] == 1 ? (const void *)pg : gather(bg, pg, st[0], m, es);
+    const void *x =
+        st[1] == 1 ? (const void *)px : gather(bx, px, st[1], m, es);
     void *y = st[2] == 1 ? (void *)py : (void *)by;
     isa->gelu_bw(u->dt, u->tanh_form, g, x, y, m);
     if (st[2] != 1)
@@ -334,7 +333,7 @@ static int64_t idx_at(const torc_ktensor *ix, int64_t i) {
 typedef struct emb_job {
   const torc_ktensor *ix, *w, *y;
   int64_t n, num, D;
-  _Atomic int64_t bad; /* first bad position + 1 */
+  _Atomic int64_t bad;          /* first bad position + 1 */
   const int64_t *start, *order; /* backward: row r's positions */
 } emb_job;
 
@@ -363,18 +362,21 @@ static int k_embedding(const torc_kernel_args *a) {
     return TORC_KERNEL_DECLINED;
   const torc_ktensor *ix = &a->in[0], *w = &a->in[1], *y = &a->out[0];
   int32_t dt = w->dtype;
-  if (!emb_index_ok(ix) || w->ndim != 2 || !nn_plain(w, dt) ||
-      !nn_plain(y, dt))
+  if (!emb_index_ok(ix) || w->ndim != 2 || !nn_plain(w, dt) || !nn_plain(y, dt))
     return TORC_KERNEL_DECLINED;
-  emb_job j = {.ix = ix, .w = w, .y = y, .n = nn_numel(ix),
-               .num = w->shape[0], .D = w->shape[1]};
+  emb_job j = {.ix = ix,
+               .w = w,
+               .y = y,
+               .n = nn_numel(ix),
+               .num = w->shape[0],
+               .D = w->shape[1]};
   if (nn_numel(y) != j.n * j.D)
     return TORC_KERNEL_DECLINED;
   atomic_init(&j.bad, 0);
   int64_t grain = TORC_CPU_PAR_MIN / (j.D > 0 ? j.D : 1);
   if (j.n > 0)
-    torc_cpu__parallel_for(a->n_threads, j.n, grain > 1 ? grain : 1,
-                           emb_task, &j);
+    torc_cpu__parallel_for(a->n_threads, j.n, grain > 1 ? grain : 1, emb_task,
+                           &j);
   int64_t bad = atomic_load(&j.bad);
   if (bad) {
     int64_t k = idx_at(ix, bad - 1);
@@ -431,8 +433,12 @@ static int k_embedding_backward(const torc_kernel_args *a) {
   if (!emb_index_ok(ix) || gw->ndim != 2 || !nn_plain(gy, dt) ||
       !nn_plain(gw, dt))
     return TORC_KERNEL_DECLINED;
-  emb_job j = {.ix = ix, .w = gy, .y = gw, .n = nn_numel(ix),
-               .num = gw->shape[0], .D = gw->shape[1]};
+  emb_job j = {.ix = ix,
+               .w = gy,
+               .y = gw,
+               .n = nn_numel(ix),
+               .num = gw->shape[0],
+               .D = gw->shape[1]};
   if (nn_numel(gy) != j.n * j.D)
     return TORC_KERNEL_DECLINED;
   atomic_init(&j.bad, 0);
@@ -539,8 +545,12 @@ enum { NORM_L = 8 };
     return m * sqrt(r);                                                        \
   } while (0)
 
-static double norm_f32(const void *xv, int64_t n, double p) { NORM_BODY(float); }
-static double norm_f64(const void *xv, int64_t n, double p) { NORM_BODY(double); }
+static double norm_f32(const void *xv, int64_t n, double p) {
+  NORM_BODY(float);
+}
+static double norm_f64(const void *xv, int64_t n, double p) {
+  NORM_BODY(double);
+}
 
 static int k_norm(const torc_kernel_args *a) {
   const torc_norm_params *p = a->params;
@@ -581,7 +591,6 @@ int torc_cpu__register_nn(const torc_host *host, torc_plugin *self) {
       {"norm", k_norm, TORC_KERNEL_CONTIGUOUS},
   };
   static const int32_t dtypes[] = {TORC_F32, TORC_F64};
-  return torc_cpu__register_table(host, self, kernels,
-                                  sizeof kernels / sizeof kernels[0], dtypes,
-                                  2);
+  return torc_cpu__register_table(
+      host, self, kernels, sizeof kernels / sizeof kernels[0], dtypes, 2);
 }

@@ -33,8 +33,8 @@ static void FN(philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
       a0 += 0x9E3779B9u;
       a1 += 0xBB67AE85u;
     }
-    uint64_t bits = (((uint64_t)c0 << 21) ^ (uint64_t)(c1 >> 11)) &
-                    ((1ull << 53) - 1);
+    uint64_t bits =
+        (((uint64_t)c0 << 21) ^ (uint64_t)(c1 >> 11)) & ((1ull << 53) - 1);
     keep[i] = bits >= thresh;
   }
 }
@@ -151,25 +151,25 @@ static void FN(ln_row)(int32_t dt, const void *xv, const void *wv,
     int64_t j = 0;                                                             \
     for (; j + RL <= K; j += RL)                                               \
       for (int q = 0; q < RL; q++) {                                           \
-        T xh = ((x[j + q] - mt) - ml) * rt, gh = gy[j + q] * w[j + q];       \
+        T xh = ((x[j + q] - mt) - ml) * rt, gh = gy[j + q] * w[j + q];         \
         l1[q] += (double)gh;                                                   \
         l2[q] += (double)(gh * xh);                                            \
       }                                                                        \
     for (int q = 0; q < RL; q++)                                               \
       s1 += l1[q], s2 += l2[q];                                                \
     for (; j < K; j++) {                                                       \
-      T xh = ((x[j] - mt) - ml) * rt, gh = gy[j] * w[j];                \
+      T xh = ((x[j] - mt) - ml) * rt, gh = gy[j] * w[j];                       \
       s1 += (double)gh;                                                        \
       s2 += (double)(gh * xh);                                                 \
     }                                                                          \
     T a1 = (T)(K ? s1 / (double)K : 0), a2 = (T)(K ? s2 / (double)K : 0);      \
     for (j = 0; j < K; j++) {                                                  \
-      T xh = ((x[j] - mt) - ml) * rt, gh = gy[j] * w[j];                \
+      T xh = ((x[j] - mt) - ml) * rt, gh = gy[j] * w[j];                       \
       gx[j] = rt * (gh - a1 - xh * a2);                                        \
     }                                                                          \
     if (aw)                                                                    \
       for (j = 0; j < K; j++)                                                  \
-        aw[j] += (double)(gy[j] * (((x[j] - mt) - ml) * rt));                 \
+        aw[j] += (double)(gy[j] * (((x[j] - mt) - ml) * rt));                  \
     if (ab)                                                                    \
       for (j = 0; j < K; j++)                                                  \
         ab[j] += (double)gy[j];                                                \
