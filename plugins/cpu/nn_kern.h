@@ -22,6 +22,8 @@ static void FN(philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
     uint64_t c = off + (uint64_t)i;
     uint32_t c0 = (uint32_t)c, c1 = (uint32_t)(c >> 32), c2 = 0, c3 = 0;
     uint32_t a0 = k0, a1 = k1;
+    /* unrolled whatever the -O level: the lane loop then vectorises */
+#pragma GCC unroll 10
     for (int r = 0; r < 10; r++) {
       uint64_t p0 = (uint64_t)0xD2511F53u * c0;
       uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
