@@ -74,6 +74,32 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
   return pos + i * m->strides[nb];
 }
 
+/* Row i's scores row[0..nk) of keys j0..: the mask applied to the keys
+ * below lim (the causal limit), -inf from lim on. */
+#define DEFINE_MASK(SUF, T)                                                    \
+  static void mask_scores_##SUF(const torc_ktensor *m, int nb, int64_t b,      \
+                                int64_t i, int64_t j0, int64_t lim,            \
+                                int64_t nk, T *row) {                          \
+    if (m) {                                                                   \
+      int64_t mr = mask_row(m, nb, b, i) + j0 * m->strides[nb + 1];            \
+      int64_t ms = m->strides[nb + 1];                                         \
+      if (m->dtype == TORC_BOOL) {                                             \
+        const uint8_t *mb = (const uint8_t *)m->data + mr;                     \
+        for (int64_t c = 0; c < lim; c++)                                      \
+          row[c] = mb[c * ms] ? row[c] : -INFINITY;                            \
+      } else {                                                                 \
+        const T *mf = (const T *)m->data + mr;                                 \
+        for (int64_t c = 0; c < lim; c++)                                      \
+          row[c] += mf[c * ms];                                                \
+      }                                                                        \
+    }                                                                          \
+    for (int64_t c = lim; c < nk; c++)                                         \
+      row[c] = -INFINITY;                                                      \
+  }
+
+DEFINE_MASK(f32, float)
+DEFINE_MASK(f64, double)
+
 #define DEFINE_SDPA(SUF, T, EXP, LOG)                                          \
   static void sdpa_task_##SUF(void *ctx, int64_t begin, int64_t end) {         \
     att_job *j = ctx;                                                          \
@@ -90,6 +116,7 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
     uint8_t *kb = (uint8_t *)(sum + BQ);                                       \
     const T *qd = cpu_ptr(&a->in[0], 0), *kd = cpu_ptr(&a->in[1], 0);          \
     const T *vd = cpu_ptr(&a->in[2], 0);                                       \
+    int32_t dt = a->in[0].dtype;                                               \
     T *od = cpu_ptr(&a->out[0], 0), *ld = cpu_ptr(&a->out[1], 0);              \
     for (int64_t t = begin; t < end; t++) {                                    \
       int64_t b = t / j->nqb, i0 = (t % j->nqb) * BQ;                          \
@@ -107,37 +134,22 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
                        kd + (b * S + j0) * E, E, 0, s, nk);                    \
         for (int64_t r = 0; r < nq; r++) {                                     \
           T *row = s + r * nk, bm = -INFINITY;                                 \
-          int64_t i = i0 + r;                                                  \
-          int64_t mr = m ? mask_row(m, j->nb, b, i) : 0;                       \
-          int64_t ms = m ? m->strides[j->nb + 1] : 0;                          \
-          for (int64_t c = 0; c < nk; c++) {                                   \
-            int64_t jj = j0 + c;                                               \
-            if (p->is_causal && jj > i)                                        \
-              row[c] = -INFINITY;                                              \
-            else if (m && m->dtype == TORC_BOOL)                               \
-              row[c] = ((const uint8_t *)m->data)[mr + jj * ms]                \
-                           ? row[c]                                            \
-                           : -INFINITY;                                        \
-            else if (m)                                                        \
-              row[c] += ((const T *)m->data)[mr + jj * ms];                    \
+          int64_t i = i0 + r, lim = row_keys(p, i, j0, nk);                    \
+          mask_scores_##SUF(m, j->nb, b, i, j0, lim, nk, row);                 \
+          for (int64_t c = 0; c < nk; c++)                                     \
             bm = row[c] > bm ? row[c] : bm;                                    \
-          }                                                                    \
           T nm = bm > mx[r] ? bm : mx[r];                                      \
           if (nm == -INFINITY) { /* nothing yet in this row */                 \
             memset(row, 0, sizeof(T) * (size_t)nk);                            \
             continue;                                                          \
           }                                                                    \
-          T corr = EXP(mx[r] - nm), add = 0;                                   \
-          for (int64_t c = 0; c < nk; c++) {                                   \
-            row[c] = EXP(row[c] - nm);                                         \
-            add += row[c];                                                     \
-          }                                                                    \
+          T corr = EXP(mx[r] - nm);                                            \
+          T add = (T)torc_cpu__isa->exp_sum(dt, row, row, nk, nm);             \
           sum[r] = sum[r] * corr + add;                                        \
           mx[r] = nm;                                                          \
           if (j->drop) { /* the dropped weights leave the sum as they are */   \
-            int64_t nr = row_keys(p, i, j0, nk);                               \
-            keep_row(p, j->thresh, L, S, b, i, j0, nr, kb);                    \
-            for (int64_t c = 0; c < nr; c++)                                   \
+            keep_row(p, j->thresh, L, S, b, i, j0, lim, kb);                   \
+            for (int64_t c = 0; c < lim; c++)                                  \
               row[c] = kb[c] ? row[c] : 0;                                     \
           }                                                                    \
           if (corr != 1)                                                       \
@@ -183,7 +195,7 @@ typedef struct att_bw_job {
   _Atomic int oom;
 } att_bw_job;
 
-#define DEFINE_SDPA_BW(SUF, T, EXP)                                            \
+#define DEFINE_SDPA_BW(SUF, T)                                                 \
   /* P M and dS = P (M dP - D) scale of block (b, i0.., j0..) into pb and      \
    * ds ([nq, nk]); M the dropout factors (1 without). */                      \
   static void bw_block_##SUF(const att_bw_job *j, int64_t b, int64_t i0,       \
@@ -202,30 +214,29 @@ typedef struct att_bw_job {
     torc_cpu__gemm(a->in[1].dtype, 0, 1, nq, nk, Ev, 1,                        \
                    gyd + (b * L + i0) * Ev, Ev, vd + (b * S + j0) * Ev, Ev, 0, \
                    ds, nk);                                                    \
-    T ks = (T)j->kscale;                                                       \
+    T ks = (T)j->kscale, sc = (T)p->scale;                                     \
     for (int64_t r = 0; r < nq; r++) {                                         \
-      int64_t i = i0 + r;                                                      \
-      T l = ld[b * L + i];                                                     \
-      int64_t mr = m ? mask_row(m, j->nb, b, i) : 0;                           \
-      int64_t ms = m ? m->strides[j->nb + 1] : 0;                              \
-      int64_t nr = j->drop ? row_keys(p, i, j0, nk) : 0;                       \
-      if (j->drop)                                                             \
-        keep_row(p, j->thresh, L, S, b, i, j0, nr, kb);                        \
+      int64_t i = i0 + r, lim = row_keys(p, i, j0, nk);                        \
+      T l = ld[b * L + i], *pr = pb + r * nk, *dr = ds + r * nk, d = drow[r];  \
+      mask_scores_##SUF(m, j->nb, b, i, j0, lim, nk, pr);                      \
+      if (l == -INFINITY) /* a row with no key: NaN weights, as ref */        \
+        for (int64_t c = 0; c < nk; c++)                                       \
+          pr[c] = (T)NAN;                                                      \
+      else                                                                     \
+        torc_cpu__isa->exp_sum(a->in[1].dtype, pr, pr, nk, l);                 \
+      if (!j->drop) {                                                          \
+        for (int64_t c = 0; c < nk; c++)                                       \
+          dr[c] = pr[c] * (dr[c] - d) * sc;                                    \
+        continue;                                                              \
+      }                                                                        \
+      /* M: 0 or 1 / (1 - p) (0 past the causal limit, where w is 0 too) */   \
+      keep_row(p, j->thresh, L, S, b, i, j0, lim, kb);                         \
+      for (int64_t c = lim; c < nk; c++)                                       \
+        kb[c] = 0;                                                             \
       for (int64_t c = 0; c < nk; c++) {                                       \
-        int64_t jj = j0 + c;                                                   \
-        T sv = pb[r * nk + c];                                                 \
-        if (p->is_causal && jj > i)                                            \
-          sv = -INFINITY;                                                      \
-        else if (m && m->dtype == TORC_BOOL)                                   \
-          sv = ((const uint8_t *)m->data)[mr + jj * ms] ? sv : -INFINITY;      \
-        else if (m)                                                            \
-          sv += ((const T *)m->data)[mr + jj * ms];                            \
-        T w = l == -INFINITY ? (T)NAN : EXP(sv - l);                           \
-        /* M: 0 or 1 / (1 - p) under dropout (0 past the causal limit,         \
-         * where w is 0 too), else 1 */                                        \
-        T mk = !j->drop ? (T)1 : c < nr && kb[c] ? ks : (T)0;                  \
-        pb[r * nk + c] = w * mk;                                               \
-        ds[r * nk + c] = w * (mk * ds[r * nk + c] - drow[r]) * (T)p->scale;    \
+        T mk = kb[c] ? ks : (T)0;                                              \
+        dr[c] = pr[c] * (mk * dr[c] - d) * sc;                                 \
+        pr[c] *= mk;                                                           \
       }                                                                        \
     }                                                                          \
   }                                                                            \
@@ -304,8 +315,8 @@ typedef struct att_bw_job {
     free(pb);                                                                  \
   }
 
-DEFINE_SDPA_BW(f32, float, expf)
-DEFINE_SDPA_BW(f64, double, exp)
+DEFINE_SDPA_BW(f32, float)
+DEFINE_SDPA_BW(f64, double)
 
 /* in gy, q, k, v, o, lse (+ mask); out gq, gk, gv. */
 static int k_sdpa_backward(const torc_kernel_args *a) {

@@ -138,6 +138,9 @@ typedef struct cpu_isa {
   /* y[i] = g[i] gelu'(x[i]), the tanh approximation's when tanh_form. */
   void (*gelu_bw)(int32_t dt, int tanh_form, const void *g, const void *x,
                   void *y, int64_t n);
+  /* y[i] = e^(x[i] - m) (0 where x[i] is -inf), i < n; returns their
+   * sum (attention's weights). */
+  double (*exp_sum)(int32_t dt, const void *x, void *y, int64_t n, double m);
   /* One layer_norm row of K: y, and its mean and rstd. */
   void (*ln_row)(int32_t dt, const void *x, const void *w, const void *b,
                  void *y, int64_t K, double eps, double *mean, double *rstd);

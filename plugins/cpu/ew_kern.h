@@ -601,6 +601,7 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .softmax = FN(softmax),
     .philox_keep = FN(philox_keep),
     .gelu_bw = FN(gelu_bw),
+    .exp_sum = FN(exp_sum),
     .ln_row = FN(ln_row),
     .ln_row_bw = FN(ln_row_bw),
 };

@@ -41,6 +41,42 @@ static void FN(philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
   }
 }
 
+/* ---- attention's exponentials ----
+ * y[i] = e^(x[i] - m), exactly 0 where x[i] is -inf (a masked key), for
+ * i < n (y may be x); returns the sum of the y in double (RL lanes, a
+ * fixed order). */
+static double FN(exp_sum)(int32_t dt, const void *xv, void *yv, int64_t n,
+                          double m) {
+  double l[RL] = {0}, s = 0;
+  int64_t i = 0;
+  if (dt == TORC_F32) {
+    const float *x = xv;
+    float *y = yv, mf = (float)m;
+    for (; i + RL <= n; i += RL)
+      for (int q = 0; q < RL; q++) {
+        float v = x[i + q], e = v_expf(v - mf);
+        e = v == -INFINITY ? 0.0f : e;
+        y[i + q] = e;
+        l[q] += (double)e;
+      }
+    for (; i < n; i++) {
+      float v = x[i], e = v == -INFINITY ? 0.0f : v_expf(v - mf);
+      y[i] = e;
+      s += (double)e;
+    }
+  } else {
+    const double *x = xv;
+    double *y = yv;
+    for (; i < n; i++) {
+      y[i] = exp(x[i] - m);
+      s += y[i];
+    }
+  }
+  for (int q = 0; q < RL; q++)
+    s += l[q];
+  return s;
+}
+
 /* ---- gelu's backward ----
  * y = g gelu'(x). erf form: Phi(x) + x phi(x), Phi through v_erfc_posf
  * (ew_kern.h) and phi(x) = e^(-x^2/2) / sqrt(2 pi) from the same
