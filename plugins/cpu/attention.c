@@ -5,7 +5,9 @@
  * maximum, sum and output per row (the online softmax), so no [L, S]
  * score matrix exists: scratch is one block of scores per thread. Under
  * is_causal the walk stops at the block's last query. The backward
- * recomputes the blocks' weights from the saved log-sum-exp (below).
+ * recomputes the blocks' weights from the saved log-sum-exp (below). The
+ * per-score work of a block row (the mask, the exponentials through the
+ * ISA's exp_sum) is vector loops.
  *
  * Dropout (0 < dropout_p < 1) keeps weight (row r of the flattened
  * [B..., L], key j) when Philox's uniform at offset + r S + j is >= p, as
