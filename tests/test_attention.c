@@ -404,7 +404,7 @@ static void test_memory_4096(void **state) {
   assert_ok(torc_synchronize(TORC_CPU));
   torc_memory_stats2 after = {.struct_size = sizeof after};
   assert_ok(torc_device_memory_stats2(TORC_CPU, &after));
-  size_t used = after.peak_allocated - before.allocated;
+  size_t used = after.peak_allocated - before.allocated, used_fw = used;
   size_t full = (size_t)4096 * 4096 * 4;
   printf("attention at L = S = 4096, E = 64: peak %zu bytes above the "
          "inputs (the score matrix would be %zu)\n",
@@ -428,6 +428,7 @@ static void test_memory_4096(void **state) {
   used = after.peak_allocated - before.allocated;
   printf("its backward: peak %zu bytes above what the forward left\n", used);
   assert_true(used < full / 8);
+  size_t used_bw = used;
   /* with dropout: the mask is drawn per block, forward and backward */
   torc_generator *gen = torc_generator_new(1);
   assert_non_null(gen);
@@ -445,7 +446,9 @@ static void test_memory_4096(void **state) {
   assert_ok(torc_device_memory_stats2(TORC_CPU, &after));
   used = after.peak_allocated - before.allocated;
   printf("with dropout 0.1, forward and backward: peak %zu bytes\n", used);
-  assert_true(used < full / 8);
+  /* no more than without dropout: not even a bit per (query, key), which
+   * would be 2 MiB here */
+  assert_true(used <= used_fw + used_bw + 65536);
   torc_scope_end(scope);
 }
 
