@@ -567,6 +567,11 @@ static void test_fused_dropout_vs_ref(void **state) {
       {1, 200, 90, 8, 0, 1, 0.9, TORC_F64},
       {1, 1, 1, 4, 0, 1, 0.5, TORC_F32},
       {2, 0, 5, 4, 0, 0, 0.5, TORC_F32},
+      /* 16 and more (batch, head)s: the one-pass backward */
+      {16, 130, 130, 8, 0, 1, 0.2, TORC_F32},
+      {17, 70, 300, 8, 2, 0, 0.0, TORC_F64},
+      {16, 0, 9, 4, 0, 0, 0.3, TORC_F32},
+      {20, 65, 40, 8, 1, 0, 0.0, TORC_F32},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int scope = torc_scope_begin();

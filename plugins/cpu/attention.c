@@ -25,6 +25,13 @@
 
 enum { BQ = 64, BK = 256 };
 
+/* From this many (batch, head)s on, the backward runs one task per
+ * (batch, head) that computes each block's P and dS once for gq, gk and gv
+ * (enough tasks for the pool); below it, two passes (by query block, then
+ * by key block) that compute them twice but split a long sequence. A
+ * constant, so the choice never depends on the thread count. */
+enum { BW_ONE_MIN = 16 };
+
 /* 1 if t is row-major contiguous from its offset. */
 static int rowmajor(const torc_ktensor *t) {
   int64_t want = 1;
@@ -315,6 +322,56 @@ typedef struct att_bw_job {
       }                                                                        \
     }                                                                          \
     free(pb);                                                                  \
+  }                                                                            \
+                                                                               \
+  /* Both passes in one, for whole (batch, head)s [begin, end): each block's \
+   * P and dS are computed once and feed gq, gk and gv, the pairs of blocks  \
+   * and the order of the sums being the two passes' (the same bits). */      \
+  static void bw_one_task_##SUF(void *ctx, int64_t begin, int64_t end) {       \
+    att_bw_job *j = ctx;                                                       \
+    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ) + BK);               \
+    if (pb == NULL) {                                                          \
+      atomic_store(&j->oom, 1);                                                \
+      return;                                                                  \
+    }                                                                          \
+    T *ds = pb + BQ * BK, *drow = ds + BQ * BK;                                \
+    uint8_t *kb = (uint8_t *)(drow + BQ);                                      \
+    int32_t dt = j->a->in[1].dtype;                                            \
+    const T *qd = cpu_ptr(&j->a->in[1], 0), *kd = cpu_ptr(&j->a->in[2], 0);    \
+    const T *gyd = cpu_ptr(&j->a->in[0], 0);                                   \
+    T *gq = cpu_ptr(&j->a->out[0], 0), *gk = cpu_ptr(&j->a->out[1], 0);        \
+    T *gv = cpu_ptr(&j->a->out[2], 0);                                         \
+    int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                          \
+    for (int64_t b = begin; b < end; b++) {                                    \
+      memset(gk + b * S * E, 0, sizeof(T) * (size_t)(S * E));                  \
+      memset(gv + b * S * Ev, 0, sizeof(T) * (size_t)(S * Ev));                \
+      for (int64_t i0 = 0; i0 < L; i0 += BQ) {                                 \
+        int64_t nq = L - i0 < BQ ? L - i0 : BQ;                                \
+        T *gqb = gq + (b * L + i0) * E;                                        \
+        memset(gqb, 0, sizeof(T) * (size_t)(nq * E));                         \
+        bw_d_##SUF(j, b, i0, nq, drow);                                        \
+        /* the q pass's keys end at the block's last query, the kv pass's  \
+         * at the next BQ boundary (blocks of zeros past L) */                 \
+        int64_t qend = j->p->is_causal && i0 + nq < S ? i0 + nq : S;           \
+        int64_t kend = j->p->is_causal && i0 + BQ < S ? i0 + BQ : S;           \
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {                            \
+          int64_t nk = S - j0 < BK ? S - j0 : BK;                              \
+          bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);              \
+          if (j0 < qend) {                                                     \
+            int64_t nkq = qend - j0 < BK ? qend - j0 : BK;                     \
+            torc_cpu__gemm(dt, 0, 0, nq, E, nkq, 1, ds, nk,                    \
+                           kd + (b * S + j0) * E, E, 1, gqb, E);               \
+          }                                                                    \
+          torc_cpu__gemm(dt, 1, 0, nk, Ev, nq, 1, pb, nk,                      \
+                         gyd + (b * L + i0) * Ev, Ev, 1,                       \
+                         gv + (b * S + j0) * Ev, Ev);                          \
+          torc_cpu__gemm(dt, 1, 0, nk, E, nq, 1, ds, nk,                       \
+                         qd + (b * L + i0) * E, E, 1, gk + (b * S + j0) * E,   \
+                         E);                                                   \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    free(pb);                                                                  \
   }
 
 DEFINE_SDPA_BW(f32, float)
@@ -354,14 +411,20 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
   j.nkb = (j.S + BK - 1) / BK;
   atomic_init(&j.oom, 0);
   torc_cpu__threads(a->n_threads > 0 ? a->n_threads : 1);
-  if (B * j.nqb > 0)
-    torc_cpu__parallel_for(a->n_threads, B * j.nqb, 1,
-                           dt == TORC_F32 ? bw_q_task_f32 : bw_q_task_f64,
+  if (B >= BW_ONE_MIN) /* a task per (batch, head): P and dS once */
+    torc_cpu__parallel_for(a->n_threads, B, 1,
+                           dt == TORC_F32 ? bw_one_task_f32 : bw_one_task_f64,
                            &j);
-  if (B * j.nkb > 0)
-    torc_cpu__parallel_for(a->n_threads, B * j.nkb, 1,
-                           dt == TORC_F32 ? bw_kv_task_f32 : bw_kv_task_f64,
-                           &j);
+  else {
+    if (B * j.nqb > 0)
+      torc_cpu__parallel_for(a->n_threads, B * j.nqb, 1,
+                             dt == TORC_F32 ? bw_q_task_f32 : bw_q_task_f64,
+                             &j);
+    if (B * j.nkb > 0) /* also zeroes gk, gv when L is 0 */
+      torc_cpu__parallel_for(
+          a->n_threads, B * j.nkb, 1,
+          dt == TORC_F32 ? bw_kv_task_f32 : bw_kv_task_f64, &j);
+  }
   if (atomic_load(&j.oom))
     return torc_cpu__set_error(
         TORC_ERR_OOM,
