@@ -33,3 +33,8 @@ bench_gpu_op_overhead_SOURCES = bench/gpu/op_overhead.c
 bench_gpu_op_overhead_LDFLAGS = -no-install
 EXTRA_DIST += bench/gpu/check.sh bench/gpu/torch_cuda.py
 CLEANFILES += bench/gpu/op_overhead
+# One LSTM or GRU layer's forward and backward (bench/rnn/bench_rnn.c):
+# the fused cells' effect on a recurrent layer.
+EXTRA_PROGRAMS += bench/rnn/bench_rnn
+bench_rnn_bench_rnn_SOURCES = bench/rnn/bench_rnn.c
+CLEANFILES += bench/rnn/bench_rnn

@@ -107,8 +107,25 @@ void torc_decoder_reset(torc_decoder *d) {
   if (d == NULL)
     return;
   torc__decode_clear(d->cache);
+  torc__free(d->hist); /* sized for n sequences, which may change */
+  d->hist = NULL;
   d->n = 0;
   d->len = 0;
+  d->cap = 0;
+}
+
+void torc_decoder_use_cache(torc_decoder *d, int on) {
+  if (d == NULL)
+    return;
+  torc_decoder_reset(d);
+  if (!on) {
+    d->cached = 0;
+    snprintf(d->why, sizeof d->why, "the cache is turned off "
+                                    "(torc_decoder_use_cache)");
+  } else {
+    d->why[0] = '\0';
+    d->cached = cacheable(d->m, d->why, sizeof d->why);
+  }
 }
 
 int torc_decoder_cached(const torc_decoder *d, const char **why) {

@@ -1,11 +1,14 @@
 /* core/layers_rnn.c — the recurrent layers (nn.LSTM, nn.GRU, nn.RNN) and
- * last_step, composed from public ops so autograd runs through them: per
- * layer and direction one matmul projects the whole input sequence, then
- * each step adds the hidden state's matmul with weight_hh and applies the
- * cell's gates (PyTorch's equations and gate order). Variable lengths mask
- * the state update, as pack_padded_sequence does. Fused cell kernels are
- * not here yet.
+ * last_step: per layer and direction one matmul projects the whole input
+ * sequence, then each step adds the hidden state's matmul with weight_hh
+ * and applies the cell (PyTorch's equations and gate order). The LSTM and
+ * GRU cells run as the fused ops torc_lstm_cell and torc_gru_cell (one
+ * kernel and one autograd node per step, ops_rnn_cell.c) wherever the
+ * device has their kernels, and are composed from public ops (sigmoid,
+ * tanh, mul, add: ~10 ops and nodes a step) where it has not. Variable
+ * lengths mask the state update, as pack_padded_sequence does.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +117,15 @@ static char *shape_of(const torc_tensor *x, char *buf, size_t size) {
   return torc__shape_str(torc_shape(x), torc_ndim(x), buf, size);
 }
 
+/* 1 if the device of x has kernels for fused cell op `op` and its
+ * backward in x's dtype: ref serves the cpu and sim in every floating
+ * dtype; cuda has none yet, so its steps stay composed. */
+static int fused_cell(const torc_tensor *x, int op, int op_bw) {
+  int dt = torc_device_of(x).type;
+  return torc__kernel_rank(dt, op, torc_dtype_of(x)) != INT_MIN &&
+         torc__kernel_rank(dt, op_bw, torc_dtype_of(x)) != INT_MIN;
+}
+
 /* One step of the cell: xp the input's projection at this step [N, G*H],
  * h (and c) the state [N, H]; writes the new state to *h_out (*c_out). */
 static void cell_step(const torc_module *m, const rnn_state *s, int l, int d,
@@ -123,6 +135,12 @@ static void cell_step(const torc_module *m, const rnn_state *s, int l, int d,
   torc_tensor *hp = torc_linear(h, param(m, "weight_hh", l, d),
                                 param(m, "bias_hh", l, d));
   if (s->cell == CELL_LSTM) {
+    if (xp &&
+        fused_cell(xp, TORC__OP_lstm_cell, TORC__OP_lstm_cell_backward)) {
+      if (torc_lstm_cell(torc_add(xp, hp), c, h_out, c_out))
+        *h_out = *c_out = NULL;
+      return;
+    }
     torc_tensor *g[4] = {NULL, NULL, NULL, NULL};
     if (torc_chunk(torc_add(xp, hp), 4, 1, g, 4) != 4) {
       *h_out = *c_out = NULL;
@@ -135,6 +153,10 @@ static void cell_step(const torc_module *m, const rnn_state *s, int l, int d,
     return;
   }
   if (s->cell == CELL_GRU) {
+    if (xp && fused_cell(xp, TORC__OP_gru_cell, TORC__OP_gru_cell_backward)) {
+      *h_out = torc_gru_cell(xp, hp, h);
+      return;
+    }
     torc_tensor *xg[3] = {NULL, NULL, NULL}, *hg[3] = {NULL, NULL, NULL};
     if (torc_chunk(xp, 3, 1, xg, 3) != 3 || torc_chunk(hp, 3, 1, hg, 3) != 3) {
       *h_out = NULL;

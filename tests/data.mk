@@ -32,3 +32,14 @@ tests_test_data_hostile_SOURCES = tests/test_data_hostile.c tests/testutil.h \
 	tests/data_testutil.h
 tests_test_data_hostile_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 tests_test_data_hostile_LDADD = $(LDADD) $(ZLIB_LIBS) $(PNG_LIBS) $(JPEG_LIBS)
+# The csv source's text column mode (sequence classification) and a short
+# torc train run of a text classifier on it.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_sources_csv_text
+TESTS += tests/test_sources_csv_text
+endif
+tests_test_sources_csv_text_SOURCES = tests/test_sources_csv_text.c \
+	tests/testutil.h tests/data_testutil.h tests/sources_testutil.h
+tests_test_sources_csv_text_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+TESTS += tests/test_csv_text.sh
+EXTRA_DIST += tests/test_csv_text.sh

@@ -120,6 +120,7 @@ include tests/cuda.mk
 include tests/graph.mk
 include tests/graph_plan.mk
 include tests/rnn.mk
+include tests/rnn_cell.mk
 include tests/transformer.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.

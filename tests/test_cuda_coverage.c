@@ -33,6 +33,13 @@ static const struct gap {
   "fused inference kernels: a plan on cuda runs the ops they fuse"
     GAP_FLOATS("linear_act", INFER_WHY),
     GAP_FLOATS("conv2d_act", INFER_WHY),
+#define CELL_WHY                                                               \
+  "fused rnn cells: the lstm and gru layers compose the step from ops cuda " \
+  "serves where no cell kernel is registered"
+    GAP_FLOATS("lstm_cell", CELL_WHY),
+    GAP_FLOATS("lstm_cell_backward", CELL_WHY),
+    GAP_FLOATS("gru_cell", CELL_WHY),
+    GAP_FLOATS("gru_cell_backward", CELL_WHY),
     {NULL, TORC_F32, NULL}, /* the end */
 };
 

@@ -1,6 +1,7 @@
 /* tests/test_data_hostile.c — the data plugin (plugins/data) against
  * hostile files: sizes that wrap, headers that claim more than the file
- * holds, devices and FIFOs as paths, size limits, a damaged idx cache, and
+ * holds, devices and FIFOs as paths, size limits (a csv text column's vocab
+ * file and max_len too), a damaged idx cache, and
  * JPEG/PNG decompression bombs and corrupt scans. Every file is made at run
  * time (libjpeg, libpng, zlib, raw bytes) in a temporary folder; each must
  * end in one error naming the file, the values and the key that fixes it,
@@ -168,6 +169,61 @@ static void test_size_limits(void **state) {
         found = 1;
     assert_true(found);
   }
+}
+
+/* The csv text column: the vocab file is opened as every data file (a
+ * device or FIFO refused, its size checked against max_bytes before it is
+ * read); max_len is bounded, and a large one costs one sample, not rows x
+ * max_len (the padding is made when a sample is read). */
+static void test_csv_text_limits(void **state) {
+  (void)state;
+  write_text(P("t.csv"), "text,label\nab,x\nba,y\n");
+  assert_open_fails(open_ds("csv", 4, "path", P("t.csv"), "text_column",
+                            "text", "max_len", "4", "vocab", "/dev/zero"),
+                    TORC_ERR_IO);
+  assert_contains(torc_last_error(),
+                  "'/dev/zero' is a character device, not a regular file");
+  assert_contains(torc_last_error(), "key 'vocab'");
+  const char *fifo = make_fifo("vfifo");
+  assert_open_fails(open_ds("csv", 4, "path", P("t.csv"), "text_column",
+                            "text", "max_len", "4", "vocab", fifo),
+                    TORC_ERR_IO);
+  assert_contains(torc_last_error(), "FIFO");
+  /* A 2000-byte vocabulary under max_bytes = 1K (the CSV is smaller). */
+  char big[2001];
+  memcpy(big, "<pad>\n", 6);
+  for (int i = 6; i < 2000; i++)
+    big[i] = i % 2 ? '\n' : 'a';
+  test_write_file(P("big.vocab"), big, 2000);
+  assert_open_fails(open_ds("csv", 5, "path", P("t.csv"), "text_column",
+                            "text", "max_len", "4", "vocab", P("big.vocab"),
+                            "max_bytes", "1K"),
+                    TORC_ERR_IO);
+  assert_contains(torc_last_error(), "is 2000 bytes, over the limit of 1024 "
+                                     "bytes (key 'max_bytes')");
+  /* max_len: 1 to 2^20; at the limit, two rows cost their four tokens. */
+  assert_open_fails(open_ds("csv", 3, "path", P("t.csv"), "text_column",
+                            "text", "max_len", "1048577"),
+                    TORC_ERR_INVALID);
+  assert_contains(torc_last_error(), "key 'max_len' = '1048577' is not an "
+                                     "integer in [1, 1048576]");
+  assert_open_fails(open_ds("csv", 3, "path", P("t.csv"), "text_column",
+                            "text", "max_len", "-1"),
+                    TORC_ERR_INVALID);
+  torc_dataset *ds = open_ds("csv", 3, "path", P("t.csv"), "text_column",
+                             "text", "max_len", "1048576");
+  assert_torc(ds);
+  torc_tensor *in, *tg;
+  assert_ok(torc_dataset_get(ds, 1, &in, &tg));
+  assert_int_equal(torc_shape(in)[0], 1048576);
+  const int64_t *v = torc_data(in);
+  assert_int_equal(v[0], 2); /* b: <pad> a b */
+  assert_int_equal(v[1], 1);
+  assert_int_equal(v[2], 0);
+  assert_int_equal(v[1048575], 0);
+  torc_release(in);
+  torc_release(tg);
+  torc_dataset_close(ds);
 }
 
 /* ======================================================================
@@ -729,7 +785,7 @@ int main(void) {
       T(test_jpeg_huge_header),     T(test_jpeg_progressive_buffer),
       T(test_jpeg_many_scans),      T(test_jpeg_corrupt_scans),
       T(test_png_huge_header),      T(test_png_bad_idat),
-      T(test_image_files),
+      T(test_image_files),          T(test_csv_text_limits),
   };
   return cmocka_run_group_tests(tests, group_setup, data_tmp_teardown);
 }

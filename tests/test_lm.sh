@@ -168,7 +168,7 @@ sed 's/^out_features = 6$/out_features = 10/; s/^num_embeddings = 6$/num_embeddi
   lm.ini >big.ini
 run_torc generate big.ini --checkpoint straight-final.safetensors
 expect_rc 2
-expect_has err "size"
+expect_has err "mismatched"
 pass "generate: weights of another shape are refused"
 
 rm -rf run2
@@ -180,6 +180,50 @@ run_torc generate big.ini
 expect_rc 2
 expect_has err "the model gives logits for 10 tokens but the vocabulary of [data.test] has 6; set the embedding's num_embeddings and the last layer's out_features to 6"
 pass "generate: a model whose vocabulary is not the source's"
+
+# ---- a small GPT: causal transformer blocks by repeat ----
+sed -n '1,/^embedding_dim/p' lm.ini | sed 's/^embedding_dim = 8$/embedding_dim = 16/' >gpt.ini
+cat >>gpt.ini <<'EOF2'
+[layer]
+type = positional_embedding
+max_len = 12
+d_model = 16
+[layer]
+type = transformer_encoder_layer
+d_model = 16
+nhead = 2
+dim_feedforward = 32
+dropout = 0.1
+activation = gelu
+norm_first = yes
+batch_first = yes
+causal = yes
+repeat = 2
+[layer]
+type = layernorm
+normalized_shape = 16
+[layer]
+type = linear
+out_features = 6
+[loss]
+type = cross_entropy
+class_dim = -1
+[optimizer]
+type = adamw
+lr = 0.01
+[train]
+epochs = 6
+dir = gpt
+EOF2
+run_torc train gpt.ini
+expect_rc 0
+run_torc generate gpt.ini --prompt "abcdab" --tokens 12 --temperature 0
+expect_rc 0
+expect_text out "abcdabce
+abcdabce
+"
+expect_has err "each step one position (key/value and state cache)"
+pass "a causal transformer (positional embedding, 2 blocks by repeat) trains and generates from its cache"
 
 sed 's/^num_embeddings = 6$/num_embeddings = 4/' lm.ini >small.ini
 run_torc train small.ini --set train.dir=run4

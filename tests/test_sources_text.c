@@ -216,10 +216,17 @@ static void test_vocab_errors(void **state) {
                             "vocab", P("bad.vocab"), "level", "byte"),
                     TORC_ERR_INVALID);
   assert_contains(torc_last_error(), "key 'vocab' is for level = char");
+  /* a folder that cannot be made: its parent is a file */
   assert_open_fails(open_ds("text", 3, "path", P("t.txt"), "context", "2",
-                            "save_vocab", P("no/such/dir/v")),
+                            "save_vocab", P("t.txt/dir/v")),
                     TORC_ERR_IO);
   assert_contains(torc_last_error(), "save_vocab file");
+  /* missing folders are made (a run folder before its first run) */
+  torc_dataset *ds = open_ds("text", 3, "path", P("t.txt"), "context", "2",
+                             "save_vocab", P("no/such/dir/v"));
+  assert_torc(ds);
+  torc_dataset_close(ds);
+  assert_int_equal(access(P("no/such/dir/v"), R_OK), 0);
 }
 
 /* split = train / test: the last test_fraction of the tokens is test;
@@ -376,7 +383,28 @@ static void test_folder(void **state) {
   make_dir(P("empty"));
   assert_open_fails(open_ds("text", 2, "path", P("empty"), "context", "2"),
                     TORC_ERR_IO);
-  assert_contains(torc_last_error(), "holds no .txt file");
+  assert_contains(torc_last_error(), "holds no file matching files = *.txt");
+  /* files and exclude pick the names: a and b, not a.dat (not UTF-8) */
+  make_dir(P("globs"));
+  write_text(P("globs/a"), "AB");
+  write_text(P("globs/b"), "CD");
+  write_text(P("globs/a.dat"), "\xFF\xFE");
+  ds = open_ds("text", 5, "path", P("globs"), "context", "3", "files", "*",
+               "exclude", "*.*", "stride", "1");
+  assert_torc(ds);
+  assert_int_equal(torc_dataset_length(ds), 1);
+  const int64_t ab[] = {0, 1, 2, 3}; /* the vocabulary: A B C D */
+  check_window(ds, 0, ab, 0, 3);
+  torc_dataset_close(ds);
+  assert_open_fails(open_ds("text", 3, "path", P("globs"), "context", "3",
+                            "files", "*"),
+                    TORC_ERR_IO);
+  assert_contains(torc_last_error(), "a.dat' is not valid UTF-8");
+  assert_open_fails(open_ds("text", 4, "path", P("globs"), "context", "3",
+                            "files", "*", "exclude", "*"),
+                    TORC_ERR_IO);
+  assert_contains(torc_last_error(), "holds no file matching files = * and "
+                                     "not exclude = *");
 }
 
 /* encoding = onehot: input f32 [vocabulary, context], column t the

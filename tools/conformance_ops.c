@@ -174,6 +174,21 @@ static int sh_attn(int variant, int n_in, shapes *o) {
   return 1;
 }
 
+/* The recurrent cells: N = 3 rows of H = 2 (empty: N = 0; size-1: N = H
+ * = 1): lstm gates [N, 4H], c [N, H]; gru xg, hg [N, 3H], h [N, H]. No
+ * broadcast variant. */
+static int sh_cell(int variant, int n_in, shapes *o) {
+  if (variant == V_BROADCAST)
+    return 0;
+  int64_t n = variant == V_EMPTY ? 0 : variant == V_SIZE1 ? 1 : 3;
+  int64_t h = variant == V_SIZE1 ? 1 : 2, g = n_in == 2 ? 4 : 3;
+  set_shape(o, 0, 2, n, g * h, 0, 0);
+  set_shape(o, 1, 2, n, n_in == 2 ? h : g * h, 0, 0);
+  if (n_in > 2)
+    set_shape(o, 2, 2, n, h, 0, 0);
+  return 1;
+}
+
 /* ---- the calls ---- */
 
 static torc_tensor *c_matmul(torc_tensor *const *in) {
@@ -381,6 +396,17 @@ static torc_tensor *c_embedding(torc_tensor *const *in) {
 
 /* ---- fused ops (torc/ops_fused.def) ---- */
 
+/* lstm_cell: h' and c' side by side, so both outputs' gradients count. */
+static torc_tensor *c_lstm_cell(torc_tensor *const *in) {
+  torc_tensor *o[2] = {NULL, NULL};
+  if (torc_lstm_cell(in[0], in[1], &o[0], &o[1]) != TORC_OK)
+    return NULL;
+  return torc_cat((const torc_tensor *const *)o, 2, 1);
+}
+static torc_tensor *c_gru_cell(torc_tensor *const *in) {
+  return torc_gru_cell(in[0], in[1], in[2]);
+}
+
 /* cross_entropy: logits [3,4] (empty: N = 0; size-1: [1,4]), class
  * indices [3] below 4, class weights [4]; no broadcast variant. */
 static int sh_ce(int variant, int n_in, shapes *o) {
@@ -579,6 +605,8 @@ const op_row conf_rows[] = {
      {O_DATA, O_INDEX, O_CONST}, 4, 1},
     {"cross_entropy([N,C,d])", c_cross_entropy, sh_ce_nd, 2,
      {O_DATA, O_INDEX}, 4, 1},
+    {"lstm_cell", c_lstm_cell, sh_cell, 2, {O_DATA, O_DATA}, 0, 1},
+    {"gru_cell", c_gru_cell, sh_cell, 3, {O_DATA, O_DATA, O_DATA}, 0, 1},
     {"sgd_step_", c_sgd_step, sh_elem, 3, {O_DATA, O_DATA, O_DATA}, 0, 0},
     {"sgd_step_(nesterov,maximize)", c_sgd_step_nesterov, sh_elem, 3,
      {O_DATA, O_DATA, O_DATA}, 0, 0},

@@ -9,8 +9,9 @@
  * Models made of embedding, positional_embedding, causal attention and
  * transformer layers, unidirectional lstm/gru/rnn, and position-wise
  * layers (linear, layernorm, dropout, activations) are run with the cache;
- * any other model is run on the whole window at each step, with the same
- * results, and torc_decoder_cached says why.
+ * any other model is run on the whole window at each step (the same
+ * logits while the sequences fit in the window), and torc_decoder_cached
+ * says why.
  */
 #ifndef TORC_GENERATE_H
 #define TORC_GENERATE_H
@@ -52,6 +53,12 @@ TORC_API torc_tensor *torc_decoder_step(torc_decoder *d,
  * whole window, with the reason in *why (may be NULL; valid until d is
  * freed). Known once the first step ran (1 before it). */
 TORC_API int torc_decoder_cached(const torc_decoder *d, const char **why);
+
+/* Turns the cache off (on = 0: every step runs the model on the whole
+ * window, as for a model the decoder cannot cache) or back on (on = 1,
+ * where the model allows it). Forgets the sequences, as torc_decoder_reset.
+ * For checking a model's cached steps against whole windows. */
+TORC_API void torc_decoder_use_cache(torc_decoder *d, int on);
 
 /* Sampling options for torc_generate. */
 typedef struct torc_generate_options {

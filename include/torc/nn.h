@@ -288,6 +288,58 @@ TORC_API torc_tensor *torc_cross_entropy(const torc_tensor *logits,
                                          const torc_tensor *weight,
                                          const torc_cross_entropy_params *p);
 
+/* ---- recurrent cells ---- */
+
+/* The elementwise part of one LSTM step (torch.nn.LSTMCell after its two
+ * matmuls), fused:
+ *   i, f, g, o = gates split in four along dim 1 (PyTorch's order)
+ *   c' = sigmoid(f) * c + sigmoid(i) * tanh(g)
+ *   h' = sigmoid(o) * tanh(c')
+ * gates [N, 4H] is W_ih x + b_ih + W_hh h + b_hh (the caller's matmuls,
+ * e.g. torc_linear); c [N, H] the cell state; both one floating dtype
+ * (f32, f64, f16, bf16 where a kernel serves it) and one device. *h_out and
+ * *c_out receive new references (owned by the open scope, if any), or
+ * NULL on failure; either pointer may be NULL when not wanted.
+ * Differentiable in gates and c through one LstmCellBackward node: its
+ * kernel reads the activated gates and tanh(c') that the forward saved,
+ * so the backward costs one pass over N x 5H elements.
+ * Errors: a NULL input (TORC_ERR_NULL); integer or bool dtypes, or gates
+ * and c of different dtypes (TORC_ERR_DTYPE); gates not [N, 4H] for c
+ * [N, H] (TORC_ERR_SHAPE, naming both shapes); inputs on two devices.
+ *
+ * Kernel contract: "lstm_cell": in gates [N, 4H], c [N, H]; out h', c'
+ * [N, H], act [N, 4H] (sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)),
+ * tanh(c') [N, H]. "lstm_cell_backward": in gh', gc' [N, H], act, c,
+ * tanh(c'); out ggates [N, 4H], gc [N, H]. No params; every operand of
+ * one dtype and contiguous (the core makes them so); N or H may be 0. */
+TORC_API torc_status torc_lstm_cell(const torc_tensor *gates,
+                                    const torc_tensor *c,
+                                    torc_tensor **h_out,
+                                    torc_tensor **c_out);
+
+/* The elementwise part of one GRU step (torch.nn.GRUCell after its two
+ * matmuls), fused:
+ *   r = sigmoid(xr + hr), z = sigmoid(xz + hz)
+ *   n = tanh(xn + r * hn), h' = (1 - z) * n + z * h
+ * xg [N, 3H] is W_ih x + b_ih and hg [N, 3H] is W_hh h + b_hh, each split
+ * in three along dim 1 (PyTorch's order r, z, n: hn enters inside r's
+ * product, so the two projections stay apart); h [N, H] the state. All
+ * three of one floating dtype and one device. Returns h' [N, H] (a new
+ * reference), or NULL with the error set; a NULL input gives NULL
+ * (TORC_ERR_NULL), so calls chain. Differentiable in xg, hg and h through
+ * one GruCellBackward node, which reads the saved activations r, z, n.
+ * Errors as torc_lstm_cell: dtypes (TORC_ERR_DTYPE), xg or hg not
+ * [N, 3H] for h [N, H] (TORC_ERR_SHAPE, naming the three shapes),
+ * devices.
+ *
+ * Kernel contract: "gru_cell": in xg, hg [N, 3H], h [N, H]; out h' [N, H],
+ * act [N, 3H] (r, z, n). "gru_cell_backward": in gh' [N, H], act, hg, h;
+ * out gxg, ghg [N, 3H], gh [N, H]. No params; contiguous operands of one
+ * dtype; N or H may be 0. */
+TORC_API torc_tensor *torc_gru_cell(const torc_tensor *xg,
+                                    const torc_tensor *hg,
+                                    const torc_tensor *h);
+
 /* ---- attention and its masks ---- */
 
 /* The lower triangle of the last two dims of x (any dtype, at least 2-D;

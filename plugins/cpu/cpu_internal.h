@@ -34,6 +34,8 @@ int torc_cpu__register_table(const torc_host *host, torc_plugin *self,
  * fused kernels), registered by init. */
 int torc_cpu__register_ew(const torc_host *host, torc_plugin *self);
 int torc_cpu__register_fused(const torc_host *host, torc_plugin *self);
+/* rnn_cell.c: the fused LSTM and GRU cells and their backwards. */
+int torc_cpu__register_rnn_cell(const torc_host *host, torc_plugin *self);
 /* attention.c: the fused attention forward. */
 int torc_cpu__register_attention(const torc_host *host, torc_plugin *self);
 /* nn.c: dropout, layer_norm (+ backward), gelu_backward, embedding (+
@@ -113,6 +115,14 @@ enum {
 /* Reduction op codes (cpu_isa.reduce, colreduce). */
 enum { CPU_R_SUM, CPU_R_MAX, CPU_R_MIN };
 
+/* Recurrent cell op codes (cpu_isa.cell; contracts in torc/nn.h). */
+enum {
+  CPU_CELL_LSTM,    /* p: gates, c, h', c', act, tanh(c') */
+  CPU_CELL_LSTM_BW, /* p: gh', gc', act, c, tanh(c'), ggates, gc */
+  CPU_CELL_GRU,     /* p: xg, hg, h, h', act */
+  CPU_CELL_GRU_BW   /* p: gh', act, hg, h, gxg, ghg, gh */
+};
+
 /* One ISA's contiguous loops, for dt TORC_F32 or TORC_F64. */
 typedef struct cpu_isa {
   const char *name;
@@ -131,6 +141,11 @@ typedef struct cpu_isa {
   /* Softmax (or log-softmax when log_form) of one contiguous row. */
   void (*softmax)(int32_t dt, int log_form, const void *x, void *y,
                   int64_t n);
+  /* Rows [r0, r1) of recurrent cell op `op` (CPU_CELL_*) with H columns:
+   * p[] the kernel's operands, inputs then outputs, each row-major [N, H]
+   * or [N, kH] from its first element. */
+  void (*cell)(int32_t dt, int op, void *const *p, int64_t r0, int64_t r1,
+               int64_t H);
   /* keep[i] = 1 when torc_philox_uniform(seed, off + i) >= p, i < n, with
    * thresh = torc_cpu__keep_threshold(p) (nn_kern.h). */
   void (*philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,

@@ -590,6 +590,113 @@ static void FN(softmax)(int32_t dt, int log_form, const void *xv, void *yv,
   }
 }
 
+/* ---- recurrent cells (torc_lstm_cell, torc_gru_cell) ----
+ * One loop over a row's H columns per body, so that the f32 forms
+ * (v_sigmoidf, v_tanhf) vectorise across columns; equations as ref's
+ * kernels_rnn_cell.c, computed in the dtype. */
+
+#define CELL_BODIES(T, SIG, TANH)                                              \
+  static void lstm_row_##T(const T *restrict gt, const T *restrict c,         \
+                           T *restrict h2, T *restrict c2, T *restrict act,   \
+                           T *restrict tc, int64_t H) {                       \
+    for (int64_t j = 0; j < H; j++) {                                          \
+      T i = SIG(gt[j]), f = SIG(gt[H + j]);                                    \
+      T g = TANH(gt[2 * H + j]), o = SIG(gt[3 * H + j]);                       \
+      T cn = f * c[j] + i * g, t = TANH(cn);                                   \
+      act[j] = i;                                                              \
+      act[H + j] = f;                                                          \
+      act[2 * H + j] = g;                                                      \
+      act[3 * H + j] = o;                                                      \
+      c2[j] = cn;                                                              \
+      tc[j] = t;                                                               \
+      h2[j] = o * t;                                                           \
+    }                                                                          \
+  }                                                                            \
+  static void lstm_bw_row_##T(const T *restrict gh, const T *restrict gc,     \
+                              const T *restrict act, const T *restrict c,     \
+                              const T *restrict tc, T *restrict gg,           \
+                              T *restrict gcp, int64_t H) {                   \
+    for (int64_t j = 0; j < H; j++) {                                          \
+      T i = act[j], f = act[H + j], g = act[2 * H + j], o = act[3 * H + j];   \
+      T t = tc[j], dh = gh[j];                                                 \
+      T dc = gc[j] + dh * o * ((T)1 - t * t);                                  \
+      gg[j] = dc * g * i * ((T)1 - i);                                         \
+      gg[H + j] = dc * c[j] * f * ((T)1 - f);                                  \
+      gg[2 * H + j] = dc * i * ((T)1 - g * g);                                 \
+      gg[3 * H + j] = dh * t * o * ((T)1 - o);                                 \
+      gcp[j] = dc * f;                                                         \
+    }                                                                          \
+  }                                                                            \
+  static void gru_row_##T(const T *restrict xg, const T *restrict hg,         \
+                          const T *restrict h, T *restrict h2,                \
+                          T *restrict act, int64_t H) {                       \
+    for (int64_t j = 0; j < H; j++) {                                          \
+      T r = SIG(xg[j] + hg[j]), z = SIG(xg[H + j] + hg[H + j]);                \
+      T n = TANH(xg[2 * H + j] + r * hg[2 * H + j]);                           \
+      act[j] = r;                                                              \
+      act[H + j] = z;                                                          \
+      act[2 * H + j] = n;                                                      \
+      h2[j] = ((T)1 - z) * n + z * h[j];                                       \
+    }                                                                          \
+  }                                                                            \
+  static void gru_bw_row_##T(const T *restrict gh, const T *restrict act,     \
+                             const T *restrict hg, const T *restrict h,       \
+                             T *restrict gx, T *restrict ghg,                 \
+                             T *restrict ghp, int64_t H) {                    \
+    for (int64_t j = 0; j < H; j++) {                                          \
+      T r = act[j], z = act[H + j], n = act[2 * H + j], d = gh[j];             \
+      T dn = d * ((T)1 - z) * ((T)1 - n * n);                                  \
+      T dz = d * (h[j] - n) * z * ((T)1 - z);                                  \
+      T dr = dn * hg[2 * H + j] * r * ((T)1 - r);                              \
+      gx[j] = dr;                                                              \
+      gx[H + j] = dz;                                                          \
+      gx[2 * H + j] = dn;                                                      \
+      ghg[j] = dr;                                                             \
+      ghg[H + j] = dz;                                                         \
+      ghg[2 * H + j] = dn * r;                                                 \
+      ghp[j] = d * z;                                                          \
+    }                                                                          \
+  }                                                                            \
+  static void cell_rows_##T(int op, void *const *p, int64_t r0, int64_t r1,   \
+                            int64_t H) {                                       \
+    for (int64_t r = r0; r < r1; r++) {                                        \
+      int64_t o1 = r * H, o3 = 3 * r * H, o4 = 4 * r * H;                      \
+      switch (op) {                                                            \
+      case CPU_CELL_LSTM:                                                      \
+        lstm_row_##T((const T *)p[0] + o4, (const T *)p[1] + o1,               \
+                     (T *)p[2] + o1, (T *)p[3] + o1, (T *)p[4] + o4,           \
+                     (T *)p[5] + o1, H);                                       \
+        break;                                                                 \
+      case CPU_CELL_LSTM_BW:                                                   \
+        lstm_bw_row_##T((const T *)p[0] + o1, (const T *)p[1] + o1,            \
+                        (const T *)p[2] + o4, (const T *)p[3] + o1,            \
+                        (const T *)p[4] + o1, (T *)p[5] + o4,                  \
+                        (T *)p[6] + o1, H);                                    \
+        break;                                                                 \
+      case CPU_CELL_GRU:                                                       \
+        gru_row_##T((const T *)p[0] + o3, (const T *)p[1] + o3,                \
+                    (const T *)p[2] + o1, (T *)p[3] + o1, (T *)p[4] + o3, H);  \
+        break;                                                                 \
+      default:                                                                 \
+        gru_bw_row_##T((const T *)p[0] + o1, (const T *)p[1] + o3,             \
+                       (const T *)p[2] + o3, (const T *)p[3] + o1,             \
+                       (T *)p[4] + o3, (T *)p[5] + o3, (T *)p[6] + o1, H);     \
+        break;                                                                 \
+      }                                                                        \
+    }                                                                          \
+  }
+
+CELL_BODIES(float, v_sigmoidf, v_tanhf)
+CELL_BODIES(double, s_sigmoid, tanh)
+
+static void FN(cell)(int32_t dt, int op, void *const *p, int64_t r0,
+                     int64_t r1, int64_t H) {
+  if (dt == TORC_F32)
+    cell_rows_float(op, p, r0, r1, H);
+  else
+    cell_rows_double(op, p, r0, r1, H);
+}
+
 #include "nn_kern.h"
 
 const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
@@ -599,6 +706,7 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .reduce = FN(reduce),
     .colreduce = FN(colreduce),
     .softmax = FN(softmax),
+    .cell = FN(cell),
     .philox_keep = FN(philox_keep),
     .gelu_bw = FN(gelu_bw),
     .exp_sum = FN(exp_sum),

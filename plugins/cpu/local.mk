@@ -26,6 +26,7 @@ plugins_cpu_la_SOURCES = plugins/cpu/cpu.c plugins/cpu/cpu_internal.h \
 	plugins/cpu/gemm.c plugins/cpu/conv.c \
 	plugins/cpu/ew.c plugins/cpu/ew_walk.h plugins/cpu/ew_reduce.c \
 	plugins/cpu/fused.c plugins/cpu/pool.c plugins/cpu/attention.c \
+	plugins/cpu/rnn_cell.c \
 	plugins/cpu/cpuid.c plugins/cpu/nn.c
 plugins_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS) $(VEC_CFLAGS)
 plugins_cpu_la_LIBADD = plugins/cpu/libew_scalar.la \

@@ -13,7 +13,8 @@
  *
  * The vocabulary file (see docs/text.md): one token per line, ids in line
  * order; a line is one code point as UTF-8, or an escape (\n \t \r \\ \s
- * for a space, \uHHHH, \UHHHHHH), or <unk> for the unknown-char token.
+ * for a space, \uHHHH, \UHHHHHH), or <unk> for the unknown-char token;
+ * vocab.c reads, writes and builds it (the csv source's text mode too).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,19 +26,12 @@
 #include <unistd.h>
 
 #include "data_internal.h"
+#include "vocab.h"
 
 #define TEXT_MAX_BYTES "1G"          /* the text (all files together) */
 #define TEXT_MAX_CONTEXT (1 << 20)   /* tokens per window */
 #define TEXT_MAX_FILES 100000        /* .txt files in a folder */
 #define TEXT_MAX_ONEHOT (1 << 26) /* elements of a one-hot input */
-#define TEXT_UNK_NAME "<unk>"
-#define TEXT_NO_ID (-1)
-
-/* One vocabulary entry: a code point and its id (lookup sorted by cp). */
-typedef struct text_entry {
-  uint32_t cp;
-  int32_t id;
-} text_entry;
 
 typedef struct text_ds {
   int level_char;    /* 0: bytes, 1: code points */
@@ -49,94 +43,12 @@ typedef struct text_ds {
   int64_t n_tokens;  /* in this part */
   int64_t total;     /* in the whole text */
   int64_t context, stride, windows;
-  uint32_t *vocab;   /* char level: id -> code point (unk: UINT32_MAX) */
+  dvocab vocab;      /* char level (vocab.h) */
   int64_t vocab_size;
-  int32_t unk;       /* the unk id or TEXT_NO_ID */
+  int32_t unk;       /* the unk id or DVOCAB_NO_ID */
   const char *part;  /* "all", "train" or "test" */
   char saved[512];   /* the vocabulary file written, or "" */
 } text_ds;
-
-/* ---- UTF-8 ---- */
-
-/* Decodes one code point at s[0 .. n) strictly (no overlong forms, no
- * surrogates, nothing past U+10FFFF); its length, or 0 when invalid. */
-static int utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
-  uint8_t c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  int len;
-  uint32_t v, min;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2, v = c & 0x1F, min = 0x80;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3, v = c & 0x0F, min = 0x800;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4, v = c & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if ((size_t)len > n)
-    return 0;
-  for (int i = 1; i < len; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    v = v << 6 | (s[i] & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-    return 0;
-  *cp = v;
-  return len;
-}
-
-/* Appends code point cp as UTF-8 to out (at least 5 bytes); its length. */
-static int utf8_encode(uint32_t cp, char *out) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | cp >> 6);
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | cp >> 12);
-    out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | cp >> 18);
-  out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-  out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
-/* A token's name as the vocabulary file writes it (NUL-terminated, at
- * most 9 bytes): the char itself, or an escape for a backslash, a space,
- * control chars and the unk token. */
-static void token_name(uint32_t cp, char *out) {
-  if (cp == UINT32_MAX) {
-    strcpy(out, TEXT_UNK_NAME);
-  } else if (cp == '\n') {
-    strcpy(out, "\\n");
-  } else if (cp == '\t') {
-    strcpy(out, "\\t");
-  } else if (cp == '\r') {
-    strcpy(out, "\\r");
-  } else if (cp == '\\') {
-    strcpy(out, "\\\\");
-  } else if (cp == ' ') {
-    strcpy(out, "\\s");
-  } else if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || cp == 0x2028 ||
-             cp == 0x2029 || cp == 0xFEFF) {
-    snprintf(out, 9, "\\u%04X", (unsigned)cp);
-  } else {
-    out[utf8_encode(cp, out)] = '\0';
-  }
-}
 
 /* ---- reading the text ---- */
 
@@ -344,246 +256,6 @@ static int read_text(const char *path, const text_globs *g,
   return append_file(path, max_bytes, buf, len, &cap);
 }
 
-/* ---- the vocabulary ---- */
-
-static int cmp_entry(const void *a, const void *b) {
-  uint32_t x = ((const text_entry *)a)->cp, y = ((const text_entry *)b)->cp;
-  return x < y ? -1 : x > y;
-}
-
-/* The id of cp in the sorted lookup table, or TEXT_NO_ID. */
-static int32_t lookup(const text_entry *t, int64_t n, uint32_t cp) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (t[mid].cp < cp)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < n && t[lo].cp == cp ? t[lo].id : TEXT_NO_ID;
-}
-
-static int hexval(int c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
-/* Parses one vocabulary line (s[0 .. n)) into *cp (UINT32_MAX: unk);
- * 0 or a phrase saying what is wrong. */
-static const char *parse_token(const uint8_t *s, size_t n, uint32_t *cp) {
-  if (n == 0)
-    return "it is empty (a space is written \\s)";
-  if (n == strlen(TEXT_UNK_NAME) && memcmp(s, TEXT_UNK_NAME, n) == 0) {
-    *cp = UINT32_MAX;
-    return NULL;
-  }
-  if (s[0] == '\\') {
-    if (n == 2) {
-      static const char from[] = "ntr\\s", to[] = "\n\t\r\\ ";
-      const char *p = memchr(from, s[1], 5);
-      if (p == NULL)
-        return "it is an unknown escape (\\n \\t \\r \\\\ \\s \\uHHHH "
-               "\\UHHHHHH are known)";
-      *cp = (uint8_t)to[p - from];
-      return NULL;
-    }
-    size_t digits = s[1] == 'u' ? 4 : s[1] == 'U' ? 6 : 0;
-    if (digits == 0 || n != 2 + digits)
-      return "it is an unknown escape (\\n \\t \\r \\\\ \\s \\uHHHH "
-             "\\UHHHHHH are known)";
-    uint32_t v = 0;
-    for (size_t i = 2; i < n; i++) {
-      int h = hexval(s[i]);
-      if (h < 0)
-        return "its \\u or \\U escape has a character that is not a hex "
-               "digit";
-      v = v << 4 | (uint32_t)h;
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-      return "its escape is not a Unicode scalar value (a surrogate, or past "
-             "U+10FFFF)";
-    *cp = v;
-    return NULL;
-  }
-  int len = utf8_decode(s, n, cp);
-  if (len == 0)
-    return "it is not valid UTF-8";
-  if ((size_t)len != n)
-    return "it holds more than one character (one token per line)";
-  return NULL;
-}
-
-/* Reads the vocabulary file into ds->vocab and the sorted lookup *table. */
-static int read_vocab(text_ds *ds, const char *path, uint64_t max_bytes,
-                      text_entry **table) {
-  char *buf;
-  size_t size;
-  int st = dsrc_read_file("text", "vocab", path, max_bytes, "max_bytes", &buf,
-                          &size);
-  if (st != TORC_OK)
-    return st;
-  int64_t lines = 0;
-  for (size_t i = 0; i < size; i++)
-    lines += buf[i] == '\n';
-  lines += size > 0 && buf[size - 1] != '\n';
-  ds->vocab = malloc(sizeof *ds->vocab * (size_t)(lines ? lines : 1));
-  text_entry *t = malloc(sizeof *t * (size_t)(lines ? lines : 1));
-  if (ds->vocab == NULL || t == NULL) {
-    free(buf);
-    free(t);
-    return dsrc_oom("text", sizeof *t * (size_t)lines);
-  }
-  int64_t n = 0;
-  size_t p = 0;
-  while (p < size) {
-    size_t e = p;
-    while (e < size && buf[e] != '\n')
-      e++;
-    size_t len = e - p;
-    if (len > 0 && buf[p + len - 1] == '\r')
-      len--;
-    uint32_t cp = 0;
-    const char *why = parse_token((const uint8_t *)buf + p, len, &cp);
-    if (why != NULL) {
-      st = dsrc_error(TORC_ERR_IO,
-                      "text: vocab file '%s' line %" PRId64 " is not a token: "
-                      "%s; write one character (or escape) per line, as "
-                      "save_vocab does",
-                      path, n + 1, why);
-      break;
-    }
-    ds->vocab[n] = cp;
-    t[n].cp = cp;
-    t[n].id = (int32_t)n;
-    n++;
-    p = e + 1;
-  }
-  free(buf);
-  if (st == TORC_OK && n == 0)
-    st = dsrc_error(TORC_ERR_IO,
-                    "text: vocab file '%s' holds no token; give the file "
-                    "save_vocab wrote",
-                    path);
-  if (st == TORC_OK) {
-    qsort(t, (size_t)n, sizeof *t, cmp_entry);
-    for (int64_t i = 1; i < n; i++)
-      if (t[i].cp == t[i - 1].cp) {
-        char name[16];
-        token_name(t[i].cp, name);
-        int a = t[i - 1].id < t[i].id ? t[i - 1].id : t[i].id;
-        int b = t[i - 1].id < t[i].id ? t[i].id : t[i - 1].id;
-        st = dsrc_error(TORC_ERR_IO,
-                        "text: vocab file '%s' lists token '%s' twice, on "
-                        "lines %d and %d; give each token once",
-                        path, name, a + 1, b + 1);
-        break;
-      }
-  }
-  if (st != TORC_OK) {
-    free(t);
-    return st;
-  }
-  ds->vocab_size = n;
-  ds->unk = lookup(t, n, UINT32_MAX);
-  *table = t;
-  return TORC_OK;
-}
-
-/* Builds the vocabulary from the code points cps[0 .. n): the distinct
- * ones in code point order, then <unk> when `unk`. A bitmap over all code
- * points keeps this linear in n. */
-static int build_vocab(text_ds *ds, const uint32_t *cps, int64_t n, int unk,
-                       text_entry **table) {
-  const size_t words = (0x110000 + 63) / 64;
-  uint64_t *seen = calloc(words, sizeof *seen);
-  if (seen == NULL)
-    return dsrc_oom("text", words * sizeof *seen);
-  for (int64_t i = 0; i < n; i++)
-    seen[cps[i] >> 6] |= (uint64_t)1 << (cps[i] & 63);
-  int64_t count = 0;
-  for (size_t w = 0; w < words; w++)
-    count += __builtin_popcountll(seen[w]);
-  int64_t total = count + (unk ? 1 : 0);
-  ds->vocab = malloc(sizeof *ds->vocab * (size_t)(total ? total : 1));
-  text_entry *t = malloc(sizeof *t * (size_t)(total ? total : 1));
-  if (ds->vocab == NULL || t == NULL) {
-    free(seen);
-    free(t);
-    return dsrc_oom("text", sizeof *t * (size_t)total);
-  }
-  int64_t k = 0;
-  for (size_t w = 0; w < words; w++)
-    for (uint64_t bits = seen[w]; bits; bits &= bits - 1) {
-      uint32_t cp = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
-      ds->vocab[k] = cp;
-      t[k].cp = cp;
-      t[k].id = (int32_t)k;
-      k++;
-    }
-  free(seen);
-  ds->unk = TEXT_NO_ID;
-  if (unk) {
-    ds->vocab[k] = UINT32_MAX;
-    t[k].cp = UINT32_MAX;
-    t[k].id = (int32_t)k;
-    ds->unk = (int32_t)k;
-    k++;
-  }
-  ds->vocab_size = k;
-  *table = t;
-  return TORC_OK;
-}
-
-/* Creates the folders above file `path` that are missing (as mkdir -p),
- * so that save_vocab may name a file in a run folder not made yet. */
-static void make_parents(char *path) {
-  for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
-    *p = '\0';
-    mkdir(path, 0777); /* EEXIST is fine; a real failure shows at fopen */
-    *p = '/';
-  }
-}
-
-/* Writes the vocabulary to `path` (through PATH.tmp and a rename, so a
- * failed write leaves no half-written file), making its folder first. */
-static int save_vocab(const text_ds *ds, const char *path) {
-  size_t pl = strlen(path) + 5;
-  char *tmp = malloc(pl);
-  if (tmp == NULL)
-    return dsrc_oom("text", pl);
-  snprintf(tmp, pl, "%s.tmp", path);
-  make_parents(tmp);
-  FILE *f = fopen(tmp, "w");
-  int ok = f != NULL;
-  for (int64_t i = 0; ok && i < ds->vocab_size; i++) {
-    char name[16];
-    token_name(ds->vocab[i], name);
-    ok = fprintf(f, "%s\n", name) > 0;
-  }
-  if (f != NULL && fclose(f) != 0)
-    ok = 0;
-  int e = errno;
-  if (ok && rename(tmp, path) != 0)
-    ok = 0, e = errno;
-  if (!ok) {
-    if (f != NULL)
-      unlink(tmp);
-    free(tmp);
-    return dsrc_error(TORC_ERR_IO,
-                      "text: save_vocab file '%s' cannot be written: %s; "
-                      "give a path in a writable folder",
-                      path, strerror(e));
-  }
-  free(tmp);
-  return TORC_OK;
-}
-
 /* ---- open ---- */
 
 static void text_close(void *handle) {
@@ -592,7 +264,7 @@ static void text_close(void *handle) {
     return;
   free(ds->tokens);
   free(ds->raw);
-  free(ds->vocab);
+  dvocab_free(&ds->vocab);
   free(ds);
 }
 
@@ -605,7 +277,7 @@ static int decode_text(const char *buf, size_t len, const text_files *files,
     return dsrc_oom("text", sizeof *v * len);
   int64_t k = 0;
   for (size_t p = 0; p < len;) {
-    int l = utf8_decode((const uint8_t *)buf + p, len - p, &v[k]);
+    int l = dvocab_utf8_decode((const uint8_t *)buf + p, len - p, &v[k]);
     if (l == 0) {
       size_t off;
       const char *file = file_of(files, p, &off);
@@ -699,26 +371,26 @@ static int text_keys(text_ds *ds, const char *const *keys,
 
 /* Maps the part's code points to ids through the lookup table. */
 static int map_tokens(text_ds *ds, uint32_t *cps, int64_t first,
-                      const text_entry *t, const char *vocab_path,
+                      const char *vocab_path,
                       const text_files *files, const char *buf) {
   /* In place: token i is written where code point first + i was. */
   ds->tokens = (int32_t *)cps;
   for (int64_t i = 0; i < ds->n_tokens; i++) {
     uint32_t cp = cps[first + i];
-    int32_t id = lookup(t, ds->vocab_size, cp);
-    if (id == TEXT_NO_ID)
+    int32_t id = dvocab_lookup(&ds->vocab, cp);
+    if (id == DVOCAB_NO_ID)
       id = ds->unk;
-    if (id == TEXT_NO_ID) {
+    if (id == DVOCAB_NO_ID) {
       /* The byte offset: re-walk the text up to the char (only here). */
       size_t p = 0;
       for (int64_t k = 0; k < first + i; k++) {
         uint32_t dummy;
-        p += (size_t)utf8_decode((const uint8_t *)buf + p, SIZE_MAX, &dummy);
+        p += (size_t)dvocab_utf8_decode((const uint8_t *)buf + p, SIZE_MAX, &dummy);
       }
       size_t off;
       const char *file = file_of(files, p, &off);
       char name[16];
-      token_name(cp, name);
+      dvocab_token_name(cp, name);
       return dsrc_error(TORC_ERR_INVALID,
                         "text: path file '%s' has char '%s' (U+%04X) at byte "
                         "offset %zu, which the vocabulary%s%s%s does not "
@@ -763,7 +435,6 @@ static int text_open(const char *const *keys, const char *const *values,
   char *buf = NULL;
   size_t len = 0;
   uint32_t *cps = NULL;
-  text_entry *table = NULL;
   text_files files = {0};
   st = text_keys(ds, keys, values, n, &frac, &unk);
   if (st == TORC_OK && !ds->level_char && (vocab_path || save_path || unk))
@@ -794,13 +465,13 @@ static int text_open(const char *const *keys, const char *const *values,
     buf = NULL;
     ds->bytes = (uint8_t *)ds->raw + first;
     ds->vocab_size = 256;
-    ds->unk = TEXT_NO_ID;
+    ds->unk = DVOCAB_NO_ID;
   } else {
     if ((st = decode_text(buf, len, &files, &cps, &ds->total)) != TORC_OK)
       goto fail;
     part_range(ds, frac, ds->total, &first, &ds->n_tokens);
     if (vocab_path) {
-      st = read_vocab(ds, vocab_path, max_bytes, &table);
+      st = dvocab_read(&ds->vocab, "text", vocab_path, max_bytes, 0);
     } else {
       /* The training text: the whole text, or its train part. */
       int64_t tf, tn;
@@ -808,14 +479,16 @@ static int text_open(const char *const *keys, const char *const *values,
       ds->part = strcmp(part, "all") ? "train" : "all";
       part_range(ds, frac, ds->total, &tf, &tn);
       ds->part = part;
-      st = build_vocab(ds, cps + tf, tn, unk, &table);
+      st = dvocab_build(&ds->vocab, "text", cps + tf, tn, 0, unk);
     }
     if (st == TORC_OK) {
-      st = map_tokens(ds, cps, first, table, vocab_path, &files, buf);
+      ds->vocab_size = ds->vocab.size;
+      ds->unk = ds->vocab.unk;
+      st = map_tokens(ds, cps, first, vocab_path, &files, buf);
       cps = NULL; /* ds->tokens now */
     }
     if (st == TORC_OK && save_path) {
-      st = save_vocab(ds, save_path);
+      st = dvocab_save(&ds->vocab, "text", save_path);
       if (st == TORC_OK) {
         snprintf(ds->saved, sizeof ds->saved, "%s", save_path);
         dsrc_log(TORC_LOG_INFO,
@@ -852,14 +525,12 @@ static int text_open(const char *const *keys, const char *const *values,
   ds->windows = (ds->n_tokens - need) / ds->stride + 1;
   free(buf);
   free(cps);
-  free(table);
   files_free(&files);
   *handle = ds;
   return TORC_OK;
 fail:
   free(buf);
   free(cps);
-  free(table);
   files_free(&files);
   text_close(ds);
   return st;
@@ -955,7 +626,7 @@ static int text_class_name(void *handle, int64_t i, char *buf, size_t size) {
   const text_ds *ds = handle;
   char name[16];
   if (ds->level_char)
-    token_name(ds->vocab[i], name);
+    dvocab_token_name(ds->vocab.cps[i], name);
   else if (i > 0x20 && i < 0x7F && i != '\\')
     snprintf(name, sizeof name, "%c", (int)i);
   else if (i == '\\')
