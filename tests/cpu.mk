@@ -18,3 +18,11 @@ TESTS += tests/test_cpu_ew
 endif
 tests_test_cpu_ew_SOURCES = tests/test_cpu_ew.c tests/testutil.h
 tests_test_cpu_ew_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# The nn kernels (dropout, layer_norm, gelu_backward, embedding) against
+# ref's, the same Philox mask bit for bit, and thread-count independence.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cpu_nn
+TESTS += tests/test_cpu_nn
+endif
+tests_test_cpu_nn_SOURCES = tests/test_cpu_nn.c tests/testutil.h
+tests_test_cpu_nn_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

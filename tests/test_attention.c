@@ -404,7 +404,7 @@ static void test_memory_4096(void **state) {
   assert_ok(torc_synchronize(TORC_CPU));
   torc_memory_stats2 after = {.struct_size = sizeof after};
   assert_ok(torc_device_memory_stats2(TORC_CPU, &after));
-  size_t used = after.peak_allocated - before.allocated;
+  size_t used = after.peak_allocated - before.allocated, used_fw = used;
   size_t full = (size_t)4096 * 4096 * 4;
   printf("attention at L = S = 4096, E = 64: peak %zu bytes above the "
          "inputs (the score matrix would be %zu)\n",
@@ -428,6 +428,27 @@ static void test_memory_4096(void **state) {
   used = after.peak_allocated - before.allocated;
   printf("its backward: peak %zu bytes above what the forward left\n", used);
   assert_true(used < full / 8);
+  size_t used_bw = used;
+  /* with dropout: the mask is drawn per block, forward and backward */
+  torc_generator *gen = torc_generator_new(1);
+  assert_non_null(gen);
+  assert_ok(torc_synchronize(TORC_CPU));
+  assert_ok(torc_device_memory_stats2(TORC_CPU, &before));
+  assert_ok(torc_reset_peak_memory_stats(TORC_CPU));
+  torc_tensor *o3 = torc_scaled_dot_product_attention(q, k, v, NULL, 0.1, 1,
+                                                      0, gen);
+  torc_generator_free(gen);
+  assert_torc(o3);
+  torc_tensor *root3 = torc_sum(o3, NULL, 0, 0);
+  assert_torc(root3);
+  assert_ok(torc_grad(&root3, NULL, 1, in, 3, g, 0, 0));
+  assert_ok(torc_synchronize(TORC_CPU));
+  assert_ok(torc_device_memory_stats2(TORC_CPU, &after));
+  used = after.peak_allocated - before.allocated;
+  printf("with dropout 0.1, forward and backward: peak %zu bytes\n", used);
+  /* no more than without dropout: not even a bit per (query, key), which
+   * would be 2 MiB here */
+  assert_true(used <= used_fw + used_bw + 65536);
   torc_scope_end(scope);
 }
 
@@ -439,6 +460,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Dropout of run_pinned's calls: p, and the seed of a fresh generator
+ * per call (so two runs draw the same mask). */
+static double pin_dropout;
+static uint64_t pin_seed;
+
 /* The result with the dispatcher pinned to `pin` (NULL: the best kernel)
  * and its time; with grads != NULL (in[] requiring grad) also the
  * gradients of sum(out * gy) into grads[0..2] and their time. */
@@ -447,9 +473,11 @@ static torc_tensor *run_pinned(const char *pin, torc_tensor *const *in,
                                double *secs, const torc_tensor *gy,
                                torc_tensor **grads, double *bw_secs) {
   torc__dispatch_pin(pin);
+  torc_generator *g = pin_dropout > 0 ? torc_generator_new(pin_seed) : NULL;
   double t0 = now_s();
-  torc_tensor *o = torc_scaled_dot_product_attention(in[0], in[1], in[2],
-                                                     mask, 0, causal, 0, NULL);
+  torc_tensor *o = torc_scaled_dot_product_attention(
+      in[0], in[1], in[2], mask, pin_dropout, causal, 0, g);
+  torc_generator_free(g);
   assert_torc(o);
   assert_ok(torc_synchronize(TORC_CPU));
   *secs = now_s() - t0;
@@ -514,6 +542,86 @@ static void test_fused_vs_ref(void **state) {
   }
 }
 
+/* With dropout the fused kernels draw ref's Philox mask (forward) and
+ * draw it again (backward): outputs and gradients match ref's at odd
+ * sizes across blocks, with each mask kind, causal or not, f32 and f64,
+ * and with 1 thread and 2 the same bits. */
+static void test_fused_dropout_vs_ref(void **state) {
+  (void)state;
+  if (!have_cpu_plugin) {
+    printf("fused_dropout_vs_ref skipped: the cpu plugin is not built\n");
+    skip();
+  }
+  int nt0 = torc_get_num_threads();
+  assert_ok(torc_set_num_threads(2));
+  static const struct {
+    int64_t B, L, S, E;
+    int mask, causal;
+    double p;
+    torc_dtype dt;
+  } cases[] = {
+      {2, 100, 300, 16, 0, 0, 0.1, TORC_F32},
+      {3, 130, 130, 8, 0, 1, 0.5, TORC_F32},
+      {1, 70, 513, 12, 1, 0, 0.3, TORC_F64},
+      {2, 65, 260, 16, 2, 0, 0.2, TORC_F32},
+      {1, 200, 90, 8, 0, 1, 0.9, TORC_F64},
+      {1, 1, 1, 4, 0, 1, 0.5, TORC_F32},
+      {2, 0, 5, 4, 0, 0, 0.5, TORC_F32},
+      /* 16 and more (batch, head)s: the one-pass backward */
+      {16, 130, 130, 8, 0, 1, 0.2, TORC_F32},
+      {17, 70, 300, 8, 2, 0, 0.0, TORC_F64},
+      {16, 0, 9, 4, 0, 0, 0.3, TORC_F32},
+      {20, 65, 40, 8, 1, 0, 0.0, TORC_F32},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int scope = torc_scope_begin();
+    int64_t qs[3] = {cases[c].B, cases[c].L, cases[c].E};
+    int64_t ks[3] = {cases[c].B, cases[c].S, cases[c].E};
+    int64_t ms[2] = {cases[c].L, cases[c].S};
+    torc_dtype dt = cases[c].dt;
+    torc_tensor *in[3] = {torc_randn(qs, 3, dt, TORC_CPU, NULL),
+                          torc_randn(ks, 3, dt, TORC_CPU, NULL),
+                          torc_randn(ks, 3, dt, TORC_CPU, NULL)};
+    torc_tensor *m = NULL;
+    if (cases[c].mask == 1)
+      m = torc_logical_or(
+          torc_gt(torc_randn(ms, 2, dt, TORC_CPU, NULL),
+                  torc_full(NULL, 0, 0.5, dt, TORC_CPU)),
+          torc_tril(torc_ones(ms, 2, TORC_BOOL, TORC_CPU), 0));
+    else if (cases[c].mask == 2)
+      m = torc_randn(ms, 2, dt, TORC_CPU, NULL);
+    for (int i = 0; i < 3; i++)
+      assert_ok(torc_set_requires_grad(in[i], 1));
+    torc_tensor *gy = torc_randn(qs, 3, dt, TORC_CPU, NULL);
+    torc_tensor *ga[3], *gb[3], *g1[3];
+    double t, tb;
+    pin_dropout = cases[c].p;
+    pin_seed = 100 + c;
+    torc_tensor *a = run_pinned(NULL, in, m, cases[c].causal, &t, gy, ga, &tb);
+    torc_tensor *b = run_pinned("ref", in, m, cases[c].causal, &t, gy, gb,
+                                &tb);
+    assert_ok(torc_set_num_threads(1));
+    torc_tensor *a1 = run_pinned(NULL, in, m, cases[c].causal, &t, gy, g1,
+                                 &tb);
+    assert_ok(torc_set_num_threads(2));
+    pin_dropout = 0;
+    double tol = dt == TORC_F64 ? 1e-12 : 2e-6;
+    double d = deviation(a, b);
+    for (int i = 0; i < 3; i++)
+      d = fmax(d, deviation(ga[i], gb[i]));
+    if (!(d <= tol * 5)) {
+      print_error("case %zu: fused with dropout differs from ref by %.3g\n",
+                  c, d);
+      fail();
+    }
+    assert_true(deviation(a1, a) == 0);
+    for (int i = 0; i < 3; i++)
+      assert_true(deviation(g1[i], ga[i]) == 0);
+    torc_scope_end(scope);
+  }
+  assert_ok(torc_set_num_threads(nt0));
+}
+
 /* One timing of the fused forward and ref's at L = S = 1024, E = 64. */
 static void test_fused_speed(void **state) {
   (void)state;
@@ -562,6 +670,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_memory_4096),
       cmocka_unit_test(test_fused_vs_ref),
+      cmocka_unit_test(test_fused_dropout_vs_ref),
       cmocka_unit_test(test_fused_speed),
   };
   int st = torc_plugin_load("ref", NULL);

@@ -5,8 +5,16 @@
  * maximum, sum and output per row (the online softmax), so no [L, S]
  * score matrix exists: scratch is one block of scores per thread. Under
  * is_causal the walk stops at the block's last query. The backward
- * recomputes the blocks' weights from the saved log-sum-exp (below). Both
- * decline dropout and strided q, k, v (ref serves those).
+ * recomputes the blocks' weights from the saved log-sum-exp (below). The
+ * per-score work of a block row (the mask, the exponentials through the
+ * ISA's exp_sum) is vector loops.
+ *
+ * Dropout (0 < dropout_p < 1) keeps weight (row r of the flattened
+ * [B..., L], key j) when Philox's uniform at offset + r S + j is >= p, as
+ * ref: the forward draws each block row's bits after the softmax sums
+ * (the sum is over every weight, the dropped ones too), the backward draws
+ * the same bits again, so no [L, S] mask is stored. Both decline
+ * dropout_p >= 1 and strided q, k, v (ref serves those).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -16,6 +24,13 @@
 #include "cpu_internal.h"
 
 enum { BQ = 64, BK = 256 };
+
+/* From this many (batch, head)s on, the backward runs one task per
+ * (batch, head) that computes each block's P and dS once for gq, gk and gv
+ * (enough tasks for the pool); below it, two passes (by query block, then
+ * by key block) that compute them twice but split a long sequence. A
+ * constant, so the choice never depends on the thread count. */
+enum { BW_ONE_MIN = 16 };
 
 /* 1 if t is row-major contiguous from its offset. */
 static int rowmajor(const torc_ktensor *t) {
@@ -33,8 +48,29 @@ typedef struct att_job {
   const torc_attention_kparams *p;
   int nb;
   int64_t L, S, E, Ev, nqb;
+  int drop;        /* dropout on: keep bits per block row */
+  uint64_t thresh; /* torc_cpu__keep_threshold(dropout_p) */
+  double kscale;   /* 1 / (1 - dropout_p), or 1 */
   _Atomic int oom;
 } att_job;
+
+/* The keep bits of row (b, i)'s keys j0 .. j0 + n (n clipped to the causal
+ * limit by the caller) into kb. */
+static void keep_row(const torc_attention_kparams *p, uint64_t thresh,
+                     int64_t L, int64_t S, int64_t b, int64_t i, int64_t j0,
+                     int64_t n, uint8_t *kb) {
+  uint64_t off = p->offset + (uint64_t)((b * L + i) * S + j0);
+  torc_cpu__isa->philox_keep(p->seed, off, thresh, kb, n);
+}
+
+/* The keys of row i that a block j0 .. j0 + nk can keep: under is_causal
+ * those up to i. */
+static int64_t row_keys(const torc_attention_kparams *p, int64_t i,
+                        int64_t j0, int64_t nk) {
+  if (p->is_causal && i - j0 + 1 < nk)
+    return i - j0 + 1 > 0 ? i - j0 + 1 : 0;
+  return nk;
+}
 
 /* The element offset of mask row (b, i). */
 static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
@@ -47,6 +83,32 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
   return pos + i * m->strides[nb];
 }
 
+/* Row i's scores row[0..nk) of keys j0..: the mask applied to the keys
+ * below lim (the causal limit), -inf from lim on. */
+#define DEFINE_MASK(SUF, T)                                                    \
+  static void mask_scores_##SUF(const torc_ktensor *m, int nb, int64_t b,      \
+                                int64_t i, int64_t j0, int64_t lim,            \
+                                int64_t nk, T *row) {                          \
+    if (m) {                                                                   \
+      int64_t mr = mask_row(m, nb, b, i) + j0 * m->strides[nb + 1];            \
+      int64_t ms = m->strides[nb + 1];                                         \
+      if (m->dtype == TORC_BOOL) {                                             \
+        const uint8_t *mb = (const uint8_t *)m->data + mr;                     \
+        for (int64_t c = 0; c < lim; c++)                                      \
+          row[c] = mb[c * ms] ? row[c] : -INFINITY;                            \
+      } else {                                                                 \
+        const T *mf = (const T *)m->data + mr;                                 \
+        for (int64_t c = 0; c < lim; c++)                                      \
+          row[c] += mf[c * ms];                                                \
+      }                                                                        \
+    }                                                                          \
+    for (int64_t c = lim; c < nk; c++)                                         \
+      row[c] = -INFINITY;                                                      \
+  }
+
+DEFINE_MASK(f32, float)
+DEFINE_MASK(f64, double)
+
 #define DEFINE_SDPA(SUF, T, EXP, LOG)                                          \
   static void sdpa_task_##SUF(void *ctx, int64_t begin, int64_t end) {         \
     att_job *j = ctx;                                                          \
@@ -54,14 +116,16 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
     const torc_attention_kparams *p = j->p;                                    \
     const torc_ktensor *m = p->has_mask && a->n_in == 4 ? &a->in[3] : NULL;    \
     int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                          \
-    T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * Ev + 2 * BQ));          \
+    T *s = malloc(sizeof(T) * (size_t)(BQ * BK + BQ * Ev + 2 * BQ) + BK);      \
     if (s == NULL) {                                                           \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
     }                                                                          \
     T *acc = s + BQ * BK, *mx = acc + BQ * Ev, *sum = mx + BQ;                 \
+    uint8_t *kb = (uint8_t *)(sum + BQ);                                       \
     const T *qd = cpu_ptr(&a->in[0], 0), *kd = cpu_ptr(&a->in[1], 0);          \
     const T *vd = cpu_ptr(&a->in[2], 0);                                       \
+    int32_t dt = a->in[0].dtype;                                               \
     T *od = cpu_ptr(&a->out[0], 0), *ld = cpu_ptr(&a->out[1], 0);              \
     for (int64_t t = begin; t < end; t++) {                                    \
       int64_t b = t / j->nqb, i0 = (t % j->nqb) * BQ;                          \
@@ -79,33 +143,24 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
                        kd + (b * S + j0) * E, E, 0, s, nk);                    \
         for (int64_t r = 0; r < nq; r++) {                                     \
           T *row = s + r * nk, bm = -INFINITY;                                 \
-          int64_t i = i0 + r;                                                  \
-          int64_t mr = m ? mask_row(m, j->nb, b, i) : 0;                       \
-          int64_t ms = m ? m->strides[j->nb + 1] : 0;                          \
-          for (int64_t c = 0; c < nk; c++) {                                   \
-            int64_t jj = j0 + c;                                               \
-            if (p->is_causal && jj > i)                                        \
-              row[c] = -INFINITY;                                              \
-            else if (m && m->dtype == TORC_BOOL)                               \
-              row[c] = ((const uint8_t *)m->data)[mr + jj * ms]                \
-                           ? row[c]                                            \
-                           : -INFINITY;                                        \
-            else if (m)                                                        \
-              row[c] += ((const T *)m->data)[mr + jj * ms];                    \
+          int64_t i = i0 + r, lim = row_keys(p, i, j0, nk);                    \
+          mask_scores_##SUF(m, j->nb, b, i, j0, lim, nk, row);                 \
+          for (int64_t c = 0; c < nk; c++)                                     \
             bm = row[c] > bm ? row[c] : bm;                                    \
-          }                                                                    \
           T nm = bm > mx[r] ? bm : mx[r];                                      \
           if (nm == -INFINITY) { /* nothing yet in this row */                 \
             memset(row, 0, sizeof(T) * (size_t)nk);                            \
             continue;                                                          \
           }                                                                    \
-          T corr = EXP(mx[r] - nm), add = 0;                                   \
-          for (int64_t c = 0; c < nk; c++) {                                   \
-            row[c] = EXP(row[c] - nm);                                         \
-            add += row[c];                                                     \
-          }                                                                    \
+          T corr = EXP(mx[r] - nm);                                            \
+          T add = (T)torc_cpu__isa->exp_sum(dt, row, row, nk, nm);             \
           sum[r] = sum[r] * corr + add;                                        \
           mx[r] = nm;                                                          \
+          if (j->drop) { /* the dropped weights leave the sum as they are */   \
+            keep_row(p, j->thresh, L, S, b, i, j0, lim, kb);                   \
+            for (int64_t c = 0; c < lim; c++)                                  \
+              row[c] = kb[c] ? row[c] : 0;                                     \
+          }                                                                    \
           if (corr != 1)                                                       \
             for (int64_t e = 0; e < Ev; e++)                                   \
               acc[r * Ev + e] *= corr;                                         \
@@ -116,8 +171,11 @@ static int64_t mask_row(const torc_ktensor *m, int nb, int64_t b, int64_t i) {
       for (int64_t r = 0; r < nq; r++) {                                       \
         T *orow = od + (b * L + i0 + r) * Ev;                                  \
         int none = mx[r] == -INFINITY; /* every key masked: NaN, as ref */     \
+        T inv = (T)(j->kscale / (double)sum[r]);                               \
         for (int64_t e = 0; e < Ev; e++)                                       \
-          orow[e] = none ? (S ? (T)NAN : 0) : acc[r * Ev + e] / sum[r];        \
+          orow[e] = none     ? (S ? (T)NAN : 0)                                \
+                    : j->drop ? acc[r * Ev + e] * inv                          \
+                              : acc[r * Ev + e] / sum[r];                      \
         ld[b * L + i0 + r] = none ? (T)-INFINITY : mx[r] + LOG(sum[r]);        \
       }                                                                        \
     }                                                                          \
@@ -140,14 +198,18 @@ typedef struct att_bw_job {
   const torc_attention_kparams *p;
   int nb;
   int64_t L, S, E, Ev, nqb, nkb;
+  int drop; /* as att_job's */
+  uint64_t thresh;
+  double kscale;
   _Atomic int oom;
 } att_bw_job;
 
-#define DEFINE_SDPA_BW(SUF, T, EXP)                                            \
-  /* P and dS of block (b, i0.., j0..) into pb and ds ([nq, nk]). */           \
-  static void bw_block_##SUF(const att_bw_job *j, int64_t b, int64_t i0,      \
+#define DEFINE_SDPA_BW(SUF, T)                                                 \
+  /* P M and dS = P (M dP - D) scale of block (b, i0.., j0..) into pb and      \
+   * ds ([nq, nk]); M the dropout factors (1 without). */                      \
+  static void bw_block_##SUF(const att_bw_job *j, int64_t b, int64_t i0,       \
                              int64_t nq, int64_t j0, int64_t nk, T *pb,        \
-                             T *ds, const T *drow) {                           \
+                             T *ds, const T *drow, uint8_t *kb) {              \
     const torc_kernel_args *a = j->a;                                          \
     const torc_attention_kparams *p = j->p;                                    \
     const torc_ktensor *m = p->has_mask && a->n_in == 7 ? &a->in[6] : NULL;    \
@@ -161,29 +223,35 @@ typedef struct att_bw_job {
     torc_cpu__gemm(a->in[1].dtype, 0, 1, nq, nk, Ev, 1,                        \
                    gyd + (b * L + i0) * Ev, Ev, vd + (b * S + j0) * Ev, Ev, 0, \
                    ds, nk);                                                    \
+    T ks = (T)j->kscale, sc = (T)p->scale;                                     \
     for (int64_t r = 0; r < nq; r++) {                                         \
-      int64_t i = i0 + r;                                                      \
-      T l = ld[b * L + i];                                                     \
-      int64_t mr = m ? mask_row(m, j->nb, b, i) : 0;                           \
-      int64_t ms = m ? m->strides[j->nb + 1] : 0;                              \
+      int64_t i = i0 + r, lim = row_keys(p, i, j0, nk);                        \
+      T l = ld[b * L + i], *pr = pb + r * nk, *dr = ds + r * nk, d = drow[r];  \
+      mask_scores_##SUF(m, j->nb, b, i, j0, lim, nk, pr);                      \
+      if (l == -INFINITY) /* a row with no key: NaN weights, as ref */        \
+        for (int64_t c = 0; c < nk; c++)                                       \
+          pr[c] = (T)NAN;                                                      \
+      else                                                                     \
+        torc_cpu__isa->exp_sum(a->in[1].dtype, pr, pr, nk, l);                 \
+      if (!j->drop) {                                                          \
+        for (int64_t c = 0; c < nk; c++)                                       \
+          dr[c] = pr[c] * (dr[c] - d) * sc;                                    \
+        continue;                                                              \
+      }                                                                        \
+      /* M: 0 or 1 / (1 - p) (0 past the causal limit, where w is 0 too) */   \
+      keep_row(p, j->thresh, L, S, b, i, j0, lim, kb);                         \
+      for (int64_t c = lim; c < nk; c++)                                       \
+        kb[c] = 0;                                                             \
       for (int64_t c = 0; c < nk; c++) {                                       \
-        int64_t jj = j0 + c;                                                   \
-        T sv = pb[r * nk + c];                                                 \
-        if (p->is_causal && jj > i)                                            \
-          sv = -INFINITY;                                                      \
-        else if (m && m->dtype == TORC_BOOL)                                   \
-          sv = ((const uint8_t *)m->data)[mr + jj * ms] ? sv : -INFINITY;     \
-        else if (m)                                                            \
-          sv += ((const T *)m->data)[mr + jj * ms];                            \
-        T w = l == -INFINITY ? (T)NAN : EXP(sv - l);                           \
-        pb[r * nk + c] = w;                                                    \
-        ds[r * nk + c] = w * (ds[r * nk + c] - drow[r]) * (T)p->scale;         \
+        T mk = kb[c] ? ks : (T)0;                                              \
+        dr[c] = pr[c] * (mk * dr[c] - d) * sc;                                 \
+        pr[c] *= mk;                                                           \
       }                                                                        \
     }                                                                          \
   }                                                                            \
                                                                                \
   /* D = gy . o for rows i0.. of batch b. */                                   \
-  static void bw_d_##SUF(const att_bw_job *j, int64_t b, int64_t i0,          \
+  static void bw_d_##SUF(const att_bw_job *j, int64_t b, int64_t i0,           \
                          int64_t nq, T *drow) {                                \
     const T *gyd = cpu_ptr(&j->a->in[0], 0), *od = cpu_ptr(&j->a->in[4], 0);   \
     for (int64_t r = 0; r < nq; r++) {                                         \
@@ -198,12 +266,13 @@ typedef struct att_bw_job {
                                                                                \
   static void bw_q_task_##SUF(void *ctx, int64_t begin, int64_t end) {         \
     att_bw_job *j = ctx;                                                       \
-    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ));                    \
+    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ) + BK);               \
     if (pb == NULL) {                                                          \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
     }                                                                          \
     T *ds = pb + BQ * BK, *drow = ds + BQ * BK;                                \
+    uint8_t *kb = (uint8_t *)(drow + BQ);                                      \
     const T *kd = cpu_ptr(&j->a->in[2], 0);                                    \
     T *gq = cpu_ptr(&j->a->out[0], 0);                                         \
     for (int64_t t = begin; t < end; t++) {                                    \
@@ -215,7 +284,7 @@ typedef struct att_bw_job {
       int64_t send = j->p->is_causal && i0 + nq < j->S ? i0 + nq : j->S;       \
       for (int64_t j0 = 0; j0 < send; j0 += BK) {                              \
         int64_t nk = send - j0 < BK ? send - j0 : BK;                          \
-        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow);                    \
+        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                \
         torc_cpu__gemm(j->a->in[1].dtype, 0, 0, nq, j->E, nk, 1, ds, nk,       \
                        kd + (b * j->S + j0) * j->E, j->E, 1, gqb, j->E);       \
       }                                                                        \
@@ -225,12 +294,13 @@ typedef struct att_bw_job {
                                                                                \
   static void bw_kv_task_##SUF(void *ctx, int64_t begin, int64_t end) {        \
     att_bw_job *j = ctx;                                                       \
-    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ));                    \
+    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ) + BK);               \
     if (pb == NULL) {                                                          \
       atomic_store(&j->oom, 1);                                                \
       return;                                                                  \
     }                                                                          \
     T *ds = pb + BQ * BK, *drow = ds + BQ * BK;                                \
+    uint8_t *kb = (uint8_t *)(drow + BQ);                                      \
     const T *qd = cpu_ptr(&j->a->in[1], 0), *gyd = cpu_ptr(&j->a->in[0], 0);   \
     T *gk = cpu_ptr(&j->a->out[1], 0), *gv = cpu_ptr(&j->a->out[2], 0);        \
     for (int64_t t = begin; t < end; t++) {                                    \
@@ -244,7 +314,7 @@ typedef struct att_bw_job {
       for (int64_t i0 = qbeg; i0 < j->L; i0 += BQ) {                           \
         int64_t nq = j->L - i0 < BQ ? j->L - i0 : BQ;                          \
         bw_d_##SUF(j, b, i0, nq, drow);                                        \
-        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow);                    \
+        bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);                \
         torc_cpu__gemm(j->a->in[1].dtype, 1, 0, nk, j->Ev, nq, 1, pb, nk,      \
                        gyd + (b * j->L + i0) * j->Ev, j->Ev, 1, gvb, j->Ev);   \
         torc_cpu__gemm(j->a->in[1].dtype, 1, 0, nk, j->E, nq, 1, ds, nk,       \
@@ -252,16 +322,66 @@ typedef struct att_bw_job {
       }                                                                        \
     }                                                                          \
     free(pb);                                                                  \
+  }                                                                            \
+                                                                               \
+  /* Both passes in one, for whole (batch, head)s [begin, end): each block's \
+   * P and dS are computed once and feed gq, gk and gv, the pairs of blocks  \
+   * and the order of the sums being the two passes' (the same bits). */      \
+  static void bw_one_task_##SUF(void *ctx, int64_t begin, int64_t end) {       \
+    att_bw_job *j = ctx;                                                       \
+    T *pb = malloc(sizeof(T) * (size_t)(2 * BQ * BK + BQ) + BK);               \
+    if (pb == NULL) {                                                          \
+      atomic_store(&j->oom, 1);                                                \
+      return;                                                                  \
+    }                                                                          \
+    T *ds = pb + BQ * BK, *drow = ds + BQ * BK;                                \
+    uint8_t *kb = (uint8_t *)(drow + BQ);                                      \
+    int32_t dt = j->a->in[1].dtype;                                            \
+    const T *qd = cpu_ptr(&j->a->in[1], 0), *kd = cpu_ptr(&j->a->in[2], 0);    \
+    const T *gyd = cpu_ptr(&j->a->in[0], 0);                                   \
+    T *gq = cpu_ptr(&j->a->out[0], 0), *gk = cpu_ptr(&j->a->out[1], 0);        \
+    T *gv = cpu_ptr(&j->a->out[2], 0);                                         \
+    int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                          \
+    for (int64_t b = begin; b < end; b++) {                                    \
+      memset(gk + b * S * E, 0, sizeof(T) * (size_t)(S * E));                  \
+      memset(gv + b * S * Ev, 0, sizeof(T) * (size_t)(S * Ev));                \
+      for (int64_t i0 = 0; i0 < L; i0 += BQ) {                                 \
+        int64_t nq = L - i0 < BQ ? L - i0 : BQ;                                \
+        T *gqb = gq + (b * L + i0) * E;                                        \
+        memset(gqb, 0, sizeof(T) * (size_t)(nq * E));                         \
+        bw_d_##SUF(j, b, i0, nq, drow);                                        \
+        /* the q pass's keys end at the block's last query, the kv pass's  \
+         * at the next BQ boundary (blocks of zeros past L) */                 \
+        int64_t qend = j->p->is_causal && i0 + nq < S ? i0 + nq : S;           \
+        int64_t kend = j->p->is_causal && i0 + BQ < S ? i0 + BQ : S;           \
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {                            \
+          int64_t nk = S - j0 < BK ? S - j0 : BK;                              \
+          bw_block_##SUF(j, b, i0, nq, j0, nk, pb, ds, drow, kb);              \
+          if (j0 < qend) {                                                     \
+            int64_t nkq = qend - j0 < BK ? qend - j0 : BK;                     \
+            torc_cpu__gemm(dt, 0, 0, nq, E, nkq, 1, ds, nk,                    \
+                           kd + (b * S + j0) * E, E, 1, gqb, E);               \
+          }                                                                    \
+          torc_cpu__gemm(dt, 1, 0, nk, Ev, nq, 1, pb, nk,                      \
+                         gyd + (b * L + i0) * Ev, Ev, 1,                       \
+                         gv + (b * S + j0) * Ev, Ev);                          \
+          torc_cpu__gemm(dt, 1, 0, nk, E, nq, 1, ds, nk,                       \
+                         qd + (b * L + i0) * E, E, 1, gk + (b * S + j0) * E,   \
+                         E);                                                   \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    free(pb);                                                                  \
   }
 
-DEFINE_SDPA_BW(f32, float, expf)
-DEFINE_SDPA_BW(f64, double, exp)
+DEFINE_SDPA_BW(f32, float)
+DEFINE_SDPA_BW(f64, double)
 
 /* in gy, q, k, v, o, lse (+ mask); out gq, gk, gv. */
 static int k_sdpa_backward(const torc_kernel_args *a) {
   const torc_attention_kparams *p = a->params;
   if (a->n_in < 6 || a->n_out != 3 || p == NULL ||
-      a->params_size < sizeof *p || p->dropout_p > 0)
+      a->params_size < sizeof *p || !(p->dropout_p < 1))
     return TORC_KERNEL_DECLINED;
   const torc_ktensor *q = &a->in[1];
   int32_t dt = q->dtype;
@@ -277,6 +397,9 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
       a->in[6].dtype != dt)
     return TORC_KERNEL_DECLINED;
   att_bw_job j = {.a = a, .p = p, .nb = q->ndim - 2};
+  j.drop = p->dropout_p > 0;
+  j.thresh = torc_cpu__keep_threshold(p->dropout_p);
+  j.kscale = j.drop ? 1.0 / (1.0 - p->dropout_p) : 1.0;
   int64_t B = 1;
   for (int d = 0; d < j.nb; d++)
     B *= q->shape[d];
@@ -288,14 +411,20 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
   j.nkb = (j.S + BK - 1) / BK;
   atomic_init(&j.oom, 0);
   torc_cpu__threads(a->n_threads > 0 ? a->n_threads : 1);
-  if (B * j.nqb > 0)
-    torc_cpu__parallel_for(a->n_threads, B * j.nqb, 1,
-                           dt == TORC_F32 ? bw_q_task_f32 : bw_q_task_f64,
+  if (B >= BW_ONE_MIN) /* a task per (batch, head): P and dS once */
+    torc_cpu__parallel_for(a->n_threads, B, 1,
+                           dt == TORC_F32 ? bw_one_task_f32 : bw_one_task_f64,
                            &j);
-  if (B * j.nkb > 0)
-    torc_cpu__parallel_for(a->n_threads, B * j.nkb, 1,
-                           dt == TORC_F32 ? bw_kv_task_f32 : bw_kv_task_f64,
-                           &j);
+  else {
+    if (B * j.nqb > 0)
+      torc_cpu__parallel_for(a->n_threads, B * j.nqb, 1,
+                             dt == TORC_F32 ? bw_q_task_f32 : bw_q_task_f64,
+                             &j);
+    if (B * j.nkb > 0) /* also zeroes gk, gv when L is 0 */
+      torc_cpu__parallel_for(
+          a->n_threads, B * j.nkb, 1,
+          dt == TORC_F32 ? bw_kv_task_f32 : bw_kv_task_f64, &j);
+  }
   if (atomic_load(&j.oom))
     return torc_cpu__set_error(
         TORC_ERR_OOM,
@@ -309,7 +438,7 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
 static int k_sdpa(const torc_kernel_args *a) {
   const torc_attention_kparams *p = a->params;
   if (a->n_in < 3 || a->n_out != 2 || p == NULL ||
-      a->params_size < sizeof *p || p->dropout_p > 0)
+      a->params_size < sizeof *p || !(p->dropout_p < 1))
     return TORC_KERNEL_DECLINED;
   const torc_ktensor *q = &a->in[0];
   int32_t dt = q->dtype;
@@ -325,6 +454,9 @@ static int k_sdpa(const torc_kernel_args *a) {
       a->in[3].dtype != dt)
     return TORC_KERNEL_DECLINED;
   att_job j = {.a = a, .p = p, .nb = q->ndim - 2};
+  j.drop = p->dropout_p > 0;
+  j.thresh = torc_cpu__keep_threshold(p->dropout_p);
+  j.kscale = j.drop ? 1.0 / (1.0 - p->dropout_p) : 1.0;
   int64_t B = 1;
   for (int d = 0; d < j.nb; d++)
     B *= q->shape[d];

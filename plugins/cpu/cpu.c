@@ -61,6 +61,8 @@ static int register_fast(const torc_host *host, torc_plugin *self) {
     st = torc_cpu__register_attention(host, self);
   if (st == TORC_OK)
     st = torc_cpu__register_rnn_cell(host, self);
+  if (st == TORC_OK)
+    st = torc_cpu__register_nn(host, self);
   return st;
 }
 

@@ -38,6 +38,9 @@ int torc_cpu__register_fused(const torc_host *host, torc_plugin *self);
 int torc_cpu__register_rnn_cell(const torc_host *host, torc_plugin *self);
 /* attention.c: the fused attention forward. */
 int torc_cpu__register_attention(const torc_host *host, torc_plugin *self);
+/* nn.c: dropout, layer_norm (+ backward), gelu_backward, embedding (+
+ * backward). */
+int torc_cpu__register_nn(const torc_host *host, torc_plugin *self);
 
 /* The kernels (f32 and f64 only; every other dtype stays on ref). */
 int torc_cpu__k_matmul(const torc_kernel_args *a);
@@ -143,7 +146,35 @@ typedef struct cpu_isa {
    * or [N, kH] from its first element. */
   void (*cell)(int32_t dt, int op, void *const *p, int64_t r0, int64_t r1,
                int64_t H);
+  /* keep[i] = 1 when torc_philox_uniform(seed, off + i) >= p, i < n, with
+   * thresh = torc_cpu__keep_threshold(p) (nn_kern.h). */
+  void (*philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
+                      uint8_t *keep, int64_t n);
+  /* y[i] = g[i] gelu'(x[i]), the tanh approximation's when tanh_form. */
+  void (*gelu_bw)(int32_t dt, int tanh_form, const void *g, const void *x,
+                  void *y, int64_t n);
+  /* y[i] = e^(x[i] - m) (0 where x[i] is -inf), i < n; returns their
+   * sum (attention's weights). */
+  double (*exp_sum)(int32_t dt, const void *x, void *y, int64_t n, double m);
+  /* One layer_norm row of K: y, and its mean and rstd. */
+  void (*ln_row)(int32_t dt, const void *x, const void *w, const void *b,
+                 void *y, int64_t K, double eps, double *mean, double *rstd);
+  /* Its backward: gx, and gy xh and gy added into aw[K], ab[K]. */
+  void (*ln_row_bw)(int32_t dt, const void *gy, const void *x, const void *w,
+                    double mean, double rstd, void *gx, int64_t K, double *aw,
+                    double *ab);
 } cpu_isa;
+
+/* The integer threshold of the Philox keep test u >= p: u is bits * 2^-53
+ * (53 bits, exact in double), so u >= p exactly when bits >= ceil(p 2^53);
+ * p <= 0 keeps everything, p >= 1 nothing. */
+static inline uint64_t torc_cpu__keep_threshold(double p) {
+  if (!(p > 0))
+    return 0;
+  if (p >= 1)
+    return 1ull << 53;
+  return (uint64_t)__builtin_ceil(p * 9007199254740992.0);
+}
 
 /* The three builds; one built without its ISA's flags (a non-x86 host)
  * has name NULL and is never selected. */
