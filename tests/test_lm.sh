@@ -214,9 +214,25 @@ lr = 0.01
 [train]
 epochs = 6
 dir = gpt
+metrics = gpt/metrics.csv
+[checkpoint]
+dir = gpt/ckpt
+keep = 1
 EOF2
 run_torc train gpt.ini
 expect_rc 0
+untimed gpt/metrics.csv >a
+cp gpt/ckpt/*.safetensors gpt-straight.safetensors
+rm -rf gpt
+run_torc train gpt.ini --set train.epochs=3
+expect_rc 0
+run_torc train gpt.ini --resume
+expect_rc 0
+untimed gpt/metrics.csv >b
+cmp -s a b || { diff a b; fail "gpt: 3 epochs + resume for 3 differ from 6 straight"; }
+same_tensors gpt-straight.safetensors gpt/ckpt/*.safetensors ||
+  fail "gpt: the resumed run's last checkpoint holds other tensors"
+pass "a causal transformer with dropout: 3 + 3 epochs resume to the 6 straight, bit for bit"
 run_torc generate gpt.ini --prompt "abcdab" --tokens 12 --temperature 0
 expect_rc 0
 expect_text out "abcdabce
