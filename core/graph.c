@@ -47,6 +47,16 @@ static int value_of(torc_graph *g, const torc_tensor *t) {
   return g->n_values++;
 }
 
+int torc__graph_contiguous_value(const gvalue *v) {
+  int64_t want = 1;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    if (v->shape[d] != 1 && v->strides[d] != want)
+      return 0;
+    want *= v->shape[d];
+  }
+  return 1;
+}
+
 static int record(torc_graph *g, int op, torc_dtype kdtype, const torc_tensor *const *in,
                   int n_in, torc_tensor *const *out, int n_out,
                   const void *params, size_t params_size) {

@@ -84,6 +84,12 @@ typedef struct {
  * conv2d, the pools, batch and layer norm and dropout, the shapes the
  * core itself gives their kernels. For any other op it returns
  * torc__graph_unchecked. */
+/* Whether value v's recorded strides are the contiguous ones of its shape
+ * (dims of size 1 aside). A node's output that is not (a strided part of
+ * a buffer no value of the trace holds, as the first piece of a cat along
+ * a later dim) can be neither planned nor saved. */
+int torc__graph_contiguous_value(const torc__gvalue *v);
+
 const char *torc__graph_node_shapes(const torc__gnode *n,
                                     const torc__gshape *sh);
 

@@ -155,6 +155,18 @@ static char *graph_json(const torc_graph *g) {
 torc_status torc_graph_save(const torc_graph *g, const char *path) {
   if (g == NULL || path == NULL)
     return torc__null_input("torc_graph_save");
+  for (int i = 0; i < g->n_values; i++) {
+    const gvalue *v = &g->values[i];
+    if (v->produced && v->base < 0 && v->input < 0 && v->name == NULL &&
+        !torc__graph_contiguous_value(v))
+      return torc_set_error(TORC_ERR_INVALID,
+                            "torc_graph_save: value %%%d is written as a "
+                            "strided part of a buffer the trace holds no "
+                            "value for (a cat along a later dim), which a "
+                            "graph file cannot describe; save the module's "
+                            "weights instead",
+                            i);
+  }
   int n_const = 0;
   for (int i = 0; i < g->n_values; i++)
     n_const += strcmp(role_of(&g->values[i]), "constant") == 0;

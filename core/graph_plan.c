@@ -912,6 +912,18 @@ static torc_status classify(torc_plan *p) {
   const torc_graph *g = p->g;
   for (int v = 0; v < g->n_values; v++) {
     const gvalue *gv = &g->values[v];
+    /* A node's output that is a strided part of a buffer no value of the
+     * trace holds (the first piece a cat along a later dim writes): the
+     * arena would give it a buffer of its own shape, and the pieces
+     * written next to it would land outside. */
+    if (gv->t && gv->produced && gv->base < 0 && gv->input < 0 &&
+        gv->name == NULL && !torc__graph_contiguous_value(gv))
+      return torc_set_error(TORC_ERR_INVALID,
+                            "torc_plan_new: value %%%d is written as a "
+                            "strided part of a buffer the trace holds no "
+                            "value for (a cat along a later dim); run the "
+                            "module eagerly",
+                            v);
     int r = root_of(g, v);
     p->root[v] = r;
     p->slot[v] = -1;

@@ -314,12 +314,44 @@ static void test_errors(void **state) {
   torc_module_free(m);
 }
 
+/* A bidirectional batch_first lstm concatenates its directions along the
+ * last dim: the trace's first piece is a strided part of a buffer it holds
+ * no value for, which a plan (or a graph file) cannot describe, so the
+ * module runs eagerly and predict still equals the forward. */
+static void test_strided_pieces(void **state) {
+  (void)state;
+  torc_rnn_options o = torc_rnn_options_default(5);
+  o.input_size = 4;
+  o.batch_first = 1;
+  o.bidirectional = 1;
+  torc_module *m = torc_lstm_new(&o);
+  torc_module_train(m, 0);
+  for (int i = 0; i < 2; i++)
+    check(m, TORC_SHAPE(3, 2, 4));
+  int sc = torc_scope_begin();
+  torc_tensor *x = torc_randn(TORC_SHAPE(3, 2, 4), TORC_F32, TORC_CPU, NULL);
+  torc_graph *g = NULL;
+  assert_ok(torc_trace(m, (const torc_tensor *const *)&x, 1, &g));
+  torc_plan *p = NULL;
+  assert_int_equal(torc_plan_new(g, 0, &p), TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "is written as a strided part of a buffer");
+  assert_null(p);
+  assert_int_equal(torc_graph_save(g, "/nonexistent/g.safetensors"),
+                   TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "which a graph file cannot describe");
+  torc_graph_free(g);
+  torc_clear_error();
+  torc_scope_end(sc);
+  torc_module_free(m);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, test_live_setup, test_live_teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_matches_eager),   T(test_steady_allocations), T(test_shapes),
       T(test_follows_changes), T(test_data_dependent),     T(test_errors),
+      T(test_strided_pieces),
   };
   return cmocka_run_group_tests(tests, test_setup_ref_sim, test_teardown_all);
 }
