@@ -32,7 +32,8 @@ EXTRA_DIST += examples/c-api/run.sh examples/c-api/early_stop.sh \
 	examples/tabular/README.md examples/tabular/LICENSE \
 	examples/tabular/wine.ini examples/tabular/wine-train.csv \
 	examples/tabular/wine-test.csv examples/tabular/diabetes.ini \
-	examples/tabular/diabetes-train.csv examples/tabular/diabetes-test.csv
+	examples/tabular/diabetes-train.csv examples/tabular/diabetes-test.csv \
+	examples/text/char-lstm.ini examples/text/char-gpt.ini
 
 # A loss plugin built out of tree against the installed headers
 # (tests/test_plugin_loss.sh builds and uses it).
