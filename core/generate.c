@@ -145,7 +145,7 @@ static torc_status remember(torc_decoder *d, const int64_t *ids, int64_t t) {
       return torc_set_error(TORC_ERR_OOM,
                             "out of memory for %lld tokens of history",
                             (long long)(d->n * cap));
-    for (int64_t i = 0; i < d->n; i++)
+    for (int64_t i = 0; d->len > 0 && i < d->n; i++)
       memcpy(h + i * cap, d->hist + i * d->cap,
              (size_t)d->len * sizeof *h);
     torc__free(d->hist);
