@@ -437,7 +437,8 @@ static int csv_text_row(csv_ds *ds, const csv_text_opts *o, const char *path,
     *cap = nc;
   }
   const uint8_t *s = (const uint8_t *)f->text;
-  int32_t *out = ds->ids + ds->n_ids;
+  /* (no ids yet while every row so far was empty: nothing is written) */
+  int32_t *out = room > 0 ? ds->ids + ds->n_ids : NULL;
   int64_t total = 0;
   if (!ds->level_char) {
     for (size_t i = 0; i < f->len && (int64_t)i < ds->max_len; i++)
