@@ -218,6 +218,16 @@ torc_tensor *torc_decoder_step(torc_decoder *d, const torc_tensor *ids) {
     return NULL;
   }
   int64_t n = torc_size(ids, 0), t = torc_size(ids, 1);
+  if (d->context && t > d->context) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "torc_decoder_step: ids %s holds %lld new tokens, more "
+                   "than the model's window of %lld; feed at most %lld at "
+                   "once (the earlier ones cannot be seen anyway)",
+                   torc__shape_str(torc_shape(ids), 2, a, sizeof a),
+                   (long long)t, (long long)d->context,
+                   (long long)d->context);
+    return NULL;
+  }
   if (d->n && n != d->n) {
     torc_set_error(TORC_ERR_SHAPE,
                    "torc_decoder_step: the decoder holds %lld sequences but "
@@ -365,8 +375,11 @@ torc_status torc_generate(torc_decoder *d, const int64_t *prompt,
   float *row = NULL;
   torc_status st = TORC_OK;
   int64_t v = 0, made = 0;
-  const int64_t *feed = prompt;
-  int64_t n_feed = n_prompt, tok;
+  /* a prompt longer than the window: only its last window is seen */
+  int64_t skip = d->context && n_prompt > d->context ? n_prompt - d->context
+                                                     : 0;
+  const int64_t *feed = prompt + skip;
+  int64_t n_feed = n_prompt - skip, tok;
   while (made < o->max_new_tokens) {
     int scope = torc_scope_begin();
     torc_tensor *ids = torc_from_host(feed, TORC_SHAPE(1, n_feed), TORC_I64,

@@ -225,6 +225,22 @@ static void test_generate_greedy_and_seeded(void **state) {
   assert_memory_equal(g, out, sizeof g);
   for (int i = 0; i < 9; i++)
     assert_true(a[i] >= 0 && a[i] < V);
+  /* a prompt longer than the window: its last 16 tokens are what counts */
+  int64_t longp[20] = {9, 9, 9, 9, 4, 1, 7, 2, 0, 3, 5, 8, 6, 10, 2, 2,
+                       1, 4, 1, 7};
+  int64_t w16[9], l20[9];
+  o.temperature = 0;
+  o.top_k = 0;
+  assert_ok(torc_generate(d, longp + 4, 16, &o, w16, NULL));
+  assert_ok(torc_generate(d, longp, 20, &o, l20, NULL));
+  assert_memory_equal(w16, l20, sizeof w16);
+  torc_decoder_reset(d);
+  int sc = torc_scope_begin();
+  assert_null(torc_decoder_step(
+      d, torc_from_host(longp, TORC_SHAPE(1, 20), TORC_I64, TORC_CPU)));
+  assert_error(TORC_ERR_SHAPE, "holds 20 new tokens, more than the model's "
+                               "window of 16");
+  torc_scope_end(sc);
   torc_decoder_free(d);
   torc_module_free(m);
 }

@@ -43,7 +43,8 @@ TORC_API void torc_decoder_reset(torc_decoder *d);
 
 /* Feeds ids, i64 [N, T] on the cpu (N sequences, T >= 1 new tokens each;
  * N fixed from the first step after a reset), as the next tokens of the
- * sequences, and returns the logits of those T positions, f32 [N, T, V]
+ * sequences (T at most the decoder's context, when it has one), and
+ * returns the logits of those T positions, f32 [N, T, V]
  * whatever the model's class_dim (a new reference, or scope-owned), or
  * NULL with the error. */
 TORC_API torc_tensor *torc_decoder_step(torc_decoder *d,
@@ -76,7 +77,8 @@ typedef struct torc_generate_options {
  * callback. */
 TORC_API torc_generate_options torc_generate_options_default(void);
 
-/* Continues the prompt (n_prompt >= 1 token ids) with up to
+/* Continues the prompt (n_prompt >= 1 token ids; of a prompt longer than
+ * the decoder's context only the last context tokens are fed) with up to
  * o->max_new_tokens tokens drawn from the next-token distribution of d's
  * model, written to out (room for max_new_tokens); *n_out (may be NULL)
  * receives how many were written. Resets d first, and runs its model in
