@@ -598,8 +598,33 @@ static torc_status accumulate_region(torc_tensor **slot, unsigned char *own,
 /* Adds g into a leaf's (or retained non-leaf's) .grad. The stored gradient
  * is always its own contiguous tensor, so later in-place accumulation never
  * writes through a view or a stride-0 expansion. */
-static torc_status accumulate_grad(torc_tensor *t, const torc_tensor *g) {
+/* 1 if a leaf's first gradient can be g itself instead of a copy: the
+ * walk holds g's only reference and its storage's (so nothing else sees
+ * that memory, even when g was made as a view of a base since freed), g
+ * fills its storage exactly, and it has t's dtype, device and dense
+ * layout (so .grad reads as t does). A
+ * weight gradient, fresh from its GEMM, then costs no copy, as in
+ * PyTorch's AccumulateGrad. */
+static int grad_stealable(const torc_tensor *t, const torc_tensor *g) {
+  if (atomic_load(&g->refcount) != 1 || atomic_load(&g->storage->refcount) != 1 ||
+      g->grad_fn || g->requires_grad || g->hooks || g->offset != 0 ||
+      g->storage->nbytes != (size_t)torc_numel(g) * torc_dtype_size(g->dtype) || g->dtype != t->dtype || g->ndim != t->ndim ||
+      !torc_device_eq(g->storage->device, t->storage->device) ||
+      !torc_is_contiguous(g) || !torc_is_contiguous(t))
+    return 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (g->shape[d] != t->shape[d])
+      return 0;
+  return 1;
+}
+
+static torc_status accumulate_grad(torc_tensor *t, const torc_tensor *g,
+                                   int may_steal) {
   if (t->grad == NULL) {
+    if (may_steal && grad_stealable(t, g)) {
+      t->grad = torc_retain((torc_tensor *)g);
+      return TORC_OK;
+    }
     torc_tensor *c = torc_clone(g);
     if (c == NULL)
       return torc_last_status();
@@ -735,7 +760,7 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
       if ((st = run_hooks(t, &gout[k])))
         break;
       if (t && t->retain_grad && !n->leaf && n_caps == 0)
-        st = accumulate_grad(t, gout[k]);
+        st = accumulate_grad(t, gout[k], 0);
       for (int c = 0; c < n_caps; c++)
         if (caps[c].node == n && caps[c].output_nr == k && caps[c].grad == NULL)
           caps[c].grad = torc_retain(gout[k]);
@@ -744,7 +769,7 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
       break;
     if (n->leaf) {
       if (n_caps == 0)
-        st = accumulate_grad(n->leaf, gout[0]);
+        st = accumulate_grad(n->leaf, gout[0], 1);
       continue;
     }
     if (n->freed && n->n_saved > 0) {
