@@ -5,7 +5,11 @@
  * the time went: kernels by op, the framework's own share (the wall time
  * no kernel accounts for), and forward/backward per module — what `torc
  * bench` shows for a user's model, each op with the plugin that served
- * it. Off, it costs one predictable branch.
+ * it. Each kernel call's FLOPs and bytes (core/kcost.c) are summed per op
+ * and, through a per-thread running count read at the start and end of
+ * each module pass, per module: torc_profile_roofline sets them against
+ * the machine's peak (`torc bench --roofline`). Off, it costs one
+ * predictable branch.
  */
 #include <stdio.h>
 #include <stdlib.h>

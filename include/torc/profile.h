@@ -13,6 +13,7 @@
 
 TORC_BEGIN_DECLS
 
+/* One kernel call's arguments (torc/plugin.h). */
 struct torc_kernel_args;
 
 /* The cost of one kernel call, counted from its op and operand shapes. */
