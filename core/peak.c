@@ -4,8 +4,8 @@
  * each) where the CPU has AVX-512F and the OS saves its state (XCR0), else
  * 12 AVX2 accumulators (8 lanes each), else no figure. Enough chains to
  * cover the FMA latency of both FMA pipes (4 cycles x 2 pipes on Zen 4/5
- * and Intel cores). A warm-up lets the clock ramp up, then the best of 3
- * timed runs of ~50 ms: about 0.2 s in all, once per thread count. The
+ * and Intel cores). A warm-up lets the clock ramp up, then the best of 5
+ * timed runs of ~30 ms: about 0.2 s in all, once per thread count. The
  * same method as bench/compare/peak.c, which takes longer runs for the
  * comparison's yardstick.
  */
@@ -173,7 +173,8 @@ static double timed_run(int isa, int threads, int64_t iters) {
 /* The peak on `threads` threads, 0 where the run could not be made. */
 static double measure(int isa, int threads) {
   /* Calibrate on one thread: ~20 ms of warm-up (clock ramp), then runs of
-   * ~50 ms. */
+   * ~30 ms: five short runs rather than fewer long ones, so that on a busy
+   * machine one of them more likely finds the cores free. */
   int64_t iters = 1 << 10;
   double t0 = now_s();
   fma_kernel(isa, iters);
@@ -184,9 +185,9 @@ static double measure(int isa, int threads) {
     fma_kernel(isa, iters);
     dt = now_s() - t0;
   }
-  iters = (int64_t)((double)iters * 0.05 / (dt > 0 ? dt : 1e-3)) + 1;
+  iters = (int64_t)((double)iters * 0.03 / (dt > 0 ? dt : 1e-3)) + 1;
   double best = 0;
-  for (int r = 0; r < 3; r++) {
+  for (int r = 0; r < 5; r++) {
     double g = timed_run(isa, threads, iters);
     if (g > best)
       best = g;
