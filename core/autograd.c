@@ -827,9 +827,11 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
     }
     if (n->prof_module &&
         atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
+      torc__prof_work work0 = torc__prof_thread_work();
       uint64_t t0 = torc__prof_now();
       st = n->fn(n, gout, gin);
-      torc__prof_module(n->prof_module, NULL, 0, torc__prof_now() - t0);
+      torc__prof_module(n->prof_module, NULL, 1, torc__prof_now() - t0,
+                        work0);
     } else {
       st = n->fn(n, gout, gin);
     }

@@ -847,10 +847,14 @@ torc_status torc__kernel_call(int op, torc_dtype kdtype,
     if (atomic_load_explicit(&torc__prof_on, memory_order_relaxed)) {
       uint64_t t0 = torc__prof_now();
       st = run_kernel(k->fn, &args, &sc);
-      if ((int)st != TORC_KERNEL_DECLINED)
+      if ((int)st != TORC_KERNEL_DECLINED) {
+        uint64_t ns = torc__prof_now() - t0;
+        torc_kernel_cost cost;
+        torc__kernel_cost(op, &args, &cost);
         torc__prof_kernel(op, dev.type,
-                          k->owner ? torc__plugin_name(k->owner) : "core",
-                          torc__prof_now() - t0);
+                          k->owner ? torc__plugin_name(k->owner) : "core", ns,
+                          &cost);
+      }
     } else {
       st = run_kernel(k->fn, &args, &sc);
     }

@@ -22,6 +22,7 @@
 #include "torc/error.h"
 #include "torc/ops.h"
 #include "torc/plugin.h"
+#include "torc/profile.h"
 #include "torc/runtime.h"
 #include "torc/tensor.h"
 
@@ -447,13 +448,26 @@ extern _Atomic int torc__prof_on;
 /* Monotonic nanoseconds. */
 uint64_t torc__prof_now(void);
 /* Charges one kernel call of `op` on device type `devtype`, served by the
- * plugin named `provider`. */
+ * plugin named `provider`, that took `ns` and cost `cost` (its FLOPs also
+ * go to the calling thread's count, torc__prof_thread_work). */
 void torc__prof_kernel(int op, int devtype, const char *provider,
-                       uint64_t ns);
-/* Charges forward and/or backward time to module m (`name` "PATH (TYPE)"
- * at its first forward; NULL: charge only a module already seen). */
-void torc__prof_module(const void *m, const char *name, uint64_t fwd_ns,
-                       uint64_t bwd_ns);
+                       uint64_t ns, const torc_kernel_cost *cost);
+/* The work of the kernels this thread has run while profiling: FLOPs with
+ * a formula, and the calls without one. A module's share is the change
+ * across its forward (or a backward formula it recorded). */
+typedef struct torc__prof_work {
+  uint64_t flops, uncounted;
+} torc__prof_work;
+torc__prof_work torc__prof_thread_work(void);
+/* Charges forward (backward 0) or backward (1) time `ns` to module m, with
+ * the kernels' work since `since` (a torc__prof_thread_work of this thread
+ * at the pass's start). `name` "PATH (TYPE)" at its first forward; NULL:
+ * charge only a module already seen. */
+void torc__prof_module(const void *m, const char *name, int backward,
+                       uint64_t ns, torc__prof_work since);
+/* The cost of kernel call `a` of op id `op` (torc_kernel_cost_of). */
+void torc__kernel_cost(int op, const torc_kernel_args *a,
+                       torc_kernel_cost *c);
 /* Frees the profiler's tables (torc_shutdown). */
 void torc__profile_clear(void);
 /* The current scope of autograd (autograd.c), per thread: the region of

@@ -4,7 +4,7 @@ lib_LTLIBRARIES += libtorc.la
 libtorc_la_SOURCES = \
 	core/internal.h core/alloc_internal.h include/torc/testing.h \
 	core/mem.c core/error.c core/dtype.c core/device.c core/alloc.c \
-	core/alloc_blocks.c core/profile.c \
+	core/alloc_blocks.c core/profile.c core/kcost.c core/peak.c \
 	core/stream_internal.h core/stream.c \
 	core/tensor_internal.h core/tensor.c core/tensor_views.c \
 	core/scope.c \
@@ -27,7 +27,7 @@ libtorc_la_LDFLAGS = -version-info 0:0:0 -no-undefined -Wl,--no-undefined
 torcinclude_HEADERS += \
 	include/torc/torc.h include/torc/error.h include/torc/dtype.h \
 	include/torc/device.h include/torc/tensor.h include/torc/ops.h \
-	include/torc/stream.h \
+	include/torc/stream.h include/torc/profile.h \
 	include/torc/config.h include/torc/runtime.h include/torc/plugin.h \
 	include/torc/philox.h include/torc/autograd.h include/torc/nn.h include/torc/safetensors.h include/torc/indexing.h \
 	include/torc/checked.h include/torc/graph.h \

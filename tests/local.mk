@@ -122,6 +122,7 @@ include tests/graph_plan.mk
 include tests/rnn.mk
 include tests/rnn_cell.mk
 include tests/transformer.mk
+include tests/roofline.mk
 # torc train / torc eval end to end (tests/cli_lib.sh's helpers), and the
 # INI examples' accuracy on short schedules.
 TESTS += tests/test_train.sh tests/test_examples.sh

@@ -280,7 +280,7 @@ int torc_tool__cmd_eval(int argc, char **argv) {
 }
 
 const char torc_tool__usage_bench[] =
-    "usage: torc bench FILE.ini [--steps N] [--set S.K=V ...]\n"
+    "usage: torc bench FILE.ini [--steps N] [--roofline] [--set S.K=V ...]\n"
     "\n"
     "Times N training steps (default 50, after 5 of warm-up) of the model\n"
     "of FILE.ini on batches of [data.train] and prints the step time,\n"
@@ -288,12 +288,23 @@ const char torc_tool__usage_bench[] =
     "each and their share of the time,\n"
     "the time outside kernels, and forward/backward time per layer.\n"
     "\n"
+    "  --steps N      time N steps (1..1000000)\n"
+    "  --roofline     measure the machine's fp32 FMA peak first (on the\n"
+    "                 run's threads, a fraction of a second) and print the\n"
+    "                 profile as a roofline: per op and per layer the FLOPs\n"
+    "                 per step (counted from each kernel call's shapes; -\n"
+    "                 for an op with no formula), GFLOP/s and % of the\n"
+    "                 peak, GB/s for the memory-bound ops, and the whole\n"
+    "                 step's GFLOP/s against the peak\n"
+    "  --set S.K=V    override key K of section S (repeatable)\n"
+    "\n"
     "Exit status: 0 success, 1 a failure while running, 2 bad input.\n";
 
 int torc_tool__cmd_bench(int argc, char **argv) {
   const char *file = NULL;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   int n_sets = 0, rc = -1;
+  unsigned flags = 0;
   long steps = 50;
   if (sets == NULL)
     return TORC_TOOL_EXIT_RUNTIME;
@@ -310,6 +321,8 @@ int torc_tool__cmd_bench(int argc, char **argv) {
       if (*end || steps < 1 || steps > 1000000)
         rc = usage_error("bench", "--steps takes a count (1..1000000), not",
                          argv[i]);
+    } else if (strcmp(a, "--roofline") == 0) {
+      flags |= TORC_BENCH_ROOFLINE;
     } else if (a[0] == '-') {
       rc = usage_error("bench", "unknown option (or missing value)", a);
     } else if (file == NULL) {
@@ -326,7 +339,7 @@ int torc_tool__cmd_bench(int argc, char **argv) {
   free(sets);
   if (cfg == NULL)
     return rc < 0 ? TORC_TOOL_EXIT_USAGE : rc;
-  torc_status st = torc_bench(cfg, steps, stdout);
+  torc_status st = torc_bench_ex(cfg, steps, flags, stdout);
   torc_config_free(cfg);
   if (st != TORC_OK) {
     fprintf(stderr, "torc bench: %s\n", torc_last_error());

@@ -760,8 +760,40 @@ torc_status torc_train(const torc_config *cfg, const torc_train_opts *opts,
 /* ---- the bench ---- */
 
 torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
+  return torc_bench_ex(cfg, steps, 0, out);
+}
+
+/* "machine fp32 FMA peak: ...\n" into buf for a roofline bench of a
+ * model on `dev`; the peak in GFLOP/s (0: none to compare with). */
+static double bench_peak(torc_device dev, char *buf, size_t size) {
+  if (dev.type != 0) {
+    snprintf(buf, size, "machine fp32 FMA peak: not measured (the model "
+                        "runs on %s, not the cpu): %% peak shows -\n",
+             torc_device_type_name(dev.type));
+    return 0;
+  }
+  const char *isa;
+  int threads;
+  double peak = torc_cpu_peak_gflops(0, &isa, &threads);
+  if (peak > 0)
+    snprintf(buf, size,
+             "machine fp32 FMA peak: %.1f GFLOP/s (%s, %d thread%s)\n", peak,
+             isa, threads, threads == 1 ? "" : "s");
+  else
+    snprintf(buf, size, "machine fp32 FMA peak: unknown (no AVX2 or AVX-512 "
+                        "FMA on this CPU): %% peak shows -\n");
+  return peak;
+}
+
+torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
+                          unsigned flags, FILE *out) {
   if (cfg == NULL)
     return null_input("torc_bench");
+  if (flags & ~(unsigned)TORC_BENCH_ROOFLINE)
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_bench_ex: unknown flags 0x%x (the known "
+                          "one: TORC_BENCH_ROOFLINE)",
+                          flags & ~(unsigned)TORC_BENCH_ROOFLINE);
   if (out == NULL)
     out = stdout;
   if (steps < 1)
@@ -770,6 +802,11 @@ torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
   torc_status st = run_build(&r, cfg, 1);
   if (st == TORC_OK)
     st = torc_module_check_device(r.model, r.dev);
+  /* The peak before the steps: its threads then leave the cores to them. */
+  double peak = 0;
+  char peak_line[200] = "";
+  if (st == TORC_OK && (flags & TORC_BENCH_ROOFLINE))
+    peak = bench_peak(r.dev, peak_line, sizeof peak_line);
   int64_t done = 0, samples = 0, epoch = 0, warm = 5;
   double t0 = 0;
   torc_train__accum acc = {0};
@@ -804,15 +841,19 @@ torc_status torc_bench(const torc_config *cfg, int64_t steps, FILE *out) {
   }
   torc_train__accum_free(&acc);
   double secs = now_s() - t0;
-  char *rep = st == TORC_OK ? torc_profile_report(15, steps) : NULL;
+  char *rep = NULL;
+  if (st == TORC_OK)
+    rep = flags & TORC_BENCH_ROOFLINE
+              ? torc_profile_roofline(15, steps, peak)
+              : torc_profile_report(15, steps);
   torc_profile_enable(0);
   if (st == TORC_OK && rep == NULL)
     st = torc_last_status();
   if (st == TORC_OK) {
     fprintf(out, "%lld training steps (after %lld of warm-up): %.3f ms/step, "
-                 "%.0f samples/s\n\n%s",
+                 "%.0f samples/s\n%s\n%s",
             (long long)steps, (long long)warm, secs * 1e3 / (double)steps,
-            (double)samples / secs, rep);
+            (double)samples / secs, peak_line, rep);
   }
   free(rep);
   run_free(&r);

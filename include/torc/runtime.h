@@ -115,8 +115,9 @@ TORC_API void torc_use_deterministic_algorithms(int on);
 TORC_API int torc_deterministic_algorithms_enabled(void);
 
 /* Turns the profiler on (resetting its counts) or off. While on, every
- * kernel is timed per op and device type, every module's forward, and
- * each backward formula is charged to the module that recorded it. */
+ * kernel is timed per op and device type (its FLOPs and bytes counted too:
+ * torc/profile.h), every module's forward, and each backward formula is
+ * charged to the module that recorded it. */
 TORC_API void torc_profile_enable(int on);
 
 /* 1 while the profiler is on. */

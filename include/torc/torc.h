@@ -20,6 +20,7 @@
 #include "torc/ops.h"
 #include "torc/onnx.h"
 #include "torc/optim.h"
+#include "torc/profile.h"
 #include "torc/runtime.h"
 #include "torc/safetensors.h"
 #include "torc/state.h"

@@ -106,6 +106,18 @@ TORC_API torc_status torc_eval_report(const torc_eval_result *res, FILE *out);
 TORC_API torc_status torc_bench(const struct torc_config *cfg, int64_t steps,
                                 FILE *out);
 
+/* torc_bench_ex's flags. TORC_BENCH_ROOFLINE: measure the machine's fp32
+ * FMA peak first (torc_cpu_peak_gflops on the run's threads, a fraction
+ * of a second), print it, and print the profile as a roofline
+ * (torc_profile_roofline): FLOPs per step, GFLOP/s and % of that peak per
+ * op and per module, and the whole step's. */
+enum { TORC_BENCH_ROOFLINE = 1u << 0 };
+
+/* torc_bench with `flags` (TORC_BENCH_*; 0 is torc_bench). An unknown
+ * flag is TORC_ERR_INVALID. */
+TORC_API torc_status torc_bench_ex(const struct torc_config *cfg,
+                                   int64_t steps, unsigned flags, FILE *out);
+
 /* What torc_generate_text (`torc generate`) takes. */
 typedef struct torc_text_generate_options {
   const char *checkpoint; /* the weights; NULL: as torc eval finds them */
