@@ -2,7 +2,9 @@
  * defaults: random_hflip and random_vflip without their argument flip with
  * p = 0.5 (RandomHorizontalFlip, RandomVerticalFlip), written bare or with
  * empty parentheses; random_vflip reverses the rows; random_crop(size)
- * pads nothing.
+ * pads nothing; scale then normalize, which run as one pass, give the
+ * bits of the two stages applied one after the other (u8 and f32 samples,
+ * one or per-channel mean and std, lengths that end mid-vector).
  */
 #include "testutil.h"
 
@@ -107,11 +109,51 @@ static void test_crop_default_padding(void **state) {
   assert_error(TORC_ERR_INVALID, "must follow in parentheses");
 }
 
+/* scale(c), normalize(...) in one transform against the two stages as
+ * two transforms, bit for bit, on a [3, 7, 9] sample of dtype dt. */
+static void check_pair(torc_dtype dt, const char *norm) {
+  const int64_t shape[3] = {3, 7, 9};
+  torc_tensor *x = torc_empty(shape, 3, dt, TORC_CPU);
+  assert_torc(x);
+  uint32_t r = 12345;
+  for (int i = 0; i < 3 * 7 * 9; i++) {
+    r = r * 1664525u + 1013904223u;
+    if (dt == TORC_U8)
+      ((uint8_t *)torc_data(x))[i] = (uint8_t)(r >> 24);
+    else
+      ((float *)torc_data(x))[i] = (float)(r >> 8) / 65536.0f - 100.0f;
+  }
+  char both[160];
+  snprintf(both, sizeof both, "scale(0.00392156862745098), %s", norm);
+  torc_transform *t = parse_ok(both);
+  torc_transform *t1 = parse_ok("scale(0.00392156862745098)");
+  torc_transform *t2 = parse_ok(norm);
+  torc_tensor *y = torc_transform_apply(t, x, 1, 0, 0);
+  torc_tensor *h = torc_transform_apply(t1, x, 1, 0, 0);
+  assert_torc(h);
+  torc_tensor *z = torc_transform_apply(t2, h, 1, 0, 0);
+  assert_torc(y);
+  assert_torc(z);
+  assert_int_equal(torc_dtype_of(y), TORC_F32);
+  assert_memory_equal(torc_data(y), torc_data(z), 3 * 7 * 9 * sizeof(float));
+  torc_release(y), torc_release(z), torc_release(h), torc_release(x);
+  torc_transform_free(t), torc_transform_free(t1), torc_transform_free(t2);
+}
+
+static void test_scale_normalize_pair(void **state) {
+  (void)state;
+  check_pair(TORC_U8, "normalize(0.2860, 0.3530)");
+  check_pair(TORC_U8, "normalize(0.485, 0.456, 0.406, 0.229, 0.224, 0.225)");
+  check_pair(TORC_F32, "normalize(0.2860, 0.3530)");
+  check_pair(TORC_F32, "normalize(0.485, 0.456, 0.406, 0.229, 0.224, 0.225)");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hflip_default),
       cmocka_unit_test(test_vflip),
       cmocka_unit_test(test_crop_default_padding),
+      cmocka_unit_test(test_scale_normalize_pair),
   };
   return cmocka_run_group_tests(tests, test_setup_ref_sim, test_teardown_all);
 }
