@@ -579,7 +579,10 @@ static torc_tensor *apply_affine(const stage *s, const torc_tensor *x) {
  * would (the same results, bit for bit), without the intermediate tensor.
  * The loops are vectorised, cloned per ISA, and never contracted to FMAs
  * (a fused multiply-add rounds once, the two stages twice). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+/* Not under the sanitizers: an ifunc resolver runs while the library is
+ * relocated, before their runtime is up, and crashes when instrumented. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) &&        \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define AFFINE_CLONES                                                          \
   __attribute__((target_clones("avx512f", "avx2", "default"),                  \
                  optimize("tree-vectorize", "vect-cost-model=dynamic",   \

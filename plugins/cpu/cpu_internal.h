@@ -88,6 +88,13 @@ typedef void (*torc_cpu_task)(void *ctx, int64_t begin, int64_t end);
 void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
                             torc_cpu_task fn, void *ctx);
 
+/* As torc_cpu__parallel_for, but the threads claim chunks of `chunk`
+ * elements one at a time until none is left (fn may run several times on
+ * one thread, in any order): a preempted thread then holds up at most one
+ * chunk. At most ceil(n / chunk) threads take part. */
+void torc_cpu__parallel_dyn(int n_threads, int64_t n, int64_t chunk,
+                            torc_cpu_task fn, void *ctx);
+
 /* Joins the pool's workers (plugin fini). */
 void torc_cpu__pool_fini(void);
 

@@ -120,10 +120,14 @@ void torc_cpu__gemm(int32_t dtype, int ta, int tb, int64_t m, int64_t n,
   gemm_job j = {dtype, ta,  tb, n >= m, sgemm_provider, m,    n, k, lda,
                 ldb,   ldc, 0,  0,      alpha,          beta, a, b, c};
   int64_t len = j.split_n ? n : m;
-  /* Blocks of 16 rows/columns (a multiple of every kernel's tile). */
+  /* Blocks of 16 rows/columns (a multiple of every kernel's tile), claimed
+   * about two per thread at a time: few enough provider calls (each packs
+   * its operands), and a thread preempted mid-GEMM leaves its unclaimed
+   * blocks to the others. */
   j.unit = 16;
   j.n_units = (len + j.unit - 1) / j.unit;
-  torc_cpu__parallel_for(nt, j.n_units, 1, gemm_task, &j);
+  int64_t per = (j.n_units + 2 * nt - 1) / (2 * nt);
+  torc_cpu__parallel_dyn(nt, j.n_units, per, gemm_task, &j);
 }
 
 /* ---- choosing the provider ----

@@ -52,6 +52,8 @@ static struct {
   torc_cpu_task fn;
   void *ctx;
   int64_t n;
+  int64_t dyn_chunk;  /* > 0: chunks of this size claimed from `next` */
+  atomic_llong next;  /* the next unclaimed element (dynamic jobs) */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER,
           .done = PTHREAD_COND_INITIALIZER};
@@ -113,6 +115,20 @@ static void chunk_range(int64_t n, int k, int c, int64_t *b, int64_t *e) {
   *e = (int64_t)((__int128)n * (c + 1) / k);
 }
 
+/* A dynamic job's loop, run by the caller and each worker in it: claim
+ * the next chunk until none is left. A thread the OS preempted (the data
+ * loader's, another process's) then delays the job by at most one chunk:
+ * the others take what it has not claimed. */
+static void run_claims(void) {
+  int64_t n = pool.n, c = pool.dyn_chunk;
+  for (;;) {
+    int64_t b = atomic_fetch_add(&pool.next, c);
+    if (b >= n)
+      return;
+    pool.fn(pool.ctx, b, b + c < n ? b + c : n);
+  }
+}
+
 static void *worker_main(void *arg) {
   int me = (int)(intptr_t)arg;
   in_worker = 1;
@@ -134,9 +150,13 @@ static void *worker_main(void *arg) {
     int k = (int)(g & 255);
     if (me + 1 >= k)
       continue; /* not needed for this job */
-    int64_t b, e;
-    chunk_range(pool.n, k, me + 1, &b, &e);
-    pool.fn(pool.ctx, b, e);
+    if (pool.dyn_chunk > 0) {
+      run_claims();
+    } else {
+      int64_t b, e;
+      chunk_range(pool.n, k, me + 1, &b, &e);
+      pool.fn(pool.ctx, b, e);
+    }
     if (atomic_fetch_sub(&pool.pending, 1) == 1 &&
         atomic_load(&pool.caller_parked)) {
       pthread_mutex_lock(&pool.lock);
@@ -162,8 +182,11 @@ static int grow(int want) {
   return pool.n_workers;
 }
 
-void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
-                            torc_cpu_task fn, void *ctx) {
+/* Runs fn over [0, n) on up to n_threads threads (the caller one of
+ * them): static slices (dyn_chunk 0, at least `grain` elements each) or
+ * chunks of dyn_chunk elements claimed one at a time. */
+static void run_job(int n_threads, int64_t n, int64_t grain,
+                    int64_t dyn_chunk, torc_cpu_task fn, void *ctx) {
   if (n <= 0)
     return;
   if (grain < 1)
@@ -192,6 +215,8 @@ void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
   pool.fn = fn;
   pool.ctx = ctx;
   pool.n = n;
+  pool.dyn_chunk = dyn_chunk;
+  atomic_store(&pool.next, 0);
   atomic_store(&pool.pending, (int)k - 1);
   uint64_t g = atomic_load(&pool.gen);
   atomic_store(&pool.gen, ((g >> 8) + 1) << 8 | (uint64_t)k); /* publishes */
@@ -200,9 +225,13 @@ void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
   }
-  int64_t b, e;
-  chunk_range(n, (int)k, 0, &b, &e);
-  fn(ctx, b, e);
+  if (dyn_chunk > 0) {
+    run_claims();
+  } else {
+    int64_t b, e;
+    chunk_range(n, (int)k, 0, &b, &e);
+    fn(ctx, b, e);
+  }
   /* Wait for the other chunks: spin, then park. */
   if (atomic_load(&pool.pending) > 0) {
     int64_t budget = spin_budget(), t0 = now_ns();
@@ -221,6 +250,18 @@ void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
     }
   }
   atomic_store(&pool.busy, 0);
+}
+
+void torc_cpu__parallel_for(int n_threads, int64_t n, int64_t grain,
+                            torc_cpu_task fn, void *ctx) {
+  run_job(n_threads, n, grain, 0, fn, ctx);
+}
+
+void torc_cpu__parallel_dyn(int n_threads, int64_t n, int64_t chunk,
+                            torc_cpu_task fn, void *ctx) {
+  if (chunk < 1)
+    chunk = 1;
+  run_job(n_threads, n, chunk, chunk, fn, ctx);
 }
 
 void torc_cpu__pool_fini(void) {
