@@ -46,7 +46,8 @@
 # exits). The run is quotable only if the load average before it was at
 # most BUSY_LOAD (default 1.0: on 2 cores, more than one runnable thread
 # of someone else's) and, during every measurement, other processes used
-# at most BUSY_OTHERS of one core (default 0.10: 10%) and no measurement
+# at most BUSY_OTHERS of one core (default 0.10: 10%, of the measurement's
+# wall time or of one second, whichever is longer) and no measurement
 # failed; the table marks with ! each row that a busy measurement fed
 # (any configuration of any side, since a slowed PyTorch configuration
 # can lose to one that should not have won), and the last line is the
@@ -100,6 +101,9 @@
 #                  For quick checks: --torch-configs default (glibc's
 #                  allocator only), or e.g. debian,eager,default
 #     --no-build   use the build tree as it is (no make)
+#     --raw FILE   also keep every measurement's record in FILE: lines
+#                  M ID SIDE CONFIG JOB LOAD1 OTHERS_CPU_S WALL_S EXIT and
+#                  R ID SIDE CONFIG MEASURE VALUE (the figures it printed)
 #     --torch-malloc  the same as adding malloc to --torch-configs
 #     --seq-steps N  timed training steps of each seq run (default
 #                  SEQ_STEPS or 20)
@@ -124,6 +128,7 @@ torch_configs=${TORCH_CONFIGS:-full}
 busy_load=${BUSY_LOAD:-1.0} busy_others=${BUSY_OTHERS:-0.10}
 venv=${TORCH_VENV:-$top/bench/.venv-torch}
 only=train,ini,eval,op,latency,gemm,conv,startup build_it=1 torch_malloc=0
+raw=
 usage() {
   sed -n '/^#   bash bench/,/^# Environment/p' "$0" | sed '$d' |
     sed 's/^# \{0,1\}//' >&2
@@ -140,6 +145,7 @@ while [ $# -gt 0 ]; do
   --only) [ $# -gt 1 ] || usage; only=$2; shift ;;
   --threads) [ $# -gt 1 ] || usage; threads=$2; shift ;;
   --torch-configs) [ $# -gt 1 ] || usage; torch_configs=$2; shift ;;
+  --raw) [ $# -gt 1 ] || usage; raw=$2; shift ;;
   *) usage ;;
   esac
   shift
@@ -301,6 +307,8 @@ measure() {
   m_side=$1 m_cfg=$2 m_job=$3
   shift 3
   mid=$((mid + 1))
+  [ ! -t 2 ] || printf '\rrun %d/%d: %-64s' "$r" "$runs" \
+    "$m_side $m_cfg $m_job" >&2
   : >"$res"
   l0=$(cut -d' ' -f1 /proc/loadavg)
   o0=$(others_ticks)
@@ -396,7 +404,6 @@ while [ "$r" -le "$runs" ]; do
     measure machine "${t}t" peak "$build/bench/compare/peak" "$t"
   done
   for job in $jobs; do
-    [ ! -t 2 ] || printf '\rrun %d/%d: %-24s' "$r" "$runs" "$job" >&2
     if [ $((r % 2)) = 1 ]; then sweep; else sweep | tac; fi >"$ini_dir/sweep"
     while read -r side cfg; do
       case $side in
@@ -411,7 +418,8 @@ done
 for t in $threads; do
   measure machine "${t}t" peak "$build/bench/compare/peak" "$t"
 done
-[ ! -t 2 ] || printf '\r%40s\r' '' >&2
+[ ! -t 2 ] || printf '\r%80s\r' '' >&2
+[ -z "$raw" ] || cp "$out" "$raw"
 
 tlist=$(echo "$threads" | sed 's/ /, /g')
 echo "torc vs PyTorch (eval rows: and onnxruntime${ort_version:+ $ort_version}):" \
@@ -425,7 +433,9 @@ awk -v tl="$threads" -v lb="$load_before" -v bl="$busy_load" \
   function cfgname(c) { gsub(/_/, " ", c); return c }
   $1 == "M" {
     id = $2; mside[id] = $3; mcfg[id] = $4; mjob[id] = $5; mload[id] = $6
-    mfrac[id] = ($8 > 0) ? $7 / $8 : 0; mrc[id] = $9; nm++
+    # over at least a second: one 10 ms tick of a daemon is not 10% of a
+    # 0.1 s measurement
+    mfrac[id] = $7 / ($8 > 1 ? $8 : 1); mrc[id] = $9; nm++
     if ($9 != 0) { nfail++; failed = failed (failed == "" ? "" : "; ") \
       $3 " " cfgname($4) " " $5 }
     if (mfrac[id] > bo) {

@@ -65,7 +65,11 @@ def compiled(fn):
     if not hasattr(torch, "compile"):
         sys.exit("torch_compare: TORCH_COMPILE=1 needs PyTorch 2 (this is %s)"
                  % torch.__version__)
-    return torch.compile(fn)
+    # dynamic=False: one static graph per batch shape (an epoch's short
+    # last batch gets its own), as fast as the fixed-shape one; with
+    # automatic dynamic shapes the second shape would recompile the step
+    # for symbolic sizes, and the 64-sample batches would run that.
+    return torch.compile(fn, dynamic=False)
 
 
 def idx(path):
