@@ -110,11 +110,12 @@
 # Environment: BUILD (the build tree, default $top/_build), RUNS, THREADS,
 # TORCH_CONFIGS, TORCH_VENV, ORT_PYTHON, BUSY_LOAD, BUSY_OTHERS,
 # TORCH_DATA (float or uint8: PyTorch's in-memory data set, see
-# torch_compare.py). A full sweep is ~18 PyTorch processes per measurement
-# and repetition, and each compiled one spends tens of seconds in the
+# torch_compare.py). A full sweep is up to 18 PyTorch processes per
+# measurement and repetition, and each compiled one spends 10-60 s in the
 # compiler (not timed): --quick --runs 1 takes ~30 minutes on a quiet
-# 2-core machine, a full run of 3 repetitions some hours; several times
-# that while others share the cores.
+# 2-core machine, a full run of 3 repetitions about two hours; more while
+# others share the cores. --quick --runs 1 --only train_mlp,eval_mlp,gemm
+# took ~6 minutes here, --torch-configs default about a third of that.
 # Needs the build tree (bash scripts/setup.sh) and dataset-fashion-mnist;
 # PyTorch's Debian configurations need python3-torch, its PyPI ones
 # bash bench/setup-torch.sh; onnxruntime's column is empty without
@@ -526,9 +527,16 @@ awk -v tl="$threads" -v lb="$load_before" -v bl="$busy_load" \
   }
   END {
     # The peak is a constant of the machine that only a busy spell lowers:
-    # the best of the runs, per thread count.
+    # the best of the runs, per thread count, and never below the peak of
+    # fewer threads.
     printf "machine fp32 FMA peak (%s):", isa
     nt = split(tl, tt, " ")
+    for (i = 1; i <= nt; i++)
+      for (j = 1; j <= nt; j++)
+        if (tt[j] + 0 < tt[i] + 0 && peak[tt[j] + 0] + 0 > peak[tt[i] + 0] + 0) {
+          peak[tt[i] + 0] = peak[tt[j] + 0]
+          if (peakbusy[tt[j] + 0]) peakbusy[tt[i] + 0] = 1
+        }
     for (i = 1; i <= nt; i++)
       printf "%s %s GFLOP/s at %d threads", (i > 1 ? ";" : ""),
         fmt(peak[tt[i] + 0]), tt[i]
