@@ -115,7 +115,7 @@
 # compiler (not timed): --quick --runs 1 takes ~30 minutes on a quiet
 # 2-core machine, a full run of 3 repetitions about two hours; more while
 # others share the cores. --quick --runs 1 --only train_mlp,eval_mlp,gemm
-# took ~6 minutes here, --torch-configs default about a third of that.
+# took ~6 minutes here (busy), --torch-configs default about half of that.
 # Needs the build tree (bash scripts/setup.sh) and dataset-fashion-mnist;
 # PyTorch's Debian configurations need python3-torch, its PyPI ones
 # bash bench/setup-torch.sh; onnxruntime's column is empty without
@@ -195,7 +195,9 @@ done
 insts=${insts:-debian pypi} modes=${modes:-eager compile}
 allocs=${allocs:-default malloc hugetlb}
 
-notes=$(mktemp)
+out=$(mktemp) err=$(mktemp) res=$(mktemp) notes=$(mktemp)
+ini_dir=$(mktemp -d)
+trap 'rm -f "$out" "$err" "$res" "$notes"; rm -rf "$ini_dir"' EXIT
 # The installations that are there, with their versions; the others are
 # noted with the reason.
 debian_version='' pypi_version='' pypi_compile=0
@@ -267,10 +269,6 @@ py="$top/bench/compare/torch_compare.py"
 ort_py="$top/bench/compare/ort_compare.py"
 export TORC_PLUGIN_PATH="$build/plugins/.libs"
 
-out=$(mktemp) err=$(mktemp) res=$(mktemp)
-ini_dir=$(mktemp -d)
-trap 'rm -f "$out" "$err" "$res" "$notes"; rm -rf "$ini_dir"' EXIT
-
 ms() { date +%s%N; }
 hz=$(getconf CLK_TCK)
 root=$$
@@ -308,7 +306,7 @@ measure() {
   m_side=$1 m_cfg=$2 m_job=$3
   shift 3
   mid=$((mid + 1))
-  [ ! -t 2 ] || printf '\rrun %d/%d: %-64s' "$r" "$runs" \
+  [ ! -t 2 ] || printf '\rrun %d/%d: %-64s' "$((r > runs ? runs : r))" "$runs" \
     "$m_side $m_cfg $m_job" >&2
   : >"$res"
   l0=$(cut -d' ' -f1 /proc/loadavg)
@@ -348,10 +346,12 @@ $(((t1 - t0) / 1000000)) $rc" |
 # one side in one configuration.
 run_torc() {
   if [ "$2" = ini ]; then
-    rm -f "$ini_dir/metrics.csv"
+    # The run folder in the temporary directory, fresh each time: nothing
+    # is written beside the INI in the source tree.
+    rm -rf "$ini_dir/metrics.csv" "$ini_dir/run"
     measure torc "${1}t" ini "$build/tools/torc" train \
       "$top/bench/compare/mlp.ini" --progress lines --set torc.threads="$1" \
-      --set train.metrics="$ini_dir/metrics.csv"
+      --set train.dir="$ini_dir/run" --set train.metrics="$ini_dir/metrics.csv"
     return
   fi
   # shellcheck disable=SC2046 # the job's words, split on purpose
