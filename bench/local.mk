@@ -14,7 +14,7 @@ CLEANFILES += bench/gemm/bench_gemm
 # evaluation, per-op overhead, latency, GEMM, conv, RSS and start-up.
 EXTRA_PROGRAMS += bench/compare/bench_compare
 bench_compare_bench_compare_SOURCES = bench/compare/bench_compare.c
-EXTRA_DIST += bench/compare.sh bench/compare/torch_compare.py \
+EXTRA_DIST += bench/compare.sh bench/setup-torch.sh bench/compare/torch_compare.py \
 	bench/compare/ort_compare.py bench/compare/mlp.ini
 CLEANFILES += bench/compare/bench_compare
 # The machine's fp32 FMA peak (threads x AVX-512 or AVX2 FMA chains), the

@@ -17,20 +17,29 @@ measurement per invocation, printed as
     torch_compare.py seq lstm|gpt [STEPS]      training tokens/s of a
                                                character model on random
                                                token ids (median of STEPS
-                                               timed steps, default 20),
-                                               peak RSS
+                                               timed steps, default 20,
+                                               after 3 warm-up), peak RSS
 
-PyTorch at its best on this machine: torch.set_num_threads(2) (TORCH_THREADS in
-the environment overrides it) and OMP_WAIT_POLICY=PASSIVE, which
-bench/compare.sh sets before Python starts; the seq rows take the best of 1
-thread and TORCH_THREADS. Its data pipeline is the fastest
+Threads: torch.set_num_threads(TORCH_THREADS) (default 2); bench/compare.sh
+runs one process per configuration (interpreter, eager or compiled,
+threads, allocator) and takes PyTorch's best, with OMP_WAIT_POLICY=PASSIVE
+set before Python starts. TORCH_COMPILE=1 runs the train, eval, latency
+and seq models through torch.compile (PyTorch 2.x; inductor on the cpu):
+the model and its loss in one compiled function for training, the model
+for the others, each compiled and warmed up on every batch shape it will
+see before the clock starts, so that compile time is not in the figure;
+op, gemm, conv and startup refuse it (one aten call each, or the compile
+time would be the measure). Every train run does one untimed
+forward/backward per batch shape first (no optimizer step, gradients
+dropped), compiled or not. Its data pipeline is the fastest
 honest one: the IDX files are decoded once into a normalised float tensor
 ((x/255 - 0.2860)/0.3530) and each batch is gathered from it with a shuffled
 permutation; torc's side goes through its DataLoader with a per-sample
 transform instead, which is the harder path for torc. TORCH_DATA=uint8 keeps
 the images as bytes and normalises each batch instead: a little slower, but
 ~140 MB less peak RSS in training (the float training set is 188 MB).
-Run with Debian's python3-torch (/usr/bin/python3); never by make check.
+Runs under Debian's python3-torch (/usr/bin/python3) and under the PyPI
+torch of bench/setup-torch.sh's venv; never by make check.
 """
 import gzip
 import os
@@ -46,6 +55,21 @@ from torch import nn
 ROOT = "/usr/share/datasets/fashion-mnist/"
 MEAN, STD = 0.2860, 0.3530
 DATA = os.environ.get("TORCH_DATA", "float")
+COMPILE = os.environ.get("TORCH_COMPILE", "0") == "1"
+
+
+def compiled(fn):
+    """fn through torch.compile when TORCH_COMPILE=1, else fn itself."""
+    if not COMPILE:
+        return fn
+    if not hasattr(torch, "compile"):
+        sys.exit("torch_compare: TORCH_COMPILE=1 needs PyTorch 2 (this is %s)"
+                 % torch.__version__)
+    # dynamic=False: one static graph per batch shape (an epoch's short
+    # last batch gets its own), as fast as the fixed-shape one; with
+    # automatic dynamic shapes the second shape would recompile the step
+    # for symbolic sizes, and the 64-sample batches would run that.
+    return torch.compile(fn, dynamic=False)
 
 
 def idx(path):
@@ -121,6 +145,20 @@ def train(which, limit, one_step=False):
     net.train()
     g = torch.Generator()
     g.manual_seed(0)
+
+    def forward_loss(xb, yb):
+        return F.cross_entropy(net(xb), yb)
+
+    step_loss = compiled(forward_loss)
+    if not one_step:
+        # One untimed forward/backward per batch shape the run will see (64,
+        # and the epoch's short last batch if it gets there): torch.compile
+        # compiles here, eager warms its kernels; no optimizer step, so the
+        # weights stay as they are, and the gradients are dropped.
+        last = len(y) % 64 if limit >= len(y) else 0
+        for size in sorted({64, last} - {0}):
+            step_loss(batch(x, slice(0, size)), y[:size]).backward()
+        opt.zero_grad(set_to_none=True)
     n = 0
     t0 = now()
     perm = torch.randperm(len(y), generator=g)
@@ -129,7 +167,7 @@ def train(which, limit, one_step=False):
             break
         j = perm[i:i + 64]
         xb, yb = batch(x, j), y.index_select(0, j)
-        loss = F.cross_entropy(net(xb), yb)
+        loss = step_loss(xb, yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -142,11 +180,13 @@ def train(which, limit, one_step=False):
 
 def evaluate(which):
     """The (untrained) model on the 10000 test images at batch 1000, eval
-    mode, no_grad, argmax accuracy counted; best of five passes."""
+    mode, no_grad, argmax accuracy counted; best of five passes (the first
+    warms up, and compiles under TORCH_COMPILE=1)."""
     torch.manual_seed(0)
     x, y = load("t10k")
     net = model(which)
     net.eval()
+    run = compiled(net)
     best = 0.0
     with torch.no_grad():
         for _ in range(5):  # the first warms up
@@ -154,7 +194,7 @@ def evaluate(which):
             t0 = now()
             for i in range(0, len(y), 1000):
                 xb, yb = batch(x, slice(i, i + 1000)), y[i:i + 1000]
-                pred = net(xb).argmax(1)
+                pred = run(xb).argmax(1)
                 correct += (pred == yb).sum().item()
                 n += len(yb)
             best = max(best, n / (now() - t0))
@@ -192,14 +232,17 @@ def latency():
     torch.manual_seed(0)
     net = mlp()
     net.eval()
+    run = compiled(net)
     x = torch.randn(1, 1, 28, 28)
     reps = 20000
     best = 1e9
     with torch.no_grad():
+        for _ in range(3):  # compiles under TORCH_COMPILE=1
+            run(x)
         for _ in range(5):
             t0 = now()
             for _ in range(reps):
-                net(x)
+                run(x)
             best = min(best, (now() - t0) / reps * 1e6)
     print("torch latency_us %.2f" % best)
 
@@ -301,11 +344,12 @@ def train_seq(which, timed=SEQ_STEPS):
     xs = [ids[i, :, :-1].contiguous() for i in range(steps)]
     ys = [ids[i, :, 1:].contiguous() for i in range(steps)]
     net.train()
+    run = compiled(net)  # compiled in the warm-up steps
     times = []
     for i in range(steps):
         t0 = now()
         opt.zero_grad(set_to_none=True)
-        logits = net(xs[i])
+        logits = run(xs[i])
         loss = F.cross_entropy(logits.reshape(-1, SEQ_VOCAB), ys[i].reshape(-1))
         loss.backward()
         nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -326,6 +370,10 @@ def main(argv):
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     mode = argv[1] if len(argv) > 1 else ""
     which = argv[2] if len(argv) > 2 else ""
+    if COMPILE and mode in ("op", "gemm", "conv", "startup"):
+        print("torch_compare: TORCH_COMPILE=1 is for train, eval, latency "
+              "and seq", file=sys.stderr)
+        return 2
     if mode == "train" and which in ("mlp", "cnn"):
         limit = int(argv[3]) if len(argv) > 3 else 60000
         rate = train(which, limit)
@@ -345,17 +393,10 @@ def main(argv):
     elif mode == "conv":
         print("torch conv %.1f" % conv())
     elif mode == "seq" and which in ("lstm", "gpt"):
-        # PyTorch's best of 1 thread and TORCH_THREADS: at 2 threads on a
-        # busy 2-core machine its many small GEMMs (the LSTM's per-step
-        # ones above all) run several times slower than at 1.
+        # At TORCH_THREADS only: bench/compare.sh runs 1 and 2 threads as
+        # separate processes and takes the best.
         timed = int(argv[3]) if len(argv) > 3 else SEQ_STEPS
-        rate = 0.0
-        for n in sorted({1, int(os.environ.get("TORCH_THREADS", "2"))}):
-            torch.set_num_threads(n)
-            r = train_seq(which, timed)
-            print("torch_compare: seq %s at %d threads: %.0f tokens/s"
-                  % (which, n, r), file=sys.stderr)
-            rate = max(rate, r)
+        rate = train_seq(which, timed)
         print("torch train_seq_%s %.0f" % (which, rate))
         print("torch rss_train_seq_%s %d" % (which, peak_rss_kib()))
     elif mode == "startup":
