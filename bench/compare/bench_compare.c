@@ -149,8 +149,36 @@ static double train(const char *which, int64_t limit, int one_step) {
       torc_optimizer_build("sgd", "lr=0.01, momentum=0.9", net);
   if (ce == NULL || opt == NULL)
     die("loss/optimizer");
-  torc_loader *ld = loader(ds, tf, 64, 1);
   torc_module_train(net, 1);
+  if (!one_step) {
+    /* As PyTorch's side: one untimed forward/backward per batch shape the
+     * run will see (64, and the epoch's short last batch if it gets
+     * there), no optimizer step, the gradients dropped: oneDNN generates
+     * its kernels for each GEMM shape here, PyTorch warms or compiles. */
+    torc_loader *wl = loader(ds, tf, 64, 0);
+    torc_batch wb = {0};
+    if (torc_loader_next(wl, &wb) != 1)
+      die("warm-up batch");
+    int64_t total = torc_dataset_length(ds), last = limit >= total ? total % 64 : 0;
+    int64_t sizes[2] = {64, last};
+    for (int i = 0; i < 2; i++) {
+      if (sizes[i] == 0)
+        continue;
+      int scope = torc_scope_begin();
+      torc_tensor *x = torc_narrow(wb.input, 0, 0, sizes[i]);
+      torc_tensor *y = torc_narrow(wb.target, 0, 0, sizes[i]);
+      torc_tensor *loss =
+          torc_loss_forward(ce, torc_module_forward(net, x), y);
+      if (torc_backward(loss, NULL, 0))
+        die("warm-up step");
+      torc_scope_end(scope);
+    }
+    if (torc_optimizer_zero_grad(opt, 1))
+      die("zero_grad");
+    torc_batch_clear(&wb);
+    torc_loader_free(wl);
+  }
+  torc_loader *ld = loader(ds, tf, 64, 1);
   int64_t n = 0;
   double t0 = now(), loss_v = 0;
   torc_batch b = {0};
