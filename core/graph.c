@@ -101,6 +101,43 @@ static int record(torc_graph *g, int op, torc_dtype kdtype, const torc_tensor *c
   return 0;
 }
 
+/* The root of value v's storage (following the bases). */
+static int root_value(const torc_graph *g, int v) {
+  while (g->values[v].base >= 0)
+    v = g->values[v].base;
+  return v;
+}
+
+/* Drops the graph's references to intermediates the forward let go of:
+ * a node's result (or a view of one) that no parameter, buffer or input
+ * shares, held by nothing but the graph, its storage by nothing but the
+ * values. No run reads their elements (a replay and a plan make new
+ * tensors of the recorded geometry, as for a loaded graph), so an
+ * evaluation batch's activations are freed as the forward frees them,
+ * not when the graph is. The value keeps its geometry; its t is NULL, so
+ * no later tensor at the same address is taken for it. Views go before
+ * their bases (higher ids first). */
+static void drop_released(torc_graph *g) {
+  for (int i = g->n_values - 1; i >= 0; i--) {
+    torc__gvalue *v = &g->values[i];
+    torc_tensor *t = v->t;
+    if (t == NULL || v->name || v->input >= 0 || v->view ||
+        atomic_load(&t->refcount) != 1 ||
+        !torc_device_eq(t->storage->device, g->device))
+      continue;
+    const torc__gvalue *r = &g->values[root_value(g, i)];
+    if (!r->produced || r->name || r->input >= 0)
+      continue;
+    /* a root: no view of its storage lives outside the graph, and the
+     * plan's check of strided results needs none */
+    if (v->base < 0 && (atomic_load(&t->storage->refcount) != 1 ||
+                        !torc__graph_contiguous_value(v)))
+      continue;
+    v->t = NULL;
+    torc_release(t);
+  }
+}
+
 torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
                                     const torc_tensor *const *in, int n_in,
                                     torc_tensor *const *out, int n_out,
@@ -114,6 +151,8 @@ torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
   if (st == TORC_OK && g->error == TORC_OK &&
       record(g, op, kdtype, in, n_in, out, n_out, params, params_size))
     g->error = TORC_ERR_OOM;
+  if (g->error == TORC_OK)
+    drop_released(g);
   return st;
 }
 
@@ -204,6 +243,8 @@ torc_status torc_trace(torc_module *m, const torc_tensor *const *inputs,
       g->values[id].input = i;
   }
   g->n_inputs = n_in;
+  /* the device of the intermediates drop_released lets go */
+  g->device = torc_device_of(inputs[0]);
   if (bad) {
     torc_graph_free(g);
     return torc_set_error(TORC_ERR_OOM, "torc_trace: out of memory");

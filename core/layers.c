@@ -370,6 +370,14 @@ static const torc_module_vtable convt_vt = {
     sizeof(torc_module_vtable), conv_forward, torc__layer_destroy,
     conv_describe, init_weight_bias};
 
+int torc__layer_conv2d(const torc_module *m, torc_conv2d_params *p) {
+  if (torc__module_vtable(m) != &conv_vt ||
+      torc_module_parameter(m, "weight") == NULL)
+    return 0;
+  *p = ((const conv_state *)torc_module_state(m))->p;
+  return 1;
+}
+
 /* Checks the arguments and fills PyTorch's defaults into s->p. */
 static torc_status conv_check(conv_state *s, const torc_conv2d_params *p) {
   const char *t = conv_type(s);

@@ -63,4 +63,14 @@ static inline const char *torc__pybool(int b) { return b ? "True" : "False"; }
 torc_module *torc__activation_new(const char *type, double a, double b,
                                   int dim, int flags);
 
+/* What a no-grad forward of a sequential may run as one fused call
+ * (module_containers.c). torc__layer_conv2d: 1 when m is an nn.Conv2d
+ * (not transposed) whose weight exists, its params (PyTorch's defaults
+ * filled in) into *p. torc__layer_relu: 1 when m is an nn.ReLU.
+ * torc__layer_maxpool2d: 1 when m is an nn.MaxPool2d, its params into
+ * *p. */
+int torc__layer_conv2d(const torc_module *m, torc_conv2d_params *p);
+int torc__layer_relu(const torc_module *m);
+int torc__layer_maxpool2d(const torc_module *m, torc_pool2d_params *p);
+
 #endif /* TORC_LAYERS_INTERNAL_H */

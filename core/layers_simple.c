@@ -113,6 +113,13 @@ static const torc_module_vtable avgpool_vt = {
     sizeof(torc_module_vtable), pool_forward, torc__layer_destroy,
     pool_describe, NULL};
 
+int torc__layer_maxpool2d(const torc_module *m, torc_pool2d_params *p) {
+  if (torc__module_vtable(m) != &maxpool_vt)
+    return 0;
+  *p = ((const pool_state *)torc_module_state(m))->p;
+  return 1;
+}
+
 static torc_module *pool_new(int max, const torc_pool2d_params *p) {
   const char *t = max ? "maxpool2d" : "avgpool2d";
   if (p == NULL || p->kernel[0] < 1 || p->kernel[1] < 1) {
@@ -541,6 +548,11 @@ static int act_describe(const torc_module *m, char *buf, size_t size) {
 static const torc_module_vtable act_vt = {
     sizeof(torc_module_vtable), act_forward, torc__layer_destroy,
     act_describe, NULL};
+
+int torc__layer_relu(const torc_module *m) {
+  return torc__module_vtable(m) == &act_vt &&
+         ((const act_state *)torc_module_state(m))->kind == A_RELU;
+}
 
 torc_module *torc__activation_new(const char *type, double a, double b,
                                   int dim, int flags) {

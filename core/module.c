@@ -676,6 +676,24 @@ torc_tensor *torc_module_forward_n(torc_module *m,
   return out;
 }
 
+const torc_module_vtable *torc__module_vtable(const torc_module *m) {
+  return m ? m->vt : NULL;
+}
+
+torc_tensor *torc__module_run_as(torc_module *m,
+                                 torc_tensor *(*fn)(void *ctx), void *ctx) {
+  torc__grad_scope outer = torc__grad_scope_enter(m, scope_label);
+  int prof = atomic_load_explicit(&torc__prof_on, memory_order_relaxed);
+  uint64_t t0 = prof ? torc__prof_now() : 0;
+  torc_tensor *out = fn(ctx);
+  if (prof) {
+    char w[160];
+    torc__prof_module(m, who(m, w, sizeof w), torc__prof_now() - t0, 0);
+  }
+  torc__grad_scope_restore(outer);
+  return out;
+}
+
 torc_tensor *torc_module_forward(torc_module *m, const torc_tensor *x) {
   return torc_module_forward_n(m, &x, 1);
 }

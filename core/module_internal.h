@@ -105,6 +105,15 @@ struct torc_module {
   torc__predict *predict; /* torc_module_predict's plans (predict.c) */
 };
 
+/* m's vtable (the layer files tell their own types apart by it). */
+const torc_module_vtable *torc__module_vtable(const torc_module *m);
+
+/* Runs fn(ctx) on behalf of module m, as torc_module_forward runs m's
+ * forward for the profiler and the op scopes (m's path in messages and
+ * traces): a sequential's fused calls run as their first layer's. */
+torc_tensor *torc__module_run_as(torc_module *m,
+                                 torc_tensor *(*fn)(void *ctx), void *ctx);
+
 /* Frees torc_module_predict's state of a module (predict.c). */
 void torc__predict_free(torc__predict *p);
 

@@ -29,4 +29,25 @@ torc_status torc__nn_record(torc__nn_rec which, const torc_tensor *const *in,
                             int n_save, const void *params, size_t psize,
                             torc_tensor *out);
 
+/* A convolution, its activation (TORC_ACT_*) and the max pool after it
+ * (pp, or NULL for none) as one "conv2d_act" call, for a no-grad forward
+ * that would run conv2d, relu and max_pool2d one after the other (a
+ * sequential's, module_containers.c). torc__conv2d_act_prepare: for an x
+ * of sizes xs, dtype dt on dev, 1 with the call's params in *k and y's
+ * sizes in ys when the fused kernel serves it at least as fast as conv2d's
+ * (and the operands fit: 0 otherwise, no error set, and the separate ops
+ * run and say what is wrong). The caller may then set k->x_blocked /
+ * y_blocked (torc_conv_act_kparams). torc__conv2d_act_run: y, a new
+ * untracked tensor, or NULL with the error. */
+int torc__conv2d_act_prepare(const int64_t *xs, torc_dtype dt,
+                             torc_device dev, const torc_tensor *w,
+                             const torc_tensor *b,
+                             const torc_conv2d_params *cp, int act,
+                             const torc_pool2d_params *pp,
+                             torc_conv_act_kparams *k, int64_t ys[4]);
+torc_tensor *torc__conv2d_act_run(const torc_tensor *x, const torc_tensor *w,
+                                  const torc_tensor *b,
+                                  const torc_conv_act_kparams *k,
+                                  const int64_t ys[4]);
+
 #endif /* TORC_NN_INTERNAL_H */

@@ -922,7 +922,8 @@ static int write_node(wr *w, int i, const char *output) {
   } else if (!strcmp(op, "layer_norm")) {
     const torc_norm_kparams *p = n->params;
     const torc__gvalue *x = val(w, n->in[0]);
-    int64_t kn = torc_numel(val(w, n->in[1])->t);
+    const torc__gvalue *wv = val(w, n->in[1]);
+    int64_t kn = numel(wv->shape, wv->ndim);
     int k = 0;
     while (k < x->ndim && numel(x->shape + x->ndim - k, k) < kn)
       k++;

@@ -4,6 +4,7 @@
  * messages that name the shapes involved, allocates the outputs, calls the
  * kernel and records the autograd node (derivatives_nn.c).
  */
+#include <limits.h>
 #include <stdio.h>
 
 #include "nn_internal.h"
@@ -264,7 +265,7 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s,
   return out;
 }
 
-static torc_status resolve_pool(const char *fn, const torc_tensor *x,
+static torc_status resolve_pool(const char *fn, const int64_t *xs,
                                 const torc_pool2d_params *p, int is_max,
                                 torc_pool_kparams *k, int64_t osz[2]) {
   static const char *const hw[2] = {"height", "width"};
@@ -302,7 +303,7 @@ static torc_status resolve_pool(const char *fn, const torc_tensor *x,
                             fn, (long long)k->padding[i], hw[i],
                             is_max ? "dilated " : "", (long long)eff,
                             (long long)(eff / 2));
-    int64_t in = x->shape[2 + i];
+    int64_t in = xs[2 + i];
     osz[i] = pool_out(in, k->kernel[i], k->padding[i], k->stride[i],
                       k->dilation[i], p->ceil_mode);
     if (osz[i] < 1)
@@ -313,7 +314,7 @@ static torc_status resolve_pool(const char *fn, const torc_tensor *x,
           "would be empty",
           fn, hw[i], (long long)k->kernel[i], (long long)eff, hw[i],
           (long long)(in + 2 * k->padding[i]), (long long)in,
-          (long long)k->padding[i], SHP(x, bx));
+          (long long)k->padding[i], torc__shape_str(xs, 4, bx, sizeof bx));
   }
   if (p->divisor_override < 0)
     return torc_set_error(TORC_ERR_INVALID,
@@ -338,7 +339,7 @@ static torc_tensor *max_pool(const torc_tensor *x, const torc_pool2d_params *p,
   torc_pool_kparams k;
   int64_t osz[2];
   if (check_input(fn, "the input x", x, 4, 4, "[N, C, H, W]") ||
-      resolve_pool(fn, x, p, 1, &k, osz))
+      resolve_pool(fn, x->shape, p, 1, &k, osz))
     return NULL;
   int64_t os[4] = {x->shape[0], x->shape[1], osz[0], osz[1]};
   torc_tensor *out[2] = {torc__empty(os, 4, x->dtype, x->storage->device),
@@ -357,6 +358,75 @@ static torc_tensor *max_pool(const torc_tensor *x, const torc_pool2d_params *p,
   else
     torc_release(out[1]);
   return out[0];
+}
+
+/* ---- a convolution, its relu and max pool in one call ---- */
+
+int torc__conv2d_act_prepare(const int64_t *xs, torc_dtype dt,
+                             torc_device dev, const torc_tensor *w,
+                             const torc_tensor *b,
+                             const torc_conv2d_params *cp, int act,
+                             const torc_pool2d_params *pp,
+                             torc_conv_act_kparams *k, int64_t ys[4]) {
+  memset(k, 0, sizeof *k);
+  if (w == NULL || w->ndim != 4 || w->dtype != dt ||
+      !torc_device_eq(w->storage->device, dev) ||
+      (b && (b->ndim != 1 || b->dtype != dt || b->shape[0] != w->shape[0] ||
+             !torc_device_eq(b->storage->device, dev))))
+    return 0;
+  int have = torc__kernel_rank(dev.type, TORC__OP_conv2d_act, dt);
+  if (have == INT_MIN ||
+      have < torc__kernel_rank(dev.type, TORC__OP_conv2d, dt))
+    return 0;
+  /* the checks of conv2d and max_pool2d, quietly: a call they refuse runs
+   * unfused, and they say what is wrong */
+  torc_conv2d_params z;
+  memset(&z, 0, sizeof z);
+  const torc_conv2d_params *q = cp ? cp : &z;
+  int64_t G = q->groups ? q->groups : 1, O = w->shape[0];
+  if (G < 1 || q->output_padding[0] || q->output_padding[1] ||
+      xs[1] % G || O % G || w->shape[1] * G != xs[1])
+    return 0;
+  for (int i = 0; i < 2; i++) {
+    if (q->stride[i] < 0 || q->padding[i] < 0 || q->dilation[i] < 0)
+      return 0;
+    k->conv.stride[i] = q->stride[i] ? q->stride[i] : 1;
+    k->conv.padding[i] = q->padding[i];
+    k->conv.dilation[i] = q->dilation[i] ? q->dilation[i] : 1;
+    int64_t eff = k->conv.dilation[i] * (w->shape[2 + i] - 1) + 1;
+    int64_t padded = xs[2 + i] + 2 * k->conv.padding[i];
+    if (eff > padded)
+      return 0;
+    ys[2 + i] = (padded - eff) / k->conv.stride[i] + 1;
+  }
+  k->conv.groups = G;
+  ys[0] = xs[0], ys[1] = O;
+  k->act = act;
+  if (pp) {
+    int64_t osz[2];
+    if (resolve_pool("", ys, pp, 1, &k->pool, osz) != TORC_OK) {
+      torc_clear_error();
+      return 0;
+    }
+    k->has_pool = 1;
+    ys[2] = osz[0], ys[3] = osz[1];
+  }
+  return 1;
+}
+
+torc_tensor *torc__conv2d_act_run(const torc_tensor *x, const torc_tensor *w,
+                                  const torc_tensor *b,
+                                  const torc_conv_act_kparams *k,
+                                  const int64_t ys[4]) {
+  torc_tensor *y = torc__empty(ys, 4, x->dtype, x->storage->device);
+  const torc_tensor *in[3] = {x, w, b};
+  if (y && torc__numel(ys, 4) > 0 &&
+      torc__kernel_call(TORC__OP_conv2d_act, x->dtype, in, b ? 3 : 2, &y, 1,
+                        k, sizeof *k)) {
+    torc_release(y);
+    return NULL;
+  }
+  return y;
 }
 
 torc_tensor *torc_max_pool2d(const torc_tensor *x,
@@ -389,7 +459,7 @@ static torc_tensor *avg_pool(const torc_tensor *x,
   torc_pool_kparams k;
   int64_t osz[2];
   if (check_input(fn, "the input x", x, 4, 4, "[N, C, H, W]") ||
-      resolve_pool(fn, x, p, 0, &k, osz))
+      resolve_pool(fn, x->shape, p, 0, &k, osz))
     return NULL;
   int64_t os[4] = {x->shape[0], x->shape[1], osz[0], osz[1]};
   torc_tensor *out = torc__empty(os, 4, x->dtype, x->storage->device);

@@ -1,7 +1,8 @@
 /* tests/test_graph.c — torc_trace (torc/graph.h): the nodes recorded for
  * an MLP, a CNN and a residual block, their module paths, parameters bound
  * by name, the printed form, the modes restored, the replay equal to the
- * eager forward bit for bit, and the argument errors; torc_trace_check:
+ * eager forward bit for bit, the activations the forward let go of not
+ * kept, and the argument errors; torc_trace_check:
  * graphs that run at other batches, and forwards it rejects. */
 #include "testutil.h"
 
@@ -139,6 +140,66 @@ static void test_trace_cnn(void **state) {
   torc_tensor *x2 = torc_randn(TORC_SHAPE(3, 1, 8, 8), TORC_F32, TORC_CPU,
                                NULL);
   assert_replay_equal(m, g, x2);
+  torc_release(x2);
+  torc_graph_free(g);
+  torc_release(x);
+  torc_module_free(m);
+}
+
+static size_t cpu_allocated(void) {
+  torc_memory_stats2 st = {.struct_size = sizeof st};
+  assert_int_equal(torc_device_memory_stats2(TORC_CPU, &st), 0);
+  return st.allocated;
+}
+
+/* The graph does not keep the activations the forward let go of: after
+ * the trace of a CNN at batch 64 only the result is still allocated (not
+ * the convolution's, the relu's and the pool's outputs), the printed graph
+ * still shows them, and the replay and a plan still equal the eager
+ * forward. The flattened view keeps the pool's output while it lives. */
+static void test_trace_frees(void **state) {
+  (void)state;
+  torc_module *m = torc_sequential_new();
+  assert_int_equal(
+      torc_sequential_append(m, torc_module_build("conv2d",
+                                                  "in_channels=1 "
+                                                  "out_channels=16 kernel=3 "
+                                                  "padding=1")),
+      0);
+  assert_int_equal(torc_sequential_append(m, torc_module_build("relu", "")),
+                   0);
+  assert_int_equal(
+      torc_sequential_append(m, torc_module_build("maxpool2d", "kernel=2")),
+      0);
+  assert_int_equal(torc_sequential_append(m, torc_flatten_new(1, -1)), 0);
+  assert_int_equal(torc_sequential_append(m, torc_linear_new(256, 5, 1)), 0);
+  torc_tensor *x = torc_randn(TORC_SHAPE(64, 1, 8, 8), TORC_F32, TORC_CPU,
+                              NULL);
+  size_t before = cpu_allocated();
+  torc_graph *g = NULL;
+  assert_int_equal(torc_trace(m, (const torc_tensor *const *)&x, 1, &g), 0);
+  /* the conv's output alone: 64 x 16 x 8 x 8 f32 (256 KiB) */
+  assert_true(cpu_allocated() - before < (size_t)64 * 16 * 8 * 8 * 4);
+  char *s = printed(g);
+  assert_contains(s, "f32[64,16,8,8]  # 0\n");
+  assert_contains(s, "= view(%5) {strides=[256,1] offset=0} f32[64,256]\n");
+  free(s);
+  torc_tensor *x2 = torc_randn(TORC_SHAPE(64, 1, 8, 8), TORC_F32, TORC_CPU,
+                               NULL);
+  assert_replay_equal(m, g, x2);
+  torc_plan *p = NULL;
+  assert_int_equal(torc_plan_new(g, 0, &p), 0);
+  torc_tensor *got = NULL;
+  assert_int_equal(
+      torc_plan_run(p, (const torc_tensor *const *)&x2, 1, &got), 0);
+  torc_grad_mode mode = torc_set_grad_mode(TORC_INFERENCE);
+  torc_tensor *want = torc_module_forward(m, x2);
+  torc_set_grad_mode(mode);
+  assert_memory_equal(torc_data(got), torc_data(want),
+                      (size_t)torc_numel(want) * sizeof(float));
+  torc_release(got);
+  torc_release(want);
+  torc_plan_free(p);
   torc_release(x2);
   torc_graph_free(g);
   torc_release(x);
@@ -512,6 +573,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_trace_in_scope, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_cnn, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_trace_frees, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_trace_residual, test_live_setup,
                                       test_live_teardown),

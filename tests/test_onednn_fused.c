@@ -6,13 +6,14 @@
  * padded weights, NaN and infinities (NaN where ref has it), and the cases
  * the plugin declines (then ref's answer, through the dispatch order).
  *
- * No public function calls these ops yet (a planned forward will, and a
- * graph file may not hold them), so the first group loads ref.so and
- * onednn.so itself, runs their init with a host of its own that records
- * the kernels they register, and calls them as the dispatcher does: the
- * highest priority first, the next one when a kernel declines. The second
+ * The first group loads ref.so and onednn.so itself, runs their init with
+ * a host of its own that records the kernels they register, and calls
+ * them as the dispatcher does: the highest priority first, the next one
+ * when a kernel declines. The second
  * group checks, through torc's own loader, that in normal use the plugin
- * serves cpu's f32 linear_act and conv2d_act.
+ * serves cpu's f32 linear_act and conv2d_act, that a frozen plan matches
+ * eager, and that a sequential's no-grad forward, which runs its conv,
+ * relu and pool layers as one conv2d_act, matches the layers one by one.
  */
 #include "testutil.h"
 
@@ -712,6 +713,138 @@ static void test_plan_frozen(void **state) {
   torc_module_free(m);
 }
 
+/* y = m(x) in grad mode `gm` (TORC_GRAD_ENABLED: the layers one by one;
+ * otherwise a sequential fuses conv2d, relu and max pool), and the peak of
+ * the cpu's allocated bytes over the forward into *peak. */
+static torc_tensor *forward_in(torc_module *m, const torc_tensor *x,
+                               torc_grad_mode gm, size_t *peak) {
+  torc_grad_mode old = torc_set_grad_mode(gm);
+  assert_ok(torc_reset_peak_memory_stats(TORC_CPU));
+  int scope = torc_scope_begin();
+  torc_tensor *y = torc_module_forward(m, x);
+  assert_non_null(y);
+  torc_tensor *d = torc_detach(y);
+  torc_retain(d);
+  torc_scope_end(scope);
+  torc_memory_stats2 st = {.struct_size = sizeof st};
+  assert_ok(torc_device_memory_stats2(TORC_CPU, &st));
+  if (peak)
+    *peak = st.peak_allocated;
+  torc_set_grad_mode(old);
+  return d;
+}
+
+static torc_module *seq_of(torc_module *const *layers, int n) {
+  torc_module *m = torc_sequential_new();
+  for (int i = 0; i < n; i++)
+    assert_ok(torc_sequential_append(m, layers[i]));
+  return m;
+}
+
+/* A sequential under no-grad runs nn.Conv2d + nn.ReLU + nn.MaxPool2d as
+ * one conv2d_act (the result of the first group handed to the second in
+ * blocks of 16 channels): the same values as the layers one by one (NaN
+ * where they give it), and the convolution's full-size output is never
+ * allocated. Groups of a conv and a relu alone, or a conv and a pool; an
+ * output another node reads too (an add node), a strided conv that leaves
+ * the last rows unread, an unbatched image, and a lazy conv run as
+ * before. */
+static void test_sequential_fused(void **state) {
+  (void)state;
+  test_load_plugin("ref");
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) == 0)
+    test_load_plugin("cpu");
+  test_load_plugin("onednn");
+  torc_manual_seed(3);
+  torc_conv2d_params same = {.padding = {1, 1}};
+  torc_conv2d_params s2 = {.stride = {2, 2}};
+  torc_pool2d_params pool = {.kernel = {2, 2}};
+  torc_pool2d_params ceil = {.kernel = {3, 3}, .stride = {2, 2},
+                             .ceil_mode = 1};
+  torc_module *cnn[] = {
+      torc_conv2d_new(3, 32, 3, 3, &same, 1),
+      torc_module_build("relu", ""),
+      torc_maxpool2d_new(&pool),
+      torc_conv2d_new(32, 48, 3, 3, &same, 0),
+      torc_module_build("relu", ""),
+      torc_maxpool2d_new(&ceil),
+      torc_conv2d_new(48, 16, 3, 3, &same, 1),
+      torc_module_build("relu", ""),
+      torc_conv2d_new(16, 16, 2, 2, &s2, 1),
+      torc_maxpool2d_new(&pool),
+      torc_flatten_new(1, -1),
+  };
+  int n_cnn = (int)(sizeof cnn / sizeof cnn[0]);
+  torc_module *skip[] = {
+      torc_conv2d_new(3, 16, 3, 3, &same, 1),
+      torc_module_build("relu", ""),
+      torc_conv2d_new(16, 16, 3, 3, &same, 1),
+      torc_module_build("relu", ""),
+      torc_add_node_new(-3),
+      torc_maxpool2d_new(&pool),
+  };
+  torc_module *lazy[] = {
+      torc_conv2d_new(0, 16, 3, 3, &same, 1),
+      torc_module_build("relu", ""),
+      torc_maxpool2d_new(&pool),
+  };
+  torc_module *models[] = {seq_of(cnn, n_cnn), seq_of(skip, 6),
+                           seq_of(lazy, 3)};
+  /* 70 images (two chunks of 32 and a rest), 29 x 29 */
+  torc_tensor *x = torc_randn(TORC_SHAPE(70, 3, 29, 29), TORC_F32, TORC_CPU,
+                              NULL);
+  torc_tensor *nan = torc_randn(TORC_SHAPE(70, 3, 29, 29), TORC_F32,
+                                TORC_CPU, NULL);
+  float *np = torc_data(nan);
+  np[5 * 3 * 29 * 29 + 100] = NAN;
+  np[40 * 3 * 29 * 29 + 2000] = INFINITY;
+  /* the lazy conv's weight is made by a no-grad forward, unfused */
+  torc_release(forward_in(models[2], x, TORC_NO_GRAD, NULL));
+  for (int i = 0; i < 3; i++) {
+    torc_module *m = models[i];
+    torc_module_train(m, 0);
+    for (int k = 0; k < 2; k++) {
+      const torc_tensor *in = k ? nan : x;
+      torc_tensor *want = forward_in(m, in, TORC_GRAD_ENABLED, NULL);
+      size_t peak = 0;
+      torc_tensor *got = forward_in(m, in, TORC_NO_GRAD, &peak);
+      torc_tensor *inf = forward_in(m, in, TORC_INFERENCE, NULL);
+      assert_int_equal(torc_ndim(got), torc_ndim(want));
+      assert_memory_equal(torc_shape(got), torc_shape(want),
+                          sizeof(int64_t) * (size_t)torc_ndim(want));
+      double *a = test_values(got), *b = test_values(want);
+      double *c = test_values(inf);
+      for (int64_t j = 0; j < torc_numel(want); j++) {
+        assert_true(isnan(a[j]) == isnan(b[j]) && isnan(c[j]) == isnan(b[j]));
+        if (!isnan(b[j]) && !isinf(b[j])) {
+          assert_true(fabs(a[j] - b[j]) <= 1e-4 * (1 + fabs(b[j])));
+          assert_true(fabs(c[j] - b[j]) <= 1e-4 * (1 + fabs(b[j])));
+        } else if (isinf(b[j])) {
+          assert_true(a[j] == b[j] && c[j] == b[j]);
+        }
+      }
+      if (i == 0 && k == 0) {
+        /* the first conv's output alone would be 70 x 32 x 29 x 29 f32 */
+        assert_true(peak < (size_t)70 * 32 * 29 * 29 * 4);
+        /* unbatched: the same as image 0 of the batch */
+        torc_tensor *x0 = torc_select(x, 0, 0);
+        torc_tensor *y0 = forward_in(m, x0, TORC_NO_GRAD, NULL);
+        torc_tensor *w0 = torc_select(want, 0, 0);
+        test_assert_close(y0, w0, 1e-4);
+        torc_release(x0), torc_release(y0), torc_release(w0);
+      }
+      free(a), free(b), free(c);
+      torc_release(want), torc_release(got), torc_release(inf);
+    }
+    torc_module_free(m);
+  }
+  torc_release(x), torc_release(nan);
+  torc_shutdown();
+}
+
 /* In normal use the plugin's f32 linear_act and conv2d_act serve the cpu,
  * above ref (and cpu, which has none). */
 static void test_serves_cpu(void **state) {
@@ -755,6 +888,7 @@ int main(void) {
   };
   const struct CMUnitTest plain[] = {
       cmocka_unit_test(test_plan_frozen),
+      cmocka_unit_test(test_sequential_fused),
       cmocka_unit_test(test_serves_cpu),
   };
   int failed =

@@ -271,7 +271,12 @@ TORC_API char *torc_module_summary(torc_module *m, const torc_tensor *example);
  * Containers
  * ---------------------------------------------------------------------- */
 
-/* nn.Sequential: children named "0", "1", ... run in order. */
+/* nn.Sequential: children named "0", "1", ... run in order. Under no-grad
+ * an nn.Conv2d child and the nn.ReLU and/or nn.MaxPool2d children right
+ * after it run as one fused "conv2d_act" kernel call where the device's
+ * kernel for it ranks at least as high as its conv2d's (docs/inference.md,
+ * "Eager no-grad forwards"): the same values up to rounding, without the
+ * full-size intermediates. */
 TORC_API torc_module *torc_sequential_new(void);
 
 /* Appends `child` (taking ownership, also on failure) under the next
