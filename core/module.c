@@ -684,11 +684,15 @@ torc_tensor *torc__module_run_as(torc_module *m,
                                  torc_tensor *(*fn)(void *ctx), void *ctx) {
   torc__grad_scope outer = torc__grad_scope_enter(m, scope_label);
   int prof = atomic_load_explicit(&torc__prof_on, memory_order_relaxed);
+  torc__prof_work work0 = {0};
+  if (prof)
+    work0 = torc__prof_thread_work();
   uint64_t t0 = prof ? torc__prof_now() : 0;
   torc_tensor *out = fn(ctx);
   if (prof) {
     char w[160];
-    torc__prof_module(m, who(m, w, sizeof w), torc__prof_now() - t0, 0);
+    torc__prof_module(m, who(m, w, sizeof w), 0, torc__prof_now() - t0,
+                      work0);
   }
   torc__grad_scope_restore(outer);
   return out;
