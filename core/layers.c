@@ -370,6 +370,11 @@ static const torc_module_vtable convt_vt = {
     sizeof(torc_module_vtable), conv_forward, torc__layer_destroy,
     conv_describe, init_weight_bias};
 
+int torc__layer_linear(const torc_module *m) {
+  return torc__module_vtable(m) == &linear_vt &&
+         torc_module_parameter(m, "weight") != NULL;
+}
+
 int torc__layer_conv2d(const torc_module *m, torc_conv2d_params *p) {
   if (torc__module_vtable(m) != &conv_vt ||
       torc_module_parameter(m, "weight") == NULL)

@@ -70,6 +70,8 @@ torc_module *torc__activation_new(const char *type, double a, double b,
  * torc__layer_maxpool2d: 1 when m is an nn.MaxPool2d, its params into
  * *p. */
 int torc__layer_conv2d(const torc_module *m, torc_conv2d_params *p);
+/* 1 when m is an nn.Linear whose weight exists (its sizes are known). */
+int torc__layer_linear(const torc_module *m);
 int torc__layer_relu(const torc_module *m);
 int torc__layer_maxpool2d(const torc_module *m, torc_pool2d_params *p);
 

@@ -3,6 +3,7 @@
  * (torc/module.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -81,6 +82,49 @@ typedef struct fused_call {
 static torc_tensor *run_fused(void *ctx) {
   const fused_call *f = ctx;
   return torc__conv2d_act_run(f->x, f->g->w, f->g->b, &f->g->k, f->g->ys);
+}
+
+typedef struct linear_call {
+  const torc_tensor *x, *w, *b;
+} linear_call;
+
+static torc_tensor *run_linear_relu(void *ctx) {
+  const linear_call *f = ctx;
+  torc_clear_error();
+  torc_tensor *y = torc__linear_relu_run(f->x, f->w, f->b);
+  if (y == NULL && torc_last_status() == TORC_OK)
+    torc_set_error(TORC_ERR_INTERNAL, "linear_relu: operands do not fit");
+  return y;
+}
+
+/* 1 when children i, i+1 of m are an nn.Linear read only by the nn.ReLU
+ * after it, with an x the fused call takes (2-D, the weight's in
+ * features, dtype and device): they then run as one "linear_act". */
+static int linear_relu_group(torc_module *m, int i, const int *last,
+                             const torc_tensor *x, linear_call *call) {
+  if (i + 1 >= m->n_kids || last[i] != i + 1 ||
+      !torc__layer_linear(m->kids[i].m) ||
+      !torc__layer_relu(m->kids[i + 1].m) ||
+      m->kids[i + 1].m->kind != KIND_PLAIN)
+    return 0;
+  const torc_tensor *w = torc_module_parameter(m->kids[i].m, "weight");
+  const torc_tensor *b = torc_module_parameter(m->kids[i].m, "bias");
+  if (torc_ndim(x) != 2 || torc_ndim(w) != 2 ||
+      torc_shape(x)[1] != torc_shape(w)[1] ||
+      torc_dtype_of(x) != torc_dtype_of(w) ||
+      (torc_dtype_of(x) != TORC_F32 && torc_dtype_of(x) != TORC_F64) ||
+      !torc_device_eq(torc_device_of(x), torc_device_of(w)) ||
+      (b && (torc_dtype_of(b) != torc_dtype_of(x) ||
+             !torc_device_eq(torc_device_of(b), torc_device_of(x)))))
+    return 0;
+  /* Only where a fused kernel ranks at least as high as the product's
+   * (a backend without one, or with only ref's, runs the layers). */
+  int dt = torc_dtype_of(x), dev = torc_device_of(x).type;
+  int have = torc__kernel_rank(dev, TORC__OP_linear_act, dt);
+  if (have == INT_MIN || have < torc__kernel_rank(dev, TORC__OP_matmul, dt))
+    return 0;
+  *call = (linear_call){x, w, b};
+  return 1;
 }
 
 static torc_tensor *sequential_forward(torc_module *m,
@@ -168,6 +212,25 @@ static torc_tensor *sequential_forward(torc_module *m,
             outs[k] = NULL;
           }
       i = e;
+      continue;
+    }
+    linear_call lc;
+    if (fuse && c->kind == KIND_PLAIN && linear_relu_group(m, i, last, x, &lc)) {
+      int scope = torc_scope_begin();
+      y = scope < 0 ? NULL : torc__module_run_as(c, run_linear_relu, &lc);
+      if (scope >= 0)
+        torc_scope_end(scope);
+      if (y == NULL)
+        break;
+      outs[i + 1] = y;
+      x = y;
+      for (int j = i; j <= i + 1; j++)
+        for (int k = first[j]; k >= 0; k = next_of[k])
+          if (torc__module_steps++, outs[k]) {
+            torc_release(outs[k]);
+            outs[k] = NULL;
+          }
+      i++;
       continue;
     }
     int scope = torc_scope_begin();

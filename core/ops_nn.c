@@ -429,6 +429,33 @@ torc_tensor *torc__conv2d_act_run(const torc_tensor *x, const torc_tensor *w,
   return y;
 }
 
+torc_tensor *torc__linear_relu_run(const torc_tensor *x, const torc_tensor *w,
+                                  const torc_tensor *b) {
+  if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1] ||
+      w->dtype != x->dtype || (x->dtype != TORC_F32 && x->dtype != TORC_F64) ||
+      !torc_device_eq(w->storage->device, x->storage->device) ||
+      (b && (b->ndim != 1 || b->shape[0] != w->shape[0] ||
+             b->dtype != x->dtype ||
+             !torc_device_eq(b->storage->device, x->storage->device))))
+    return NULL; /* the layers one by one say what is wrong */
+  /* linear_act's w is the product's right operand [K, N]: w transposed. */
+  const int64_t ws[2] = {w->shape[1], w->shape[0]};
+  const int64_t wst[2] = {w->strides[1], w->strides[0]};
+  torc_tensor *wt = torc__view_of(w, ws, wst, 2, w->offset);
+  const int64_t ys[2] = {x->shape[0], w->shape[0]};
+  torc_tensor *y = wt ? torc__empty(ys, 2, x->dtype, x->storage->device) : NULL;
+  torc_linear_act_kparams k = {TORC_ACT_RELU, 0, 0};
+  const torc_tensor *in[3] = {x, wt, b};
+  if (y && torc__numel(ys, 2) > 0 &&
+      torc__kernel_call(TORC__OP_linear_act, x->dtype, in, b ? 3 : 2, &y, 1,
+                        &k, sizeof k)) {
+    torc_release(y);
+    y = NULL;
+  }
+  torc_release(wt);
+  return y;
+}
+
 torc_tensor *torc_max_pool2d(const torc_tensor *x,
                              const torc_pool2d_params *p) {
   return torc__ret(max_pool(x, p, NULL));

@@ -845,6 +845,75 @@ static void test_sequential_fused(void **state) {
   torc_shutdown();
 }
 
+/* A sequential under no-grad runs nn.Linear + nn.ReLU as one linear_act:
+ * the values of the layers one by one (NaN where they give it, f32 and
+ * f64), without the linear's output beside the relu's; a linear whose
+ * output an add node also reads, a linear with no relu after it, a lazy
+ * linear and a 1-D input run as before. */
+static void test_sequential_linear_fused(void **state) {
+  (void)state;
+  test_load_plugin("ref");
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) == 0)
+    test_load_plugin("cpu");
+  test_load_plugin("onednn");
+  torc_manual_seed(5);
+  for (int f = 0; f < 2; f++) {
+    torc_dtype dt = f ? TORC_F64 : TORC_F32;
+    torc_module *mlp[] = {
+        torc_linear_new(64, 256, 1), torc_module_build("relu", ""),
+        torc_linear_new(256, 40, 0), torc_module_build("relu", ""),
+        torc_linear_new(40, 40, 1),  torc_module_build("relu", ""),
+        torc_add_node_new(-2),       torc_linear_new(40, 10, 1),
+    };
+    torc_module *lazy[] = {torc_linear_new(0, 16, 1),
+                           torc_module_build("relu", "")};
+    torc_module *models[] = {seq_of(mlp, 8), seq_of(lazy, 2)};
+    for (int i = 0; i < 2; i++) {
+      assert_ok(torc_module_to_dtype(models[i], dt));
+      torc_module_train(models[i], 0);
+    }
+    torc_tensor *x = torc_randn(TORC_SHAPE(512, 64), dt, TORC_CPU, NULL);
+    torc_tensor *x1 = torc_randn(TORC_SHAPE(64), dt, TORC_CPU, NULL);
+    torc_tensor *row = torc_narrow(x, 0, 7, 1);
+    assert_ok(torc_fill_(row, NAN));
+    torc_release(row);
+    /* the lazy linear's weight is made by a grad-mode forward, unfused */
+    torc_release(forward_in(models[1], x, TORC_GRAD_ENABLED, NULL));
+    for (int i = 0; i < 2; i++) {
+      for (int k = 0; k < 2; k++) {
+        const torc_tensor *in = k ? x1 : x;
+        if (k && i == 1)
+          continue;
+        torc_tensor *want = forward_in(models[i], in, TORC_GRAD_ENABLED, NULL);
+        size_t peak = 0;
+        torc_tensor *got = forward_in(models[i], in, TORC_NO_GRAD, &peak);
+        torc_tensor *inf = forward_in(models[i], in, TORC_INFERENCE, NULL);
+        assert_int_equal(torc_numel(got), torc_numel(want));
+        double *a = test_values(got), *b = test_values(want);
+        double *c = test_values(inf);
+        for (int64_t j = 0; j < torc_numel(want); j++) {
+          assert_true(isnan(a[j]) == isnan(b[j]) &&
+                      isnan(c[j]) == isnan(b[j]));
+          if (!isnan(b[j])) {
+            assert_true(fabs(a[j] - b[j]) <= 1e-5 * (1 + fabs(b[j])));
+            assert_true(fabs(c[j] - b[j]) <= 1e-5 * (1 + fabs(b[j])));
+          }
+        }
+        if (i == 0 && k == 0) /* the linear's 512 x 256 beside the relu's */
+          assert_true(peak < (size_t)2 * 512 * 256 * torc_dtype_size(dt));
+        free(a), free(b), free(c);
+        torc_release(want), torc_release(got), torc_release(inf);
+      }
+    }
+    torc_module_free(models[0]), torc_module_free(models[1]);
+    torc_release(x), torc_release(x1);
+  }
+  torc_shutdown();
+}
+
 /* In normal use the plugin's f32 linear_act and conv2d_act serve the cpu,
  * above ref (and cpu, which has none). */
 static void test_serves_cpu(void **state) {
@@ -889,6 +958,7 @@ int main(void) {
   const struct CMUnitTest plain[] = {
       cmocka_unit_test(test_plan_frozen),
       cmocka_unit_test(test_sequential_fused),
+      cmocka_unit_test(test_sequential_linear_fused),
       cmocka_unit_test(test_serves_cpu),
   };
   int failed =
