@@ -734,6 +734,37 @@ static torc_tensor *forward_in(torc_module *m, const torc_tensor *x,
   return d;
 }
 
+/* ref, cpu where it was built, and onednn, as a normal run loads them. */
+static void load_ref_cpu_onednn(void) {
+  test_load_plugin("ref");
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) == 0)
+    test_load_plugin("cpu");
+  test_load_plugin("onednn");
+}
+
+/* A fused forward's results (no-grad `got`, inference `inf`) against the
+ * layers one by one (`want`): NaN and infinities where they are, the rest
+ * within tol relative. */
+static void assert_like_layers(const torc_tensor *got, const torc_tensor *inf,
+                               const torc_tensor *want, double tol) {
+  assert_int_equal(torc_numel(got), torc_numel(want));
+  assert_int_equal(torc_numel(inf), torc_numel(want));
+  double *a = test_values(got), *b = test_values(want), *c = test_values(inf);
+  for (int64_t j = 0; j < torc_numel(want); j++) {
+    assert_true(isnan(a[j]) == isnan(b[j]) && isnan(c[j]) == isnan(b[j]));
+    if (isinf(b[j])) {
+      assert_true(a[j] == b[j] && c[j] == b[j]);
+    } else if (!isnan(b[j])) {
+      assert_true(fabs(a[j] - b[j]) <= tol * (1 + fabs(b[j])));
+      assert_true(fabs(c[j] - b[j]) <= tol * (1 + fabs(b[j])));
+    }
+  }
+  free(a), free(b), free(c);
+}
+
 static torc_module *seq_of(torc_module *const *layers, int n) {
   torc_module *m = torc_sequential_new();
   for (int i = 0; i < n; i++)
@@ -751,13 +782,7 @@ static torc_module *seq_of(torc_module *const *layers, int n) {
  * before. */
 static void test_sequential_fused(void **state) {
   (void)state;
-  test_load_plugin("ref");
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) == 0)
-    test_load_plugin("cpu");
-  test_load_plugin("onednn");
+  load_ref_cpu_onednn();
   torc_manual_seed(3);
   torc_conv2d_params same = {.padding = {1, 1}};
   torc_conv2d_params s2 = {.stride = {2, 2}};
@@ -815,17 +840,7 @@ static void test_sequential_fused(void **state) {
       assert_int_equal(torc_ndim(got), torc_ndim(want));
       assert_memory_equal(torc_shape(got), torc_shape(want),
                           sizeof(int64_t) * (size_t)torc_ndim(want));
-      double *a = test_values(got), *b = test_values(want);
-      double *c = test_values(inf);
-      for (int64_t j = 0; j < torc_numel(want); j++) {
-        assert_true(isnan(a[j]) == isnan(b[j]) && isnan(c[j]) == isnan(b[j]));
-        if (!isnan(b[j]) && !isinf(b[j])) {
-          assert_true(fabs(a[j] - b[j]) <= 1e-4 * (1 + fabs(b[j])));
-          assert_true(fabs(c[j] - b[j]) <= 1e-4 * (1 + fabs(b[j])));
-        } else if (isinf(b[j])) {
-          assert_true(a[j] == b[j] && c[j] == b[j]);
-        }
-      }
+      assert_like_layers(got, inf, want, 1e-4);
       if (i == 0 && k == 0) {
         /* the first conv's output alone would be 70 x 32 x 29 x 29 f32 */
         assert_true(peak < (size_t)70 * 32 * 29 * 29 * 4);
@@ -836,7 +851,6 @@ static void test_sequential_fused(void **state) {
         test_assert_close(y0, w0, 1e-4);
         torc_release(x0), torc_release(y0), torc_release(w0);
       }
-      free(a), free(b), free(c);
       torc_release(want), torc_release(got), torc_release(inf);
     }
     torc_module_free(m);
@@ -852,13 +866,7 @@ static void test_sequential_fused(void **state) {
  * linear and a 1-D input run as before. */
 static void test_sequential_linear_fused(void **state) {
   (void)state;
-  test_load_plugin("ref");
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) == 0)
-    test_load_plugin("cpu");
-  test_load_plugin("onednn");
+  load_ref_cpu_onednn();
   torc_manual_seed(5);
   for (int f = 0; f < 2; f++) {
     torc_dtype dt = f ? TORC_F64 : TORC_F32;
@@ -891,20 +899,9 @@ static void test_sequential_linear_fused(void **state) {
         size_t peak = 0;
         torc_tensor *got = forward_in(models[i], in, TORC_NO_GRAD, &peak);
         torc_tensor *inf = forward_in(models[i], in, TORC_INFERENCE, NULL);
-        assert_int_equal(torc_numel(got), torc_numel(want));
-        double *a = test_values(got), *b = test_values(want);
-        double *c = test_values(inf);
-        for (int64_t j = 0; j < torc_numel(want); j++) {
-          assert_true(isnan(a[j]) == isnan(b[j]) &&
-                      isnan(c[j]) == isnan(b[j]));
-          if (!isnan(b[j])) {
-            assert_true(fabs(a[j] - b[j]) <= 1e-5 * (1 + fabs(b[j])));
-            assert_true(fabs(c[j] - b[j]) <= 1e-5 * (1 + fabs(b[j])));
-          }
-        }
+        assert_like_layers(got, inf, want, 1e-5);
         if (i == 0 && k == 0) /* the linear's 512 x 256 beside the relu's */
           assert_true(peak < (size_t)2 * 512 * 256 * torc_dtype_size(dt));
-        free(a), free(b), free(c);
         torc_release(want), torc_release(got), torc_release(inf);
       }
     }
@@ -918,13 +915,7 @@ static void test_sequential_linear_fused(void **state) {
  * above ref (and cpu, which has none). */
 static void test_serves_cpu(void **state) {
   (void)state;
-  test_load_plugin("ref");
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) == 0)
-    test_load_plugin("cpu");
-  test_load_plugin("onednn");
+  load_ref_cpu_onednn();
   int found = 0;
   for (int i = 0; i < torc_kernel_count(); i++) {
     torc_kernel_summary k;
