@@ -90,11 +90,7 @@ typedef struct linear_call {
 
 static torc_tensor *run_linear_relu(void *ctx) {
   const linear_call *f = ctx;
-  torc_clear_error();
-  torc_tensor *y = torc__linear_relu_run(f->x, f->w, f->b);
-  if (y == NULL && torc_last_status() == TORC_OK)
-    torc_set_error(TORC_ERR_INTERNAL, "linear_relu: operands do not fit");
-  return y;
+  return torc__linear_relu_run(f->x, f->w, f->b);
 }
 
 /* 1 when children i, i+1 of m are an nn.Linear read only by the nn.ReLU
@@ -215,7 +211,8 @@ static torc_tensor *sequential_forward(torc_module *m,
       continue;
     }
     linear_call lc;
-    if (fuse && c->kind == KIND_PLAIN && linear_relu_group(m, i, last, x, &lc)) {
+    if (fuse && c->kind == KIND_PLAIN &&
+        linear_relu_group(m, i, last, x, &lc)) {
       int scope = torc_scope_begin();
       y = scope < 0 ? NULL : torc__module_run_as(c, run_linear_relu, &lc);
       if (scope >= 0)

@@ -51,10 +51,9 @@ torc_tensor *torc__conv2d_act_run(const torc_tensor *x, const torc_tensor *w,
                                   const int64_t ys[4]);
 /* relu(x w^T + b) as one "linear_act" call, for a sequential's no-grad
  * nn.Linear + nn.ReLU: y [M, N] from x [M, K], w [N, K] and b [N] or
- * NULL. NULL with no error set when the operands do not fit (dims,
- * sizes, dtypes other than f32/f64, devices): the caller runs the layers
- * one by one, whose checks say what is wrong; NULL with the error set
- * when the call failed. */
+ * NULL, all of one f32/f64 dtype on one device (the caller checked; the
+ * layers one by one say what is wrong otherwise). NULL with the error
+ * set when the call failed. */
 torc_tensor *torc__linear_relu_run(const torc_tensor *x, const torc_tensor *w,
                                    const torc_tensor *b);
 

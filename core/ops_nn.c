@@ -431,13 +431,6 @@ torc_tensor *torc__conv2d_act_run(const torc_tensor *x, const torc_tensor *w,
 
 torc_tensor *torc__linear_relu_run(const torc_tensor *x, const torc_tensor *w,
                                   const torc_tensor *b) {
-  if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1] ||
-      w->dtype != x->dtype || (x->dtype != TORC_F32 && x->dtype != TORC_F64) ||
-      !torc_device_eq(w->storage->device, x->storage->device) ||
-      (b && (b->ndim != 1 || b->shape[0] != w->shape[0] ||
-             b->dtype != x->dtype ||
-             !torc_device_eq(b->storage->device, x->storage->device))))
-    return NULL; /* the layers one by one say what is wrong */
   /* linear_act's w is the product's right operand [K, N]: w transposed. */
   const int64_t ws[2] = {w->shape[1], w->shape[0]};
   const int64_t wst[2] = {w->strides[1], w->strides[0]};
