@@ -595,20 +595,19 @@ static torc_status accumulate_region(torc_tensor **slot, unsigned char *own,
   return st;
 }
 
-/* Adds g into a leaf's (or retained non-leaf's) .grad. The stored gradient
- * is always its own contiguous tensor, so later in-place accumulation never
- * writes through a view or a stride-0 expansion. */
 /* 1 if a leaf's first gradient can be g itself instead of a copy: the
  * walk holds g's only reference and its storage's (so nothing else sees
  * that memory, even when g was made as a view of a base since freed), g
  * fills its storage exactly, and it has t's dtype, device and dense
- * layout (so .grad reads as t does). A
- * weight gradient, fresh from its GEMM, then costs no copy, as in
- * PyTorch's AccumulateGrad. */
+ * layout (so .grad reads as t does). A weight gradient, fresh from its
+ * GEMM, then costs no copy, as in PyTorch's AccumulateGrad. */
 static int grad_stealable(const torc_tensor *t, const torc_tensor *g) {
-  if (atomic_load(&g->refcount) != 1 || atomic_load(&g->storage->refcount) != 1 ||
-      g->grad_fn || g->requires_grad || g->hooks || g->offset != 0 ||
-      g->storage->nbytes != (size_t)torc_numel(g) * torc_dtype_size(g->dtype) || g->dtype != t->dtype || g->ndim != t->ndim ||
+  size_t bytes = (size_t)torc_numel(g) * torc_dtype_size(g->dtype);
+  if (atomic_load(&g->refcount) != 1 ||
+      atomic_load(&g->storage->refcount) != 1 || g->grad_fn ||
+      g->requires_grad || g->hooks || g->offset != 0 ||
+      g->storage->nbytes != bytes || g->dtype != t->dtype ||
+      g->ndim != t->ndim ||
       !torc_device_eq(g->storage->device, t->storage->device) ||
       !torc_is_contiguous(g) || !torc_is_contiguous(t))
     return 0;
@@ -618,6 +617,10 @@ static int grad_stealable(const torc_tensor *t, const torc_tensor *g) {
   return 1;
 }
 
+/* Adds g into a leaf's (or retained non-leaf's) .grad. The stored gradient
+ * is always its own contiguous tensor, so later in-place accumulation never
+ * writes through a view or a stride-0 expansion: g itself when may_steal
+ * (a leaf's) and grad_stealable, else a copy. */
 static torc_status accumulate_grad(torc_tensor *t, const torc_tensor *g,
                                    int may_steal) {
   if (t->grad == NULL) {
