@@ -898,9 +898,14 @@ static torc_status op_reshape(onode *n) {
   if (n->opset < 5) {
     size_t k;
     const int64_t *v = attr_ints(n, "shape", &k);
+    if (!attr(n, "shape", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+      return torc_set_error(TORC_ERR_INVALID, "Reshape of opset %d has no "
+                            "'shape' attribute; give it one (opset 5 and "
+                            "later take the shape as input 1)", (int)n->opset);
     if (k > TORC_MAX_DIMS)
       return torc_set_error(TORC_ERR_INVALID, "shape has %zu dims", k);
-    memcpy(shape, v, k * sizeof *v);
+    if (k)
+      memcpy(shape, v, k * sizeof *v);
     cnt = (int)k;
   } else {
     NEED_IN(1);

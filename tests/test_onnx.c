@@ -4,10 +4,11 @@
  * on protobuf messages encoded here by hand, and a small model run. */
 #include "onnx_testutil.h"
 
-/* A model: input x, initializer (the given TensorProto) w, and the nodes
- * (op, in0, in1, out) in order, output `out`. */
-static void model(buf *o, const buf *init, const char *const (*nodes)[4],
-                  int n_nodes, const char *out) {
+/* A model of the given opset: input x, initializer (the given TensorProto)
+ * w, and the nodes (op, in0, in1, out) in order, output `out`. */
+static void model_at(buf *o, int opset, const buf *init,
+                     const char *const (*nodes)[4], int n_nodes,
+                     const char *out) {
   buf g = {{0}, 0}, t;
   for (int i = 0; i < n_nodes; i++) {
     buf nd = {{0}, 0};
@@ -32,9 +33,15 @@ static void model(buf *o, const buf *init, const char *const (*nodes)[4],
   f_int(o, 1, 8);
   buf op = {{0}, 0};
   f_str(&op, 1, "");
-  f_int(&op, 2, 13);
+  f_int(&op, 2, opset);
   f_msg(o, 8, &op);
   f_msg(o, 7, &g);
+}
+
+/* The same at opset 13. */
+static void model(buf *o, const buf *init, const char *const (*nodes)[4],
+                  int n_nodes, const char *out) {
+  model_at(o, 13, init, nodes, n_nodes, out);
 }
 
 /* TensorProto "w" of FLOAT with dims and raw_data of raw_len bytes. */
@@ -150,6 +157,29 @@ static void test_run(void **state) {
   assert_int_equal(torc_tensor_live_count(), live);
 }
 
+/* Before opset 5 Reshape takes its shape as an attribute; a node without
+ * one is a bad model, said as such when it runs. */
+static void test_old_reshape_without_shape(void **state) {
+  (void)state;
+  buf m;
+  const char *const reshape[1][4] = {{"Reshape", "x", NULL, "z"}};
+  model_at(&m, 4, NULL, reshape, 1, "z");
+  int64_t live = torc_tensor_live_count();
+  torc_onnx_model *md = torc_onnx_load_buffer(m.b, m.n, "t.onnx");
+  assert_non_null(md);
+  float xv[2] = {0.5f, 2.5f};
+  torc_tensor *x = torc_from_host(xv, TORC_SHAPE(2), TORC_F32, TORC_CPU);
+  torc_tensor *z = NULL;
+  assert_int_equal(
+      torc_onnx_run(md, (const torc_tensor *const *)&x, 1, NULL, &z, 1),
+      TORC_ERR_INVALID);
+  assert_error(TORC_ERR_INVALID, "Reshape of opset 4 has no 'shape' attribute");
+  assert_null(z);
+  torc_release(x);
+  torc_onnx_free(md);
+  assert_int_equal(torc_tensor_live_count(), live);
+}
+
 static int setup(void **state) { return test_setup_ref_sim(state); }
 
 int main(void) {
@@ -158,6 +188,7 @@ int main(void) {
       cmocka_unit_test(test_bad_tensors),
       cmocka_unit_test(test_graph_errors),
       cmocka_unit_test(test_run),
+      cmocka_unit_test(test_old_reshape_without_shape),
   };
   return cmocka_run_group_tests(tests, setup, test_teardown_all);
 }
