@@ -173,6 +173,8 @@ static const pool_case pool_cases[] = {
     {2, 2, 9, 11, {{3, 3}, {2, 2}, {1, 1}, {0, 0}, 0, 0, 4}}, /* divisor */
     {1, 1, 11, 12, {{5, 4}, {3, 2}, {2, 2}, {0, 0}, 1, 1, 0}},
     {2, 3, 28, 28, {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0}},
+    {2, 3, 6, 10, {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0}}, /* 5 wide */
+    {1, 2, 4, 15, {{2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 0, 0}}, /* 7 wide */
     {1, 16, 13, 13, {{1, 1}, {4, 4}, {0, 0}, {0, 0}, 0, 0, 0}}, /* skips */
 };
 
@@ -212,28 +214,36 @@ static void test_max_pool2d_geometry(void **state) {
     pool_run(&max_cases[i], 1);
 }
 
-/* NaN wins a max (as PyTorch), wherever it lies in the window. */
+/* NaN wins a max (as PyTorch), wherever it lies in the window, and ties
+ * go to the first maximum in window order: stride 1, and the 2x2 stride-2
+ * pool (whose loop is its own) on rows of 7 outputs. */
 static void test_max_pool2d_nan(void **state) {
   (void)state;
   int scope = torc_scope_begin();
-  float v[2 * 5 * 5];
-  for (int i = 0; i < 50; i++)
-    v[i] = (float)((i * 7) % 11);
-  v[0] = v[6] = v[33] = NAN;
-  int64_t xs[4] = {1, 2, 5, 5};
-  torc_tensor *x = torc_from_host(v, xs, 4, TORC_F32, TORC_CPU);
-  assert_torc(x);
-  torc_pool2d_params p = {{2, 2}, {1, 1}, {0, 0}, {0, 0}, 0, 0, 0};
-  torc_tensor *ic, *id;
-  REF;
-  torc_tensor *yc = torc_max_pool2d_with_indices(x, &p, &ic);
-  DNN;
-  torc_tensor *yd = torc_max_pool2d_with_indices(x, &p, &id);
-  UNPIN;
-  assert_torc(yc);
-  assert_torc(yd);
-  test_assert_close(yd, yc, 0);
-  test_assert_close(id, ic, 0);
+  float v[2 * 6 * 14];
+  for (int i = 0; i < 2 * 6 * 14; i++)
+    v[i] = (float)((i * 7) % 5);
+  v[0] = v[6] = v[33] = v[43] = v[100] = v[101] = v[150] = NAN;
+  v[17] = v[160] = -INFINITY;
+  const torc_pool2d_params ps[2] = {
+      {{2, 2}, {1, 1}, {0, 0}, {0, 0}, 0, 0, 0},
+      {{2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 0, 0},
+  };
+  const int64_t shapes[2][4] = {{1, 2, 5, 5}, {2, 1, 6, 14}};
+  for (int k = 0; k < 2; k++) {
+    torc_tensor *x = torc_from_host(v, shapes[k], 4, TORC_F32, TORC_CPU);
+    assert_torc(x);
+    torc_tensor *ic, *id;
+    REF;
+    torc_tensor *yc = torc_max_pool2d_with_indices(x, &ps[k], &ic);
+    DNN;
+    torc_tensor *yd = torc_max_pool2d_with_indices(x, &ps[k], &id);
+    UNPIN;
+    assert_torc(yc);
+    assert_torc(yd);
+    test_assert_close(yd, yc, 0);
+    test_assert_close(id, ic, 0);
+  }
   torc_scope_end(scope);
 }
 

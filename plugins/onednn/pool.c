@@ -1,6 +1,8 @@
 /* plugins/onednn/pool.c — "max_pool2d", "avg_pool2d" and their backwards
- * for f32. oneDNN's pooling runs where its semantics are torc's (which are
- * PyTorch's):
+ * for f32. The 2x2, stride-2 max pool of most CNNs has its own vector
+ * loop (oneDNN's plain-layout pooling, its NaN scan and the index
+ * conversion took over twice its time). Elsewhere oneDNN's pooling runs
+ * where its semantics are torc's (which are PyTorch's):
  *  - max_pool2d: always; its workspace (the argmax's position within the
  *    window, kh * kW + kw, in y's layout) becomes torc's i64 index
  *    ih * W + iw. Ties pick the first maximum, as ref. oneDNN's max
@@ -244,6 +246,82 @@ static void max_loops(const pgeo *g, const float *x, float *y, int64_t *ix) {
       }
 }
 
+/* The 2x2, stride-2 max pool whose windows all lie in the image (the
+ * nn.MaxPool2d(2) of nearly every CNN), four outputs at a time in vectors
+ * (GCC's and clang's vector extensions): each output's four taps in ref's
+ * order and with its NaN rule, selected without branches; a row's last
+ * outputs are its last four again (overlapping), or, in a row under four,
+ * come from a padded copy. */
+typedef float mp_f4 __attribute__((vector_size(16)));
+typedef int32_t mp_i4 __attribute__((vector_size(16)));
+
+static inline void mp_take(mp_f4 *best, mp_i4 *k, mp_f4 v, int32_t kv) {
+  mp_i4 t = (*best == *best) & ((v > *best) | (v != v));
+  mp_i4 kvv = {kv, kv, kv, kv};
+  *best = (mp_f4)(((mp_i4)v & t) | ((mp_i4)*best & ~t));
+  *k = (kvv & t) | (*k & ~t);
+}
+
+/* outputs [0, 4) of the windows whose rows start at r0 and r1 (8 floats
+ * each); the winners' taps (0, 1, W, W + 1) in k. */
+static inline mp_f4 mp_four(const float *r0, const float *r1, int32_t W,
+                            mp_i4 *k) {
+  mp_f4 t0, t1, b0, b1;
+  memcpy(&t0, r0, 16), memcpy(&t1, r0 + 4, 16);
+  memcpy(&b0, r1, 16), memcpy(&b1, r1 + 4, 16);
+  mp_f4 best = __builtin_shufflevector(t0, t1, 0, 2, 4, 6);
+  *k = (mp_i4){0, 0, 0, 0};
+  mp_take(&best, k, __builtin_shufflevector(t0, t1, 1, 3, 5, 7), 1);
+  mp_take(&best, k, __builtin_shufflevector(b0, b1, 0, 2, 4, 6), W);
+  mp_take(&best, k, __builtin_shufflevector(b0, b1, 1, 3, 5, 7), W + 1);
+  return best;
+}
+
+static void max_2x2(const pgeo *g, const float *x, float *y, int64_t *ix) {
+  const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t nc = 0; nc < g->NC; nc++)
+    for (int64_t oh = 0; oh < OH; oh++) {
+      const float *x0 = x + (nc * H + 2 * oh) * W, *x1 = x0 + W;
+      float *yr = y + (nc * OH + oh) * OW;
+      int64_t *ir = ix + (nc * OH + oh) * OW, corner = 2 * oh * W;
+      int64_t ow = 0;
+      mp_i4 k;
+      mp_f4 best;
+      for (; ow + 4 <= OW; ow += 4) {
+        best = mp_four(x0 + 2 * ow, x1 + 2 * ow, (int32_t)W, &k);
+        memcpy(yr + ow, &best, 16);
+        for (int l = 0; l < 4; l++)
+          ir[ow + l] = corner + 2 * (ow + l) + k[l];
+      }
+      if (ow < OW && OW >= 4) { /* the last four again, overlapping */
+        ow = OW - 4;
+        best = mp_four(x0 + 2 * ow, x1 + 2 * ow, (int32_t)W, &k);
+        memcpy(yr + ow, &best, 16);
+        for (int l = 0; l < 4; l++)
+          ir[ow + l] = corner + 2 * (ow + l) + k[l];
+      } else if (ow < OW) {
+        int64_t rem = OW - ow;
+        float p0[8] = {0}, p1[8] = {0};
+        memcpy(p0, x0 + 2 * ow, sizeof(float) * (size_t)(2 * rem));
+        memcpy(p1, x1 + 2 * ow, sizeof(float) * (size_t)(2 * rem));
+        best = mp_four(p0, p1, (int32_t)W, &k);
+        for (int64_t l = 0; l < rem; l++) {
+          yr[ow + l] = best[l];
+          ir[ow + l] = corner + 2 * (ow + l) + k[l];
+        }
+      }
+    }
+}
+
+/* 1 when max_2x2 computes g's pool. */
+static int is_2x2(const pgeo *g) {
+  return g->dt == TORC_F32 && g->K[0] == 2 && g->K[1] == 2 && g->S[0] == 2 &&
+         g->S[1] == 2 && g->D[0] == 1 && g->D[1] == 1 && g->PL[0] == 0 &&
+         g->PL[1] == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W &&
+         g->W < INT32_MAX;
+}
+
 /* PyTorch's avg_pool2d window of output (oh, ow), clipped, and divisor. */
 static void avg_window(const torc_pool_kparams *p, int64_t H, int64_t W,
                        int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
@@ -345,6 +423,10 @@ int torc_dnn__k_max_pool2d(const torc_kernel_args *a) {
   if (dnn_numel(y, 0) == 0)
     return TORC_OK;
   torc_dnn__threads(a->n_threads);
+  if (is_2x2(&g)) {
+    max_2x2(&g, dnn_f32(x, 0), dnn_f32(y, 0), (int64_t *)ix->data + ix->offset);
+    return TORC_OK;
+  }
   int nan = g.dt == TORC_BF16 ? has_nan_bf16(dnn_at(x, 0), dnn_numel(x, 0))
                               : has_nan(dnn_f32(x, 0), dnn_numel(x, 0));
   if (g.Hv > 0 && g.Wv > 0 && !nan) {
