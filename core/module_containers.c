@@ -123,6 +123,37 @@ static int linear_relu_group(torc_module *m, int i, const int *last,
   return 1;
 }
 
+/* 1 when children i, i+1 of m are an nn.ReLU read only by the
+ * nn.MaxPool2d after it. They then run the other way round, the pool
+ * first: max commutes with relu (a non-decreasing function), so the output
+ * is the same bit for bit, and so is the gradient (the pool's window
+ * winner is the same element, the relu's mask is read there), but the
+ * relu and its backward touch a quarter of the elements of a 2x2 pool and
+ * the relu's full-size output is never made. Not while a trace or a
+ * summary records the layers one by one. */
+static int relu_pool_swap(torc_module *m, int i, const int *last) {
+  torc_pool2d_params pp;
+  return i + 1 < m->n_kids && last[i] == i + 1 &&
+         m->kids[i].m->kind == KIND_PLAIN &&
+         m->kids[i + 1].m->kind == KIND_PLAIN &&
+         torc__layer_relu(m->kids[i].m) &&
+         torc__layer_maxpool2d(m->kids[i + 1].m, &pp) &&
+         torc__trace_on == NULL && torc__summary_on == NULL;
+}
+
+/* Child c of a sequential on x: its output, a reference of the caller's
+ * (the child's scope closed), or NULL. */
+static torc_tensor *run_child(torc_module *c, const torc_tensor *x) {
+  int scope = torc_scope_begin();
+  if (scope < 0)
+    return NULL;
+  torc_tensor *y = torc_module_forward(c, x);
+  if (y)
+    torc_retain(y);
+  torc_scope_end(scope);
+  return y;
+}
+
 static torc_tensor *sequential_forward(torc_module *m,
                                        const torc_tensor *const *in,
                                        int n_in) {
@@ -217,6 +248,23 @@ static torc_tensor *sequential_forward(torc_module *m,
       y = scope < 0 ? NULL : torc__module_run_as(c, run_linear_relu, &lc);
       if (scope >= 0)
         torc_scope_end(scope);
+      if (y == NULL)
+        break;
+      outs[i + 1] = y;
+      x = y;
+      for (int j = i; j <= i + 1; j++)
+        for (int k = first[j]; k >= 0; k = next_of[k])
+          if (torc__module_steps++, outs[k]) {
+            torc_release(outs[k]);
+            outs[k] = NULL;
+          }
+      i++;
+      continue;
+    }
+    if (relu_pool_swap(m, i, last)) {
+      torc_tensor *p = run_child(m->kids[i + 1].m, x);
+      y = p ? run_child(c, p) : NULL;
+      torc_release(p);
       if (y == NULL)
         break;
       outs[i + 1] = y;

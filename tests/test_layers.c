@@ -626,6 +626,54 @@ static void test_gradients(void **state) {
   torc_scope_end(s);
 }
 
+/* A sequential runs nn.ReLU then nn.MaxPool2d as the pool first and the
+ * relu on its output: the same output and input gradient, bit for bit, as
+ * the two layers one after the other, with NaN, ties, zeros of both signs
+ * and windows of negatives only; padding, and in training and eval. */
+static void test_relu_pool_order(void **state) {
+  (void)state;
+  int s = torc_scope_begin();
+  enum { N = 2 * 3 * 7 * 8 };
+  float v[N];
+  for (int i = 0; i < N; i++)
+    v[i] = (float)((i * 37) % 11 - 6) / 2;
+  v[3] = v[40] = NAN;
+  v[9] = -0.0f;
+  v[100] = -INFINITY;
+  const torc_pool2d_params ps[2] = {
+      {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0},
+      {{3, 3}, {2, 2}, {1, 1}, {0, 0}, 1, 0, 0},
+  };
+  for (int k = 0; k < 4; k++) {
+    torc_module *relu = torc_module_build("relu", NULL);
+    torc_module *pool = torc_maxpool2d_new(&ps[k % 2]);
+    torc_module *seq = torc_sequential_new();
+    assert_ok(torc_sequential_append(seq, relu));
+    assert_ok(torc_sequential_append(seq, pool));
+    torc_module_train(seq, k < 2);
+    torc_tensor *xs = torc_from_host(v, TORC_SHAPE(2, 3, 7, 8), TORC_F32,
+                                     TORC_CPU);
+    torc_tensor *xl = torc_clone(xs);
+    assert_ok(torc_set_requires_grad(xs, 1));
+    assert_ok(torc_set_requires_grad(xl, 1));
+    torc_tensor *ys = torc_module_forward(seq, xs);
+    torc_tensor *yl = torc_module_forward(pool, torc_module_forward(relu, xl));
+    assert_torc(ys);
+    assert_torc(yl);
+    expect_shape(ys, torc_shape(yl), torc_ndim(yl));
+    test_assert_close(ys, yl, 0);
+    /* a gradient that differs per output, so a wrong winner shows */
+    torc_tensor *w = torc_arange(0, (double)torc_numel(yl), 1, TORC_F32,
+                                 TORC_CPU);
+    w = torc_reshape(w, torc_shape(yl), torc_ndim(yl));
+    assert_ok(torc_backward(ys, w, 0));
+    assert_ok(torc_backward(yl, w, 0));
+    test_assert_close(torc_grad_of(xs), torc_grad_of(xl), 0);
+    torc_module_free(seq);
+  }
+  torc_scope_end(s);
+}
+
 static void test_sim(void **state) {
   (void)state;
   int s = torc_scope_begin();
@@ -677,6 +725,7 @@ int main(void) {
       T(test_lazy),
       T(test_dropout_modes),
       T(test_gradients),
+      T(test_relu_pool_order),
       T(test_sim),
   };
   return cmocka_run_group_tests(tests, test_setup_ref_sim, test_teardown_all);
