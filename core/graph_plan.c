@@ -547,7 +547,8 @@ static int fuse_linear(torc_plan *p, int i, const int *readers) {
 }
 
 /* Fuses conv2d node i with the relu and the max pool after it (at least
- * one of them; the pool's indices read by nothing) into "conv2d_act". */
+ * one of them; the pool's indices read by nothing), or the pool and the
+ * relu after it, into "conv2d_act". */
 static int fuse_conv(torc_plan *p, int i, const int *readers) {
   pnode *cv = &p->nodes[i];
   if (cv->n_in < 2 || cv->n_out != 1 ||
@@ -566,6 +567,13 @@ static int fuse_conv(torc_plan *p, int i, const int *readers) {
         mp->in[0] == y && mp->params_size == sizeof *pool &&
         readers[p->root[mp->out[1]]] == 0 && p->root[mp->out[0]] == mp->out[0])
       pool = mp->params, last = j, y = mp->out[0];
+  }
+  if (pool && act == TORC_ACT_NONE) {
+    /* a relu after the pool (a sequential runs them in that order): max
+     * commutes with relu, so conv2d_act's relu then pool is the same */
+    int r = relu_of(p, sole_reader(p, readers, y, last), y);
+    if (r >= 0)
+      act = TORC_ACT_RELU, last = r, y = p->nodes[r].out[0];
   }
   if (last == i)
     return 0;
