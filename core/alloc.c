@@ -15,7 +15,8 @@
  * (torc/testing.h), a cache hit too: an injected failure acts as the
  * device's out-of-memory, so tests reach the empty-and-retry path.
  *
- * Caching is on for the built-in cpu device; a plugin device that sets
+ * Blocks freed while the thread traces a forward (torc_trace) are not
+ * cached but given back. Caching is on for the built-in cpu device; a plugin device that sets
  * TORC_DEVICE_CACHING gets the block allocator of alloc_blocks.c instead,
  * and any other device is called for every storage. TORC_NO_CACHE=1 (or a
  * sanitizer build, where a reused block would hide a use-after-free) turns
@@ -267,9 +268,12 @@ void torc__mem_free_on(torc__devtype *d, int index, void *ptr, size_t nbytes,
     d->ops.free(d->ops.user, index, ptr);
     return;
   }
+  /* A block a trace frees goes back too: a trace runs its forward once,
+   * so blocks of its batch's activations would only sit in the cache (an
+   * evaluation batch of a CNN holds hundreds of MB of them). */
   int b = -1;
   size_t size = c ? size_class(nbytes, &b) : 0;
-  if (c == NULL || b < 0) {
+  if (c == NULL || b < 0 || torc__trace_on != NULL) {
     if (c) {
       pthread_mutex_lock(&c->lock);
       c->st.os_frees++;

@@ -156,6 +156,12 @@ torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
   return st;
 }
 
+void torc__trace_drop(void) {
+  torc_graph *g = torc__trace_on;
+  if (g && g->error == TORC_OK)
+    drop_released(g);
+}
+
 void torc__trace_host_read(const char *fn) {
   torc_graph *g = torc__trace_on;
   if (g == NULL || g->host_read)

@@ -353,6 +353,10 @@ extern _Thread_local struct torc_graph *torc__trace_on;
  * tensor's value to the host through fn (the first such read is kept:
  * graph.c). */
 void torc__trace_host_read(const char *fn);
+/* Lets the running trace (if any) drop the intermediates the forward has
+ * let go of since its last kernel call, as each call does after itself:
+ * for a forward that frees a large value before its next call makes one. */
+void torc__trace_drop(void);
 torc_status torc__trace_kernel_call(int op, torc_dtype kdtype,
                                     const torc_tensor *const *in, int n_in,
                                     torc_tensor *const *out, int n_out,

@@ -129,8 +129,9 @@ static int linear_relu_group(torc_module *m, int i, const int *last,
  * is the same bit for bit, and so is the gradient (the pool's window
  * winner is the same element, the relu's mask is read there), but the
  * relu and its backward touch a quarter of the elements of a 2x2 pool and
- * the relu's full-size output is never made. Not while a trace or a
- * summary records the layers one by one. */
+ * the relu's full-size output is never made (nor, tracing a batch, held
+ * beside the convolution's). Not while a summary shows each layer's
+ * output. */
 static int relu_pool_swap(torc_module *m, int i, const int *last) {
   torc_pool2d_params pp;
   return i + 1 < m->n_kids && last[i] == i + 1 &&
@@ -138,7 +139,7 @@ static int relu_pool_swap(torc_module *m, int i, const int *last) {
          m->kids[i + 1].m->kind == KIND_PLAIN &&
          torc__layer_relu(m->kids[i].m) &&
          torc__layer_maxpool2d(m->kids[i + 1].m, &pp) &&
-         torc__trace_on == NULL && torc__summary_on == NULL;
+         torc__summary_on == NULL;
 }
 
 /* Child c of a sequential on x: its output, a reference of the caller's
@@ -263,18 +264,21 @@ static torc_tensor *sequential_forward(torc_module *m,
     }
     if (relu_pool_swap(m, i, last)) {
       torc_tensor *p = run_child(m->kids[i + 1].m, x);
+      /* The relu's input (the pool's) dies at the pool now: freed before
+       * the relu makes its output, in a trace too. */
+      for (int j = i; p && j <= i + 1; j++)
+        for (int k = first[j]; k >= 0; k = next_of[k])
+          if (torc__module_steps++, outs[k]) {
+            torc_release(outs[k]);
+            outs[k] = NULL;
+          }
+      torc__trace_drop();
       y = p ? run_child(c, p) : NULL;
       torc_release(p);
       if (y == NULL)
         break;
       outs[i + 1] = y;
       x = y;
-      for (int j = i; j <= i + 1; j++)
-        for (int k = first[j]; k >= 0; k = next_of[k])
-          if (torc__module_steps++, outs[k]) {
-            torc_release(outs[k]);
-            outs[k] = NULL;
-          }
       i++;
       continue;
     }
