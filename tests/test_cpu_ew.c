@@ -144,7 +144,8 @@ static void test_binary(void **state) {
 }
 
 /* Reductions over dim sets the plan treats differently (all, last, first,
- * middle, mixed), on a permuted input too, and a large full sum. */
+ * middle, mixed), on a permuted input too, a large full sum, and kept
+ * dims between reduced ones on a large input. */
 static void test_reduce(void **state) {
   (void)state;
   typedef torc_tensor *(*red_fn)(const torc_tensor *, const int *, int, int);
@@ -161,7 +162,12 @@ static void test_reduce(void **state) {
     torc_tensor *big = torc_randn(TORC_SHAPE(300001), dt, TORC_CPU, NULL);
     torc_tensor *wide = torc_randn(TORC_SHAPE(2000, 257), dt, TORC_CPU, NULL);
     torc_tensor *nan = special(1000, dt, 3.0);
+    /* a conv bias's gradient: kept dims among reduced ones, large enough
+     * to run in slices of the kept indices */
+    torc_tensor *conv = torc_randn(TORC_SHAPE(16, 12, 14, 14), dt, TORC_CPU,
+                                   NULL);
     assert_torc(xp);
+    assert_torc(conv);
     for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
       for (size_t k = 0; k < sizeof n_dims / sizeof n_dims[0]; k++)
         for (int p = 0; p < 2; p++) {
@@ -181,6 +187,15 @@ static void test_reduce(void **state) {
         torc_tensor *r = fns[f](more[k], md[k], md[k] ? 1 : 0, 0);
         CPU;
         torc_tensor *c = fns[f](more[k], md[k], md[k] ? 1 : 0, 0);
+        UNPIN;
+        test_assert_close(c, r, d ? 1e-10 : 1e-5);
+      }
+      static const int bias_dims[2][3] = {{0, 2, 3}, {0, 3, 0}};
+      for (int k = 0; k < 2; k++) {
+        REF;
+        torc_tensor *r = fns[f](conv, bias_dims[k], 3 - k, 0);
+        CPU;
+        torc_tensor *c = fns[f](conv, bias_dims[k], 3 - k, 0);
         UNPIN;
         test_assert_close(c, r, d ? 1e-10 : 1e-5);
       }

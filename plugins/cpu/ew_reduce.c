@@ -67,6 +67,39 @@ static void red_task(void *c, int64_t b, int64_t e) {
   }
 }
 
+/* Rows of the plan by the index of its kept dims: a plan whose kept
+ * outer dims come first, each kept index owning `per` consecutive rows
+ * (the reduced outer dims'), so slices of kept indices write disjoint
+ * accumulators and each accumulator sums its rows in the serial order. */
+typedef struct kept_ctx {
+  const red_plan *r;
+  int64_t per;
+} kept_ctx;
+
+static void kept_task(void *c, int64_t b, int64_t e) {
+  const kept_ctx *k = c;
+  red_task((void *)k->r, b * k->per, e * k->per);
+}
+
+/* Reorders the outer dims of r (all but the last) kept ones first, in
+ * their order, then the reduced ones; returns the product of the reduced
+ * outer dims' sizes. */
+static int64_t kept_first(red_plan *r) {
+  red_plan o = *r;
+  int m = 0, last = r->nd - 1;
+  int64_t per = 1;
+  for (int pass = 0; pass < 2; pass++)
+    for (int d = 0; d < last; d++)
+      if (o.red[d] == pass) {
+        r->shape[m] = o.shape[d], r->xs[m] = o.xs[d];
+        r->as[m] = o.as[d], r->red[m] = o.red[d];
+        m++;
+        if (pass)
+          per *= o.shape[d];
+      }
+  return per;
+}
+
 /* A whole contiguous input into one value: partial results per slice. */
 typedef struct full_ctx {
   int32_t dt;
@@ -190,6 +223,17 @@ static int reduce(const torc_kernel_args *a, int op, int mean) {
       torc_cpu__parallel_for(a->n_threads, r.outer,
                              1 + TORC_CPU_PAR_MIN / 2 / r.shape[last], red_task,
                              &r);
+    } else if (par && r.red[last] && r.outer > 1) {
+      /* kept dims among reduced ones (a conv bias's gradient: [N, C, HW]
+       * summed over N and HW): slices of the kept indices */
+      kept_ctx k = {&r, kept_first(&r)};
+      int64_t n_kept = r.outer / k.per;
+      if (n_kept > 1)
+        torc_cpu__parallel_for(
+            a->n_threads, n_kept,
+            1 + TORC_CPU_PAR_MIN / 2 / (k.per * r.shape[last]), kept_task, &k);
+      else
+        red_task(&r, 0, r.outer);
     } else {
       red_task(&r, 0, r.outer);
     }
