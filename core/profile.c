@@ -25,10 +25,10 @@ typedef struct op_stat {
    * the bytes they moved (torc_kernel_cost). */
   _Atomic uint64_t flops, uncounted, bytes;
   _Atomic int memory_bound;
-  /* The plugin that served the op's last call (its name lives as long as
-   * the plugin is loaded); one op served by two plugins (by dtype) shows
-   * the last. */
-  _Atomic(const char *) provider;
+  /* The plugin that served the op's first call, and another that served
+   * a later one (by dtype: a sum of floats on cpu, of a bool on ref), both
+   * shown; their names live as long as the plugins are loaded. */
+  _Atomic(const char *) provider, other;
 } op_stat;
 
 static op_stat op_stats[TORC__MAX_DEVICE_TYPES][TORC__OP_COUNT];
@@ -61,7 +61,10 @@ torc__prof_work torc__prof_thread_work(void) { return tl_work; }
 void torc__prof_kernel(int op, int devtype, const char *provider,
                        uint64_t ns, const torc_kernel_cost *cost) {
   op_stat *s = &op_stats[devtype][op];
-  atomic_store_explicit(&s->provider, provider, memory_order_relaxed);
+  const char *had = NULL;
+  if (!atomic_compare_exchange_strong(&s->provider, &had, provider) &&
+      had != provider && atomic_load(&s->other) == NULL)
+    atomic_store(&s->other, provider);
   atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->ns, ns, memory_order_relaxed);
   if (cost->flops >= 0) {
@@ -132,7 +135,7 @@ int torc_profile_enabled(void) { return atomic_load(&torc__prof_on); }
 
 typedef struct op_row {
   int op, dev;
-  const char *provider;
+  char provider[24]; /* "cpu", or "cpu+ref" for two */
   uint64_t calls, ns, flops, uncounted, bytes;
   int memory_bound;
 } op_row;
@@ -158,7 +161,9 @@ static void collect_rows(op_row **rows, int *n, double *kernel_s) {
       op_row *x = &r[(*n)++];
       x->op = o, x->dev = d, x->calls = c;
       x->ns = atomic_load(&st->ns);
-      x->provider = atomic_load(&st->provider);
+      const char *p = atomic_load(&st->provider), *q = atomic_load(&st->other);
+      snprintf(x->provider, sizeof x->provider, "%s%s%s", p ? p : "?",
+               q ? "+" : "", q ? q : "");
       x->flops = atomic_load(&st->flops);
       x->uncounted = atomic_load(&st->uncounted);
       x->bytes = atomic_load(&st->bytes);
@@ -195,7 +200,7 @@ char *torc_profile_report(int top, int64_t steps) {
   for (int i = 0; i < n && (top <= 0 || i < top); i++)
     fprintf(f, "  %-28s %-8s %-10s %10llu %12.3f %6.1f%%\n",
             torc__ops[rows[i].op].name, torc_device_type_name(rows[i].dev),
-            rows[i].provider ? rows[i].provider : "?",
+            rows[i].provider,
             (unsigned long long)rows[i].calls,
             (double)rows[i].ns * 1e-9 * per,
             wall > 0 ? 100.0 * (double)rows[i].ns * 1e-9 / wall : 0);
@@ -312,7 +317,7 @@ char *torc_profile_roofline(int top, int64_t steps, double peak_gflops) {
       snprintf(c2, sizeof c2, "-");
     fprintf(f, "  %-28s %-6s %-8s %8llu %18s %9.3f %8s %7s %7s  %s\n",
             torc__ops[x->op].name, torc_device_type_name(x->dev),
-            x->provider ? x->provider : "?", (unsigned long long)x->calls, fc,
+            x->provider, (unsigned long long)x->calls, fc,
             (double)x->ns * per, r, p, c2,
             x->memory_bound ? "memory" : "compute");
   }

@@ -96,9 +96,20 @@ static void test_declined_case_runs_on_the_next_kernel(void **state) {
            "decline", 1);
   assert_contains(rep, want);
   free(rep);
+  /* An op two plugins served in one window names both, the first first. */
+  torc_profile_enable(1);
+  assert_ok(add_n(3, TORC_CPU));
+  assert_ok(add_n(4, TORC_CPU));
+  assert_ok(add_n(3, TORC_CPU));
+  rep = torc_profile_report(0, 0);
+  assert_non_null(rep);
+  snprintf(want, sizeof want, "  %-28s %-8s %-10s %10d ", "add", "cpu",
+           "ref+decline", 3);
+  assert_contains(rep, want);
+  free(rep);
   torc_profile_enable(0);
-  assert_int_equal(c->served_cpu, 3);
-  assert_int_equal(c->declined, 3);
+  assert_int_equal(c->served_cpu, 4);
+  assert_int_equal(c->declined, 5);
 
   /* The listing still shows the plugin's kernel as the key's winner. */
   int found = 0;
