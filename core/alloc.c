@@ -16,12 +16,13 @@
  * device's out-of-memory, so tests reach the empty-and-retry path.
  *
  * Blocks freed while the thread traces a forward (torc_trace) are not
- * cached but given back. Caching is on for the built-in cpu device; a plugin device that sets
- * TORC_DEVICE_CACHING gets the block allocator of alloc_blocks.c instead,
- * and any other device is called for every storage. TORC_NO_CACHE=1 (or a
- * sanitizer build, where a reused block would hide a use-after-free) turns
- * caching off. Every device keeps the statistics of torc_device_memory_stats2
- * (allocated, reserved, their peaks, counts), here too.
+ * cached but given back. Caching is on for the built-in cpu device; a
+ * plugin device that sets TORC_DEVICE_CACHING gets the block allocator of
+ * alloc_blocks.c instead, and any other device is called for every
+ * storage. TORC_NO_CACHE=1 (or a sanitizer build, where a reused block
+ * would hide a use-after-free) turns caching off. Every device keeps the
+ * statistics of torc_device_memory_stats2 (allocated, reserved, their
+ * peaks, counts), here too.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -155,6 +155,18 @@ static torc_tensor *run_child(torc_module *c, const torc_tensor *x) {
   return y;
 }
 
+/* Frees the outputs whose last reader is one of children j0..j1 (the
+ * list first[j], next_of[] of it, ...: each checked once). */
+static void release_read_by(torc_tensor **outs, const int *first,
+                            const int *next_of, int j0, int j1) {
+  for (int j = j0; j <= j1; j++)
+    for (int k = first[j]; k >= 0; k = next_of[k])
+      if (torc__module_steps++, outs[k]) {
+        torc_release(outs[k]);
+        outs[k] = NULL;
+      }
+}
+
 static torc_tensor *sequential_forward(torc_module *m,
                                        const torc_tensor *const *in,
                                        int n_in) {
@@ -233,12 +245,7 @@ static torc_tensor *sequential_forward(torc_module *m,
         break;
       outs[e] = y;
       x = y;
-      for (int j = i; j <= e; j++)
-        for (int k = first[j]; k >= 0; k = next_of[k])
-          if (torc__module_steps++, outs[k]) {
-            torc_release(outs[k]);
-            outs[k] = NULL;
-          }
+      release_read_by(outs, first, next_of, i, e);
       i = e;
       continue;
     }
@@ -253,12 +260,7 @@ static torc_tensor *sequential_forward(torc_module *m,
         break;
       outs[i + 1] = y;
       x = y;
-      for (int j = i; j <= i + 1; j++)
-        for (int k = first[j]; k >= 0; k = next_of[k])
-          if (torc__module_steps++, outs[k]) {
-            torc_release(outs[k]);
-            outs[k] = NULL;
-          }
+      release_read_by(outs, first, next_of, i, i + 1);
       i++;
       continue;
     }
@@ -266,12 +268,8 @@ static torc_tensor *sequential_forward(torc_module *m,
       torc_tensor *p = run_child(m->kids[i + 1].m, x);
       /* The relu's input (the pool's) dies at the pool now: freed before
        * the relu makes its output, in a trace too. */
-      for (int j = i; p && j <= i + 1; j++)
-        for (int k = first[j]; k >= 0; k = next_of[k])
-          if (torc__module_steps++, outs[k]) {
-            torc_release(outs[k]);
-            outs[k] = NULL;
-          }
+      if (p)
+        release_read_by(outs, first, next_of, i, i + 1);
       torc__trace_drop();
       y = p ? run_child(c, p) : NULL;
       torc_release(p);
@@ -301,11 +299,7 @@ static torc_tensor *sequential_forward(torc_module *m,
       break;
     outs[i] = y;
     x = y;
-    for (int k = first[i]; k >= 0; k = next_of[k])
-      if (torc__module_steps++, outs[k]) {
-        torc_release(outs[k]);
-        outs[k] = NULL;
-      }
+    release_read_by(outs, first, next_of, i, i);
   }
   /* y (outs[n - 1] when all ran) goes to the caller; the rest is freed,
    * by index: an identity child returns its input, a second reference. */

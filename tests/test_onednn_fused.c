@@ -734,17 +734,6 @@ static torc_tensor *forward_in(torc_module *m, const torc_tensor *x,
   return d;
 }
 
-/* ref, cpu where it was built, and onednn, as a normal run loads them. */
-static void load_ref_cpu_onednn(void) {
-  test_load_plugin("ref");
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) == 0)
-    test_load_plugin("cpu");
-  test_load_plugin("onednn");
-}
-
 /* A fused forward's results (no-grad `got`, inference `inf`) against the
  * layers one by one (`want`): NaN and infinities where they are, the rest
  * within tol relative. */
@@ -782,7 +771,7 @@ static torc_module *seq_of(torc_module *const *layers, int n) {
  * before. */
 static void test_sequential_fused(void **state) {
   (void)state;
-  load_ref_cpu_onednn();
+  test_load_ref_cpu_onednn();
   torc_manual_seed(3);
   torc_conv2d_params same = {.padding = {1, 1}};
   torc_conv2d_params s2 = {.stride = {2, 2}};
@@ -866,7 +855,7 @@ static void test_sequential_fused(void **state) {
  * linear and a 1-D input run as before. */
 static void test_sequential_linear_fused(void **state) {
   (void)state;
-  load_ref_cpu_onednn();
+  test_load_ref_cpu_onednn();
   torc_manual_seed(5);
   for (int f = 0; f < 2; f++) {
     torc_dtype dt = f ? TORC_F64 : TORC_F32;
@@ -915,7 +904,7 @@ static void test_sequential_linear_fused(void **state) {
  * above ref (and cpu, which has none). */
 static void test_serves_cpu(void **state) {
   (void)state;
-  load_ref_cpu_onednn();
+  test_load_ref_cpu_onednn();
   int found = 0;
   for (int i = 0; i < torc_kernel_count(); i++) {
     torc_kernel_summary k;

@@ -175,6 +175,7 @@ static const pool_case pool_cases[] = {
     {2, 3, 28, 28, {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0}},
     {2, 3, 6, 10, {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0}}, /* 5 wide */
     {1, 2, 4, 15, {{2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 0, 0}}, /* 7 wide */
+    {2, 2, 6, 7, {{2, 2}, {0, 0}, {0, 0}, {0, 0}, 0, 0, 0}},  /* 3 wide */
     {1, 16, 13, 13, {{1, 1}, {4, 4}, {0, 0}, {0, 0}, 0, 0, 0}}, /* skips */
 };
 
@@ -322,13 +323,7 @@ static void test_serves_cpu(void **state) {
       "batch_norm_backward", "linear_act",          "conv2d_act"};
   static const char *const bf16_ops[] = {"matmul", "conv2d", "max_pool2d",
                                          "avg_pool2d", "batch_norm"};
-  test_load_plugin("ref");
-  const char *path = getenv("TORC_PLUGIN_PATH");
-  char so[4096];
-  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
-  if (access(so, R_OK) == 0)
-    test_load_plugin("cpu");
-  test_load_plugin("onednn");
+  test_load_ref_cpu_onednn();
   int found = 0;
   for (int i = 0; i < torc_kernel_count(); i++) {
     torc_kernel_summary k;

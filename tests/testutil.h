@@ -70,6 +70,18 @@ static inline void test_load_plugin(const char *name) {
   }
 }
 
+/* Loads ref, cpu where it was built, and onednn, as a normal run loads
+ * them. */
+static inline void test_load_ref_cpu_onednn(void) {
+  test_load_plugin("ref");
+  const char *path = getenv("TORC_PLUGIN_PATH");
+  char so[4096];
+  snprintf(so, sizeof so, "%s/cpu.so", path ? path : ".");
+  if (access(so, R_OK) == 0)
+    test_load_plugin("cpu");
+  test_load_plugin("onednn");
+}
+
 /* 1 when the build tree has plugin `name` (NAME.so on TORC_PLUGIN_PATH);
  * otherwise prints the SKIP line, naming the Debian package configure
  * needs, and returns 0: the test then exits TEST_SKIP_STATUS. */

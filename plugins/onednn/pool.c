@@ -285,30 +285,24 @@ static void max_2x2(const pgeo *g, const float *x, float *y, int64_t *ix) {
       const float *x0 = x + (nc * H + 2 * oh) * W, *x1 = x0 + W;
       float *yr = y + (nc * OH + oh) * OW;
       int64_t *ir = ix + (nc * OH + oh) * OW, corner = 2 * oh * W;
-      int64_t ow = 0;
       mp_i4 k;
       mp_f4 best;
-      for (; ow + 4 <= OW; ow += 4) {
-        best = mp_four(x0 + 2 * ow, x1 + 2 * ow, (int32_t)W, &k);
-        memcpy(yr + ow, &best, 16);
-        for (int l = 0; l < 4; l++)
-          ir[ow + l] = corner + 2 * (ow + l) + k[l];
-      }
-      if (ow < OW && OW >= 4) { /* the last four again, overlapping */
-        ow = OW - 4;
-        best = mp_four(x0 + 2 * ow, x1 + 2 * ow, (int32_t)W, &k);
-        memcpy(yr + ow, &best, 16);
-        for (int l = 0; l < 4; l++)
-          ir[ow + l] = corner + 2 * (ow + l) + k[l];
-      } else if (ow < OW) {
-        int64_t rem = OW - ow;
+      if (OW >= 4) {
+        for (int64_t ow = 0; ow < OW; ow += 4) {
+          int64_t o = ow + 4 <= OW ? ow : OW - 4; /* the last four again */
+          best = mp_four(x0 + 2 * o, x1 + 2 * o, (int32_t)W, &k);
+          memcpy(yr + o, &best, 16);
+          for (int l = 0; l < 4; l++)
+            ir[o + l] = corner + 2 * (o + l) + k[l];
+        }
+      } else {
         float p0[8] = {0}, p1[8] = {0};
-        memcpy(p0, x0 + 2 * ow, sizeof(float) * (size_t)(2 * rem));
-        memcpy(p1, x1 + 2 * ow, sizeof(float) * (size_t)(2 * rem));
+        memcpy(p0, x0, sizeof(float) * (size_t)(2 * OW));
+        memcpy(p1, x1, sizeof(float) * (size_t)(2 * OW));
         best = mp_four(p0, p1, (int32_t)W, &k);
-        for (int64_t l = 0; l < rem; l++) {
-          yr[ow + l] = best[l];
-          ir[ow + l] = corner + 2 * (ow + l) + k[l];
+        for (int64_t l = 0; l < OW; l++) {
+          yr[l] = best[l];
+          ir[l] = corner + 2 * l + k[l];
         }
       }
     }
