@@ -940,9 +940,11 @@ static torc_status root_grads(const char *fn, torc_tensor *const *roots,
 #define ENGINE_CALL(call)                                                      \
   do {                                                                         \
     torc_grad_mode m_ = torc_set_grad_mode(TORC_NO_GRAD);                      \
+    int ac_ = torc__autocast_suspend();                                        \
     torc__scope_suspend(1);                                                    \
     call;                                                                      \
     torc__scope_suspend(-1);                                                   \
+    torc__autocast_resume(ac_);                                                \
     torc_set_grad_mode(m_);                                                    \
   } while (0)
 

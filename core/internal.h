@@ -15,6 +15,7 @@
 
 /* The core's own layer of the public API; a file that builds on modules,
  * data, optimizers or state dicts includes their headers itself. */
+#include "torc/amp.h"
 #include "torc/autograd.h"
 #include "torc/config.h"
 #include "torc/device.h"
@@ -243,6 +244,43 @@ char *torc__shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
  * for kernel inputs only, never for a result the user sees. */
 torc_tensor *torc__expand_or_self(const torc_tensor *t, const int64_t *shape,
                                   int ndim);
+
+/* ---- autocast (amp.c) ---- */
+
+/* The thread's autocast dtype: TORC_F32 when off. */
+extern _Thread_local torc_dtype torc__autocast_tl;
+/* The casts an op made of its inputs under autocast (released by
+ * torc__autocast_done). */
+#define TORC__AC_MAX 8
+typedef struct torc__ac {
+  torc_tensor *held[TORC__AC_MAX];
+  int n;
+} torc__ac;
+/* Casts the n inputs of an op of `policy` (TORC_AUTOCAST_*) in place in
+ * in[] when autocast is on: a parameter's cast comes from the region's
+ * cache. NULL entries and non-float or f64 inputs stay. Nothing to do
+ * (ac->n = 0) when autocast is off. */
+torc_status torc__autocast_inputs(torc__ac *ac, int policy,
+                                  const torc_tensor **in, int n);
+void torc__autocast_done(torc__ac *ac);
+/* torc__autocast_inputs over the tensors that the NULL-ended list of
+ * `const torc_tensor **` points to, replacing each with its cast. */
+torc_status torc__autocast_args(torc__ac *ac, int policy, ...);
+/* In an op's public function: casts the parameters given by address
+ * (`&x, &weight`) per `policy` when autocast is on, or returns NULL on an
+ * error; TORC__AC_END releases the casts once the op ran. */
+#define TORC__AC_BEGIN(policy, ...)                                            \
+  torc__ac ac_ = {.n = 0};                                                     \
+  if (torc__autocast_tl != TORC_F32 &&                                         \
+      torc__autocast_args(&ac_, policy, __VA_ARGS__,                           \
+                          (const torc_tensor **)NULL))                         \
+  return NULL
+#define TORC__AC_END() torc__autocast_done(&ac_)
+/* The policy (TORC_AUTOCAST_*) of op-table op `op`. */
+int torc__autocast_op_policy(int op);
+/* Turns autocast off for the backward pass (returns what to resume). */
+int torc__autocast_suspend(void);
+void torc__autocast_resume(int was);
 
 /* Untracked internal versions of public functions (scope-free). */
 torc_tensor *torc__contiguous(const torc_tensor *t);

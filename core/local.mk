@@ -40,5 +40,6 @@ include core/index.mk
 include core/module.mk
 include core/data.mk
 include core/optim.mk
+include core/amp.mk
 include core/fused.mk
 include core/support.mk

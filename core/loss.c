@@ -152,12 +152,15 @@ torc_tensor *torc_loss_forward(torc_loss *loss, const torc_tensor *input,
                                   "check the torc_loss_build that made it");
     return NULL;
   }
-  /* The type's temporaries go with a scope of its own. */
+  /* Losses run in f32 under autocast. The type's temporaries go with a
+   * scope of its own. */
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &input, &target);
   int scope = torc_scope_begin();
   torc_tensor *out = loss->type->forward(loss->state, input, target);
   if (out)
     torc_scope_keep(out);
   torc_scope_end(scope);
+  TORC__AC_END();
   if (out == NULL) {
     torc_status st = torc_last_status();
     if (st == TORC_OK)

@@ -213,10 +213,12 @@ static torc_tensor *sequential_forward(torc_module *m,
   const torc_tensor *x = in[0];
   torc_tensor *y = NULL;
   /* Fused groups: under no-grad, not while a trace or a summary records
-   * the layers one by one. A group's result that only the next group
-   * reads is handed over in blocks of 16 channels. */
+   * the layers one by one, nor under autocast (whose casts the layers
+   * make). A group's result that only the next group reads is handed over
+   * in blocks of 16 channels. */
   int fuse = torc_get_grad_mode() != TORC_GRAD_ENABLED &&
-             torc__trace_on == NULL && torc__summary_on == NULL;
+             torc__trace_on == NULL && torc__summary_on == NULL &&
+             torc__autocast_tl == TORC_F32;
   fused_group next = {0};
   for (int i = 0; i < n; i++) {
     torc_module *c = m->kids[i].m;

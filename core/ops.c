@@ -202,12 +202,31 @@ torc_tensor *torc__binary(int op, const torc_tensor *a, const torc_tensor *b) {
 
 /* The public functions of the table's plain ops (fn column UNARY, BINARY
  * or their _API forms; declared in torc/ops.h from the same rows). */
+static torc_tensor *unary_autocast(int op, const torc_tensor *x) {
+  TORC__AC_BEGIN(torc__autocast_op_policy(op), &x);
+  torc_tensor *r = torc__unary(op, x);
+  TORC__AC_END();
+  return r;
+}
+
+static torc_tensor *binary_autocast(int op, const torc_tensor *a,
+                                    const torc_tensor *b) {
+  TORC__AC_BEGIN(torc__autocast_op_policy(op), &a, &b);
+  torc_tensor *r = torc__binary(op, a, b);
+  TORC__AC_END();
+  return r;
+}
+
 #define TORC_OP_FN_UNARY(name)                                                 \
   torc_tensor *torc_##name(const torc_tensor *x) {                             \
+    if (torc__autocast_tl != TORC_F32)                                         \
+      return torc__ret(unary_autocast(TORC__OP_##name, x));                    \
     return torc__ret(torc__unary(TORC__OP_##name, x));                         \
   }
 #define TORC_OP_FN_BINARY(name)                                                \
   torc_tensor *torc_##name(const torc_tensor *a, const torc_tensor *b) {       \
+    if (torc__autocast_tl != TORC_F32)                                         \
+      return torc__ret(binary_autocast(TORC__OP_##name, a, b));                \
     return torc__ret(torc__binary(TORC__OP_##name, a, b));                     \
   }
 #define TORC_OP_FN_UNARY_API(name) TORC_OP_FN_UNARY(name)
@@ -442,15 +461,19 @@ static torc_tensor *reduce_ex(int op, const torc_tensor *x, const int *dims,
   return out;
 }
 
-static torc_tensor *reduce(int op, const torc_tensor *x, const int *dims,
-                           int n_dims, int keepdim) {
-  return reduce_ex(op, x, dims, n_dims, keepdim, 0.0);
+/* reduce_ex under autocast's policy for op. */
+static torc_tensor *reduce_ac(int op, const torc_tensor *x, const int *dims,
+                              int n_dims, int keepdim, double extra) {
+  TORC__AC_BEGIN(torc__autocast_op_policy(op), &x);
+  torc_tensor *r = reduce_ex(op, x, dims, n_dims, keepdim, extra);
+  TORC__AC_END();
+  return r;
 }
 
 #define REDUCE(name)                                                           \
   torc_tensor *torc_##name(const torc_tensor *x, const int *dims, int n_dims,  \
                            int keepdim) {                                      \
-    return torc__ret(reduce(TORC__OP_##name, x, dims, n_dims, keepdim));       \
+    return torc__ret(reduce_ac(TORC__OP_##name, x, dims, n_dims, keepdim, 0));  \
   }
 REDUCE(sum)
 REDUCE(mean)
@@ -462,13 +485,13 @@ REDUCE(logsumexp)
 
 torc_tensor *torc_var(const torc_tensor *x, const int *dims, int n_dims,
                       double correction, int keepdim) {
-  return torc__ret(reduce_ex(TORC__OP_var, x, dims, n_dims, keepdim,
+  return torc__ret(reduce_ac(TORC__OP_var, x, dims, n_dims, keepdim,
                              correction));
 }
 
 torc_tensor *torc_std(const torc_tensor *x, const int *dims, int n_dims,
                       double correction, int keepdim) {
-  return torc__ret(reduce_ex(TORC__OP_std, x, dims, n_dims, keepdim,
+  return torc__ret(reduce_ac(TORC__OP_std, x, dims, n_dims, keepdim,
                              correction));
 }
 
@@ -480,7 +503,7 @@ torc_tensor *torc_norm(const torc_tensor *x, double p, const int *dims,
                    p);
     return NULL;
   }
-  return torc__ret(reduce_ex(TORC__OP_norm, x, dims, n_dims, keepdim, p));
+  return torc__ret(reduce_ac(TORC__OP_norm, x, dims, n_dims, keepdim, p));
 }
 
 /* ---- matmul ---- */
@@ -608,5 +631,8 @@ fail:
 }
 
 torc_tensor *torc_matmul(const torc_tensor *a, const torc_tensor *b) {
-  return torc__ret(torc__matmul(a, b));
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &a, &b);
+  torc_tensor *r = torc__matmul(a, b);
+  TORC__AC_END();
+  return torc__ret(r);
 }

@@ -291,6 +291,8 @@ torc_tensor *torc_scaled_dot_product_attention(
     const torc_tensor *q, const torc_tensor *k, const torc_tensor *v,
     const torc_tensor *attn_mask, double dropout_p, int is_causal,
     double scale, torc_generator *gen) {
-  return torc__ret(
-      sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen));
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &q, &k, &v);
+  torc_tensor *r = sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  TORC__AC_END();
+  return torc__ret(r);
 }

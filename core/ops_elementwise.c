@@ -133,7 +133,10 @@ torc_tensor *torc_softplus(const torc_tensor *x, double beta,
     return NULL;
   }
   torc_scalar_params p = {beta, threshold, 0, 0, 0, 0};
-  return torc__ret(torc__unary_p(TORC__OP_softplus, x, &p, sizeof p));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x);
+  torc_tensor *r = torc__unary_p(TORC__OP_softplus, x, &p, sizeof p);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 /* ---- clamp ---- */
@@ -405,7 +408,10 @@ torc_tensor *torc_div_scalar(const torc_tensor *x, double c) {
   return torc__ret(binary_scalar(TORC__OP_div, x, c));
 }
 torc_tensor *torc_pow_scalar(const torc_tensor *x, double c) {
-  return torc__ret(binary_scalar(TORC__OP_pow, x, c));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x);
+  torc_tensor *r = binary_scalar(TORC__OP_pow, x, c);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 static torc_status inplace_scalar(int op, torc_tensor *x, double c) {

@@ -210,7 +210,10 @@ torc_tensor *torc_cross_entropy(const torc_tensor *logits,
                                 const torc_tensor *target,
                                 const torc_tensor *weight,
                                 const torc_cross_entropy_params *p) {
-  return torc__ret(cross_entropy(logits, target, weight, p));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &logits, &target, &weight);
+  torc_tensor *r = cross_entropy(logits, target, weight, p);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 /* ---- optimizer steps ---- */

@@ -243,14 +243,20 @@ static torc_tensor *conv(const char *fn, int transposed, const torc_tensor *x,
 torc_tensor *torc_conv2d(const torc_tensor *x, const torc_tensor *weight,
                          const torc_tensor *bias,
                          const torc_conv2d_params *p) {
-  return torc__ret(conv("torc_conv2d", 0, x, weight, bias, p));
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &x, &weight, &bias);
+  torc_tensor *r = conv("torc_conv2d", 0, x, weight, bias, p);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 torc_tensor *torc_conv_transpose2d(const torc_tensor *x,
                                    const torc_tensor *weight,
                                    const torc_tensor *bias,
                                    const torc_conv2d_params *p) {
-  return torc__ret(conv("torc_conv_transpose2d", 1, x, weight, bias, p));
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &x, &weight, &bias);
+  torc_tensor *r = conv("torc_conv_transpose2d", 1, x, weight, bias, p);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 /* ---- pooling ---- */
@@ -653,8 +659,11 @@ torc_tensor *torc_batch_norm(const torc_tensor *x, torc_tensor *running_mean,
                              const torc_tensor *weight,
                              const torc_tensor *bias, int training,
                              double momentum, double eps) {
-  return torc__ret(batch_norm(x, running_mean, running_var, weight, bias,
-                              training, momentum, eps));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x, &weight, &bias);
+  torc_tensor *r = batch_norm(x, running_mean, running_var, weight, bias,
+                              training, momentum, eps);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 static torc_tensor *layer_norm(const torc_tensor *x, const int64_t *ns, int n,
@@ -699,7 +708,10 @@ torc_tensor *torc_layer_norm(const torc_tensor *x,
                              const int64_t *normalized_shape, int n,
                              const torc_tensor *weight,
                              const torc_tensor *bias, double eps) {
-  return torc__ret(layer_norm(x, normalized_shape, n, weight, bias, eps));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x, &weight, &bias);
+  torc_tensor *r = layer_norm(x, normalized_shape, n, weight, bias, eps);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 static torc_tensor *group_norm(const torc_tensor *x, int64_t groups,
@@ -739,7 +751,10 @@ static torc_tensor *group_norm(const torc_tensor *x, int64_t groups,
 torc_tensor *torc_group_norm(const torc_tensor *x, int64_t groups,
                              const torc_tensor *weight,
                              const torc_tensor *bias, double eps) {
-  return torc__ret(group_norm(x, groups, weight, bias, eps));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x, &weight, &bias);
+  torc_tensor *r = group_norm(x, groups, weight, bias, eps);
+  TORC__AC_END();
+  return torc__ret(r);
 }
 
 /* ---- dropout, embedding ---- */
@@ -917,5 +932,8 @@ static torc_tensor *prelu(const torc_tensor *x, const torc_tensor *w) {
 
 /* prelu's result comes out of its own scope into the caller's. */
 torc_tensor *torc_prelu(const torc_tensor *x, const torc_tensor *weight) {
-  return prelu(x, weight);
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &x, &weight);
+  torc_tensor *r = prelu(x, weight);
+  TORC__AC_END();
+  return r;
 }

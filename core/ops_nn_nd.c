@@ -142,8 +142,23 @@ static int check3d(const char *fn, int conv, const torc_tensor *x,
   return 1;
 }
 
+static torc_tensor *conv3d(const torc_tensor *x, const torc_tensor *weight,
+                           const torc_tensor *bias,
+                           const torc_conv3d_params *p);
+
 torc_tensor *torc_conv3d(const torc_tensor *x, const torc_tensor *weight,
                          const torc_tensor *bias, const torc_conv3d_params *p) {
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &x, &weight, &bias);
+  torc_tensor *r = conv3d(x, weight, bias, p);
+  TORC__AC_END();
+  return r;
+}
+
+/* torc_conv3d's work: its result is the caller's (through a scope or
+ * torc__ret). */
+static torc_tensor *conv3d(const torc_tensor *x, const torc_tensor *weight,
+                           const torc_tensor *bias,
+                           const torc_conv3d_params *p) {
   torc_conv3d_params q;
   memset(&q, 0, sizeof q);
   if (p)

@@ -74,14 +74,22 @@ static torc_tensor *along_dim(int op, const torc_tensor *x, int dim) {
   return out;
 }
 
+/* along_dim in f32 under autocast (all three are on its f32 list). */
+static torc_tensor *along_dim_f32(int op, const torc_tensor *x, int dim) {
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x);
+  torc_tensor *r = along_dim(op, x, dim);
+  TORC__AC_END();
+  return r;
+}
+
 torc_tensor *torc_cumsum(const torc_tensor *x, int dim) {
-  return torc__ret(along_dim(TORC__OP_cumsum, x, dim));
+  return torc__ret(along_dim_f32(TORC__OP_cumsum, x, dim));
 }
 torc_tensor *torc_softmax(const torc_tensor *x, int dim) {
-  return torc__ret(along_dim(TORC__OP_softmax, x, dim));
+  return torc__ret(along_dim_f32(TORC__OP_softmax, x, dim));
 }
 torc_tensor *torc_log_softmax(const torc_tensor *x, int dim) {
-  return torc__ret(along_dim(TORC__OP_log_softmax, x, dim));
+  return torc__ret(along_dim_f32(TORC__OP_log_softmax, x, dim));
 }
 
 /* ---- max/min along a dim, argmax/argmin ---- */
@@ -282,5 +290,8 @@ static torc_tensor *linear(const torc_tensor *x, const torc_tensor *w,
 
 torc_tensor *torc_linear(const torc_tensor *x, const torc_tensor *weight,
                          const torc_tensor *bias) {
-  return torc__ret(linear(x, weight, bias));
+  TORC__AC_BEGIN(TORC_AUTOCAST_LOWER, &x, &weight, &bias);
+  torc_tensor *r = linear(x, weight, bias);
+  TORC__AC_END();
+  return torc__ret(r);
 }

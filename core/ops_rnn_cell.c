@@ -166,7 +166,15 @@ torc_status torc_lstm_cell(const torc_tensor *gates, const torc_tensor *c,
   if (c_out)
     *c_out = NULL;
   torc_tensor *o[2] = {NULL, NULL};
-  torc_status st = lstm_cell(gates, c, o);
+  torc__ac ac_ = {.n = 0};
+  torc_status st = torc__autocast_tl == TORC_F32
+                       ? TORC_OK
+                       : torc__autocast_args(&ac_, TORC_AUTOCAST_F32, &gates,
+                                             &c, (const torc_tensor **)NULL);
+  if (st)
+    return st;
+  st = lstm_cell(gates, c, o);
+  TORC__AC_END();
   if (st == TORC_OK)
     st = torc__ret_all(o, 2); /* sets the error itself */
   if (st)
@@ -239,5 +247,8 @@ static torc_tensor *gru_cell(const torc_tensor *xg, const torc_tensor *hg,
 
 torc_tensor *torc_gru_cell(const torc_tensor *xg, const torc_tensor *hg,
                            const torc_tensor *h) {
-  return torc__ret(gru_cell(xg, hg, h));
+  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &xg, &hg, &h);
+  torc_tensor *r = gru_cell(xg, hg, h);
+  TORC__AC_END();
+  return torc__ret(r);
 }

@@ -94,3 +94,11 @@ expect_empty() {
   return 0
 }
 
+# same_tensors A B: 0 when two safetensors files hold the same tensor bytes
+# (their JSON headers, which may order the metadata otherwise, aside).
+same_tensors() {
+  na=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  nb=$(od -An -tu8 -N8 "$2" | tr -d ' ')
+  tail -c +$((na + 9)) "$1" >"$tmp/ta" && tail -c +$((nb + 9)) "$2" >"$tmp/tb" &&
+    [ -s "$tmp/ta" ] && cmp -s "$tmp/ta" "$tmp/tb"
+}

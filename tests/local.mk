@@ -133,3 +133,4 @@ clean-local-data-cache:
 	rm -rf tests/data-cache
 .PHONY: clean-local-data-cache
 include tests/onnx_export.mk
+include tests/amp.mk

@@ -27,12 +27,6 @@ done
 printf '\377\376' >corpus/part1.dat
 
 untimed() { cut -d, -f1-6 "$1"; }
-same_tensors() {
-  na=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  nb=$(od -An -tu8 -N8 "$2" | tr -d ' ')
-  tail -c +$((na + 9)) "$1" >"$tmp/ta" && tail -c +$((nb + 9)) "$2" >"$tmp/tb" &&
-    [ -s "$tmp/ta" ] && cmp -s "$tmp/ta" "$tmp/tb"
-}
 
 # 6 chars (a..e and the newline): ids 0 = \n, 1..5 = a..e.
 cat >lm.ini <<'EOF2'

@@ -112,6 +112,9 @@ torc_status torc_train__save_ckpt(run *r, const position *pos, char *path,
       (!r->sched ||
        (st = torc_scheduler_state_dict(r->sched, "scheduler.", ck)) ==
            TORC_OK) &&
+      (!r->scaler ||
+       (st = torc_grad_scaler_state_dict(r->scaler, "scaler.", ck)) ==
+           TORC_OK) &&
       (st = torc_checkpoint_add_rng(ck, "default", NULL)) == TORC_OK &&
       (st = torc_state_dict_set_i64(ck, "epoch", epoch)) == TORC_OK &&
       (st = torc_state_dict_set_i64(ck, "batch", batch)) == TORC_OK &&
@@ -399,6 +402,8 @@ torc_status torc_train__load_ckpt(run *r, const char *want, position *pos) {
     st = torc_optimizer_load_state_dict(r->opt, ck, "optimizer.");
   if (st == TORC_OK && r->sched)
     st = torc_scheduler_load_state_dict(r->sched, ck, "scheduler.");
+  if (st == TORC_OK && r->scaler)
+    st = torc_grad_scaler_load_state_dict(r->scaler, ck, "scaler.");
   if (st == TORC_OK)
     st = torc_checkpoint_restore_rng(ck, "default", NULL);
   if (st == TORC_OK && (torc_state_dict_meta(ck, "epoch") == NULL ||

@@ -55,6 +55,29 @@ static int served_ops(const char *devtype, served *out) {
   return n;
 }
 
+const char *torc_train__provider(const char *devtype, const char *op,
+                                 torc_dtype dt) {
+  const char *any = NULL;
+  int count = torc_kernel_count();
+  for (int i = 0; i < count; i++) {
+    torc_kernel_summary k;
+    if (torc_kernel_get(i, &k) != TORC_OK)
+      break;
+    if (!k.active || strcmp(k.device_type, devtype) != 0 ||
+        strcmp(k.op, op) != 0)
+      continue;
+    if (k.dtype == dt)
+      return k.provider;
+    if (k.dtype == TORC_DTYPE_ANY)
+      any = k.provider;
+  }
+  return any;
+}
+
+const char *torc_train__precision_name(torc_dtype dt) {
+  return dt == TORC_BF16 ? "bf16" : dt == TORC_F16 ? "fp16" : "fp32";
+}
+
 /* One plugin's line: how many ops it serves on the device and the heavy
  * ones by name; for plugins without kernels, what they provide. */
 static void plugin_line(FILE *out, const torc_plugin_summary *p,
@@ -141,6 +164,19 @@ void torc_train__header(FILE *out, const torc_train__run *r,
       plugin_line(out, &p, dt, ops, n);
   }
   free(ops);
+  if (strcmp(what, "train") == 0 && r->s.precision != TORC_F32) {
+    const char *mm = torc_train__provider(dt, "matmul", r->s.precision);
+    const char *cv = torc_train__provider(dt, "conv2d", r->s.precision);
+    fprintf(out,
+            "precision: %s mixed (autocast: the products in %s, the rest "
+            "in f32; weights and optimizer f32%s); %s matmul by %s, conv2d "
+            "by %s\n",
+            torc_train__precision_name(r->s.precision),
+            torc_dtype_name(r->s.precision),
+            r->scaler ? "; dynamic loss scale" : "",
+            torc_dtype_name(r->s.precision), mm ? mm : "none",
+            cv ? cv : "none");
+  }
   char all[40], trainable[40];
   fprintf(out, "model: %s parameters (%s trainable)\n",
           grouped(torc_module_parameter_count(r->model, 0), all, sizeof all),

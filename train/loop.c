@@ -97,6 +97,7 @@ static torc_status outputs_ok(const run *r) {
 
 static void run_free(run *r) {
   free(r->warm_lr);
+  torc_grad_scaler_free(r->scaler);
   torc_scheduler_free(r->sched);
   torc_optimizer_free(r->opt);
   torc_loss_free(r->loss);
@@ -107,6 +108,37 @@ static void run_free(run *r) {
 }
 
 static torc_status warmup_build(run *r);
+
+/* [train] precision: bf16 and fp16 need the device's fast kernels for
+ * the products in that dtype (the matmul's provider other than ref) unless
+ * allow_emulated; fp16 gets a gradient scaler. */
+static torc_status precision_build(run *r) {
+  torc_dtype dt = r->s.precision;
+  if (dt == TORC_F32)
+    return TORC_OK;
+  int t = torc_config_find(r->cfg, "train");
+  const char *devtype = torc_device_type_name(r->dev.type);
+  const char *by = torc_train__provider(devtype ? devtype : "cpu", "matmul",
+                                        dt);
+  if ((by == NULL || strcmp(by, "ref") == 0) && !r->s.allow_emulated)
+    return torc_config_error(
+        r->cfg, t, "precision", TORC_ERR_CONFIG,
+        "%s: no plugin has fast %s kernels on %s (its matmul would run on "
+        "%s). On a CPU, bf16 needs AVX-512 BF16 or AMX and the onednn "
+        "plugin; fp16 has no fast CPU kernels. Set precision = fp32, or "
+        "allow_emulated = yes to run it anyway (slow; for testing)",
+        torc_train__precision_name(dt), torc_dtype_name(dt),
+        devtype ? devtype : "this device",
+        by ? "the reference kernels" : "no kernel at all");
+  if (dt != TORC_F16)
+    return TORC_OK;
+  torc_grad_scaler_params p;
+  torc_grad_scaler_params_default(&p);
+  p.init_scale = r->s.loss_scale;
+  p.growth_interval = r->s.scale_growth;
+  r->scaler = torc_grad_scaler_create(&p, r->dev);
+  return r->scaler ? TORC_OK : torc_last_status();
+}
 
 /* A watched metric needs its split: valid.* a validation split, test.* a
  * [data.test]. */
@@ -218,6 +250,8 @@ static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
     return TORC_OK;
   if ((r->opt = torc_optimizer_from_config(cfg, r->model)) == NULL)
     return torc_last_status();
+  if ((st = precision_build(r)))
+    return st;
   /* The run after the warm-up, in the schedule's steps: cosine's t_max
    * and onecycle's total_steps when the file leaves them out. */
   int k = torc_config_find(cfg, "scheduler");
@@ -300,13 +334,28 @@ static torc_status guarded_step(run *r, torc_train__accum *a) {
  * and its guard; nothing is read back (but the guard on the host). */
 static torc_status train_step(run *r, const torc_batch *b,
                               torc_train__accum *a, int *classify) {
+  /* Mixed precision: the forward and the loss under autocast, backward
+   * outside it (as PyTorch's recipe); fp16's loss scaled. */
+  torc_dtype low = r->s.precision;
+  torc_status st;
+  if (low != TORC_F32 && (st = torc_autocast_begin(low)))
+    return st;
   torc_tensor *out = torc_module_forward(r->model, b->input);
   torc_tensor *loss = out ? torc_loss_forward(r->loss, out, b->target) : NULL;
+  if (low != TORC_F32)
+    torc_autocast_end();
   if (loss == NULL)
     return torc_last_status();
-  torc_status st;
+  torc_tensor *scaled = r->scaler ? torc_grad_scaler_scale(r->scaler, loss)
+                                  : loss;
+  if (scaled == NULL)
+    return torc_last_status();
   if ((st = torc_optimizer_zero_grad(r->opt, 1)) ||
-      (st = torc_backward(loss, NULL, 0)))
+      (st = torc_backward(scaled, NULL, 0)))
+    return st;
+  /* Clipping sees the true gradients. */
+  if (r->scaler && (r->s.clip_norm > 0 || r->s.clip_value > 0) &&
+      (st = torc_grad_scaler_unscale_(r->scaler, r->opt)))
     return st;
   torc_tensor *gnorm = NULL;
   if (r->s.clip_norm > 0 &&
@@ -319,9 +368,16 @@ static torc_status train_step(run *r, const torc_batch *b,
   /* The guard is fed before the step, so a NaN never reaches the
    * weights: the step of a non-finite loss (and every later one) is
    * skipped, and the loop stops at its next read. */
-  if ((st = torc_train__accum_step(a, out, b->target, loss, gnorm, b->size,
+  /* With a loss scale, gradients that are not finite skip one step and
+   * back the scale off; the guard watches the loss alone. */
+  if ((st = torc_train__accum_step(a, out, b->target, loss,
+                                   r->scaler ? NULL : gnorm, b->size,
                                    classify)))
     return st;
+  if (r->scaler)
+    return (st = torc_grad_scaler_step_if(r->scaler, r->opt, a->alive))
+               ? st
+               : torc_grad_scaler_update(r->scaler);
   return guarded_step(r, a);
 }
 /* ---- callbacks ---- */
@@ -396,6 +452,7 @@ static void ev_init(torc_train_event *ev, const run *r, int64_t epoch,
   ev->seconds = seconds;
   ev->epoch_seconds = epoch_seconds;
   ev->lr = torc_optimizer_get_lr(r->opt, 0);
+  ev->skipped_steps = -1;
   ev->loss = ev->accuracy = ev->window_loss = ev->window_accuracy = NAN;
   ev->samples_per_sec = ev->eta_seconds = NAN;
   ev->train_loss = ev->train_accuracy = ev->test_loss = NAN;
@@ -562,6 +619,8 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
         ev.accuracy = classify ? cv / (double)bs : NAN;
         ev.window_loss = wlv / wn;
         ev.window_accuracy = classify ? wcv / wn : NAN;
+        if (r.scaler)
+          ev.skipped_steps = torc_grad_scaler_skipped(r.scaler);
         t_read = t;
       }
       ev.samples_per_sec = wn / (t - t_win);

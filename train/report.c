@@ -23,9 +23,15 @@ static const char csv_header[] =
 
 static torc_status csv_open(report *r, int64_t keep_upto);
 
+/* The header of an fp16 run's CSV: one more column, the steps skipped so
+ * far for gradients that were not finite. */
+static const char csv_header_scaled[] =
+    "epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds,"
+    "skipped_steps\n";
+
 static void csv_row(report *r, int64_t epoch, int64_t step, const char *split,
                     double loss, double acc, double lr, double sps,
-                    double seconds) {
+                    double seconds, int64_t skipped) {
   if (!r->csv_opened) {
     r->csv_opened = 1;
     if (csv_open(r, r->csv_keep_upto) != TORC_OK) {
@@ -40,7 +46,10 @@ static void csv_row(report *r, int64_t epoch, int64_t step, const char *split,
           split, loss);
   if (!isnan(acc))
     fprintf(r->csv, "%.6f", acc);
-  fprintf(r->csv, ",%.6g,%.1f,%.3f\n", lr, sps, seconds);
+  fprintf(r->csv, ",%.6g,%.1f,%.3f", lr, sps, seconds);
+  if (r->scaled)
+    fprintf(r->csv, ",%lld", (long long)(skipped > 0 ? skipped : 0));
+  fputc('\n', r->csv);
   fflush(r->csv);
 }
 
@@ -79,7 +88,7 @@ static torc_status csv_open(report *r, int64_t keep_upto) {
   if (kept && kept_len)
     fwrite(kept, 1, kept_len, r->csv);
   else
-    fputs(csv_header, r->csv);
+    fputs(r->scaled ? csv_header_scaled : csv_header, r->csv);
   free(kept);
   fflush(r->csv);
   return TORC_OK;
@@ -217,13 +226,17 @@ static int progress_end(const torc_train_event *ev, void *user) {
 static int metrics_step(const torc_train_event *ev, void *user) {
   if (ev->logged)
     csv_row(user, ev->epoch, ev->step, "train", ev->window_loss,
-            ev->window_accuracy, ev->lr, ev->samples_per_sec, ev->seconds);
+            ev->window_accuracy, ev->lr, ev->samples_per_sec, ev->seconds,
+            ev->skipped_steps);
+  if (ev->logged && ev->skipped_steps >= 0)
+    ((report *)user)->skipped = ev->skipped_steps;
   return TORC_TRAIN_CONTINUE;
 }
 
 static int metrics_eval(const torc_train_event *ev, void *user) {
   csv_row(user, ev->epoch, ev->step, "test", ev->test_loss, ev->test_accuracy,
-          ev->lr, ev->samples_per_sec, ev->seconds);
+          ev->lr, ev->samples_per_sec, ev->seconds,
+          ((report *)user)->skipped);
   return TORC_TRAIN_CONTINUE;
 }
 
@@ -239,7 +252,8 @@ static int metrics_curves(const torc_train_event *ev, void *user) {
 static int metrics_epoch_end(const torc_train_event *ev, void *user) {
   if (ev->valid_evaluated)
     csv_row(user, ev->epoch, ev->step, "valid", ev->valid_loss,
-            ev->valid_accuracy, ev->lr, ev->samples_per_sec, ev->seconds);
+            ev->valid_accuracy, ev->lr, ev->samples_per_sec, ev->seconds,
+            ((report *)user)->skipped);
   return metrics_curves(ev, user);
 }
 
@@ -254,6 +268,7 @@ void torc_train__report_init(report *rp, const torc_train__run *r, FILE *out,
   rp->metrics = r->s.metrics;
   rp->csv_keep_upto = keep_upto;
   rp->started = r->started;
+  rp->scaled = r->scaler != NULL;
 }
 
 torc_train_callbacks torc_train__progress_callbacks(report *rp) {

@@ -25,8 +25,17 @@ static const torc_config_row train_rows[] = {
      "scale gradients to this total 2-norm before each step (0 = off)"},
     {"train", "clip_grad_value", TORC_CONFIG_FLOAT, "0", "0..", 0,
      "clamp each gradient element to [-v, v] (0 = off)"},
-    {"train", "precision", TORC_CONFIG_ENUM, "fp32", "fp32", 0,
-     "arithmetic precision (fp32; mixed precision is not available yet)"},
+    {"train", "precision", TORC_CONFIG_ENUM, "fp32", "fp32|bf16|fp16", 0,
+     "arithmetic precision: fp32, or mixed (autocast; master weights and "
+     "optimizer in f32): bf16, or fp16 with a dynamic loss scale"},
+    {"train", "allow_emulated", TORC_CONFIG_BOOL, "no", NULL, 0,
+     "run bf16/fp16 where the device has no fast kernels for it (slow; "
+     "for testing)"},
+    {"train", "loss_scale", TORC_CONFIG_FLOAT, "65536", "1..", 0,
+     "fp16: the loss scale to start from (halved after a step whose "
+     "gradients are not finite, which is skipped)"},
+    {"train", "loss_scale_growth_interval", TORC_CONFIG_INT, "2000", "1..", 0,
+     "fp16: good steps in a row after which the loss scale doubles"},
     {"train", "log_every", TORC_CONFIG_INT, "100", "1..", 0,
      "steps per progress line and metrics row"},
     {"train", "eval_every", TORC_CONFIG_INT, "1", "0..", 0,
@@ -151,6 +160,9 @@ torc_status torc_train__read_settings(const torc_config *cfg, settings *s) {
   s->log_every = 100;
   s->eval_every = 1;
   s->patience = 3;
+  s->precision = TORC_F32;
+  s->loss_scale = 65536;
+  s->scale_growth = 2000;
   torc_status st = run_dir(cfg, s->dir, sizeof s->dir);
   if (st)
     return st;
@@ -165,8 +177,17 @@ torc_status torc_train__read_settings(const torc_config *cfg, settings *s) {
         (st =
              torc_config_get_double(cfg, t, "clip_grad_value", &s->clip_value)) ||
         (st = torc_config_get_int(cfg, t, "patience", &s->patience)) ||
-        (st = torc_config_get_double(cfg, t, "min_delta", &s->min_delta)))
+        (st = torc_config_get_double(cfg, t, "min_delta", &s->min_delta)) ||
+        (st = torc_config_get_bool(cfg, t, "allow_emulated",
+                                   &s->allow_emulated)) ||
+        (st = torc_config_get_double(cfg, t, "loss_scale", &s->loss_scale)) ||
+        (st = torc_config_get_int(cfg, t, "loss_scale_growth_interval",
+                                  &s->scale_growth)))
       return st;
+    const char *pr = torc_config_value(cfg, t, "precision");
+    s->precision = pr && strcmp(pr, "bf16") == 0   ? TORC_BF16
+                   : pr && strcmp(pr, "fp16") == 0 ? TORC_F16
+                                                   : TORC_F32;
     const char *m = torc_config_value(cfg, t, "metrics");
     if (m) {
       snprintf(s->metrics_buf, sizeof s->metrics_buf, "%s", m);

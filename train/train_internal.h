@@ -35,6 +35,10 @@ typedef struct torc_train__settings {
   int early_stop;      /* [train] early_stop: TORC_TRAIN__M_* */
   int64_t patience;    /* [train] patience */
   double min_delta;    /* [train] min_delta */
+  torc_dtype precision; /* [train] precision: TORC_F32, TORC_BF16, TORC_F16 */
+  int allow_emulated;   /* [train] allow_emulated */
+  double loss_scale;    /* [train] loss_scale (fp16) */
+  int64_t scale_growth; /* [train] loss_scale_growth_interval (fp16) */
 } torc_train__settings;
 
 /* Reads [train], [checkpoint] and [scheduler] interval of cfg into s
@@ -67,6 +71,7 @@ typedef struct torc_train__run {
   double *warm_lr;
   int warm_groups;
   time_t started; /* files older than this were left by earlier runs */
+  torc_grad_scaler *scaler; /* [train] precision = fp16; else NULL */
 } torc_train__run;
 
 /* Builds the model, data, loss, optimizer and scheduler of cfg into r.
@@ -102,6 +107,14 @@ torc_status torc_train__mkdirs(const char *dir, const char *what);
  * and, for "train" (`what`; or "eval"), the outputs. */
 void torc_train__header(FILE *out, const torc_train__run *r,
                         const char *what);
+
+/* The plugin whose kernel serves `op` in dtype dt on device type
+ * `devtype` (header.c), or NULL when none does. */
+const char *torc_train__provider(const char *devtype, const char *op,
+                                 torc_dtype dt);
+
+/* The precision's name as [train] precision spells it ("bf16"). */
+const char *torc_train__precision_name(torc_dtype dt);
 
 /* ---- settings.c ---- */
 
@@ -269,6 +282,8 @@ typedef struct torc_train__report {
   int64_t csv_keep_upto; /* resuming: keep the rows up to this step */
   char csv_path[1024];
   time_t started;
+  int scaled;      /* fp16: the CSV has a skipped_steps column */
+  int64_t skipped; /* the last logged count, for test and valid rows */
 } torc_train__report;
 
 /* Sets up the reporters of run r: progress on `out` (a bar when `bar`),

@@ -4,6 +4,7 @@
 #ifndef TORC_TORC_H
 #define TORC_TORC_H
 
+#include "torc/amp.h"
 #include "torc/autograd.h"
 #include "torc/config.h"
 #include "torc/data.h"

@@ -223,6 +223,10 @@ typedef struct torc_train_event {
   int valid_evaluated;
   double valid_loss;     /* NaN when not evaluated */
   double valid_accuracy; /* NaN when not evaluated or for regression */
+  /* [train] precision = fp16: the optimizer steps skipped so far because
+   * the gradients were not finite (the loss scale backed off); read with
+   * the figures of a logged step. -1 without a loss scale. */
+  int64_t skipped_steps;
 } torc_train_event;
 
 /* A callback: `ev` the event, `user` the struct's user pointer. Returns

@@ -285,6 +285,27 @@ typedef struct copy_ctx {
   int32_t sdt, ddt;
 } copy_ctx;
 
+/* f32 -> bf16 over n contiguous elements, as torc_f32_to_bf16 (nearest
+ * even, NaN kept a quiet NaN), without branches so it vectorizes: the
+ * casts autocast makes of every weight and activation. */
+static void f32_to_bf16_n(const float *x, uint16_t *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + i, sizeof u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t q = (u >> 16) | 0x40u;
+    y[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+  }
+}
+
+/* bf16 -> f32 (exact) over n contiguous elements. */
+static void bf16_to_f32_n(const uint16_t *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)x[i] << 16;
+    memcpy(y + i, &u, sizeof u);
+  }
+}
+
 static void copy_inner(void *c, char **p, const int64_t *st, int64_t n) {
   const copy_ctx *cc = c;
   int32_t s = cc->sdt, d = cc->ddt;
@@ -357,6 +378,14 @@ static void copy_inner(void *c, char **p, const int64_t *st, int64_t n) {
     CONV(double, uint8_t, v != 0);
   }
 #undef CONV
+  if (st[0] == 1 && st[1] == 1 && s == TORC_F32 && d == TORC_BF16) {
+    f32_to_bf16_n((const float *)p[0], (uint16_t *)p[1], n);
+    return;
+  }
+  if (st[0] == 1 && st[1] == 1 && s == TORC_BF16 && d == TORC_F32) {
+    bf16_to_f32_n((const uint16_t *)p[0], (float *)p[1], n);
+    return;
+  }
   size_t se = esz(s), de = esz(d);
   int from_float = torc_dtype_is_float((torc_dtype)s);
   for (int64_t i = 0; i < n; i++) {
