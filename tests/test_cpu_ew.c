@@ -268,7 +268,8 @@ static void test_gemm_split(void **state) {
 static void test_copy(void **state) {
   (void)state;
   static const torc_dtype dts[] = {TORC_F32, TORC_F64,  TORC_I32,
-                                   TORC_U8,  TORC_BOOL, TORC_F16};
+                                   TORC_U8,  TORC_BOOL, TORC_F16,
+                                   TORC_BF16};
   int scope = torc_scope_begin();
   torc_tensor *x = torc_mul_scalar(special(4099, TORC_F64, 300.0), 1.0);
   for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++)
@@ -288,6 +289,50 @@ static void test_copy(void **state) {
   torc_tensor *c = torc_contiguous(torc_transpose(m, 0, 1));
   UNPIN;
   test_assert_close(c, r, 0);
+  torc_scope_end(scope);
+}
+
+/* f32 -> bf16 and back on the cpu plugin's contiguous loop, bit for bit
+ * against torc_f32_to_bf16: ties to even both ways, the largest floats
+ * rounding to infinity, subnormals, -0, infinities and NaNs (kept NaN),
+ * over a vector's length and a tail. */
+static void test_copy_bf16_bits(void **state) {
+  (void)state;
+  static const uint32_t bits[] = {
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f817fffu, 0x7f7fffffu,
+      0xff7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0x00000001u, 0x00008000u,
+      0x00018000u, 0x807fffffu, 0x80000000u, 0x00000000u, 0x7f800000u,
+      0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu,
+      0x3f800000u, 0xbf800000u, 0x40490fdbu, 0x3eaaaaabu, 0xc2f6e979u,
+      0x33800000u, 0x1f7fffffu, 0x5f7f8000u, 0x00ffffffu, 0x80ff8000u,
+      0x4b7fffffu, 0x4b7f8000u, 0x3f7f8000u, 0x3f7fc000u, 0x3f7fffffu,
+      0x477fe000u, 0x477ff000u};
+  enum { N = sizeof bits / sizeof bits[0] };
+  float f[N];
+  memcpy(f, bits, sizeof f);
+  int scope = torc_scope_begin();
+  torc_tensor *x = torc_from_host(f, (int64_t[]){N}, 1, TORC_F32, TORC_CPU);
+  assert_torc(x);
+  CPU;
+  torc_tensor *b = torc_to_dtype(x, TORC_BF16);
+  torc_tensor *back = b ? torc_to_dtype(b, TORC_F32) : NULL;
+  UNPIN;
+  assert_torc(back);
+  uint16_t got[N];
+  float round[N];
+  assert_ok(torc_to_host(b, got, sizeof got));
+  assert_ok(torc_to_host(back, round, sizeof round));
+  for (int i = 0; i < N; i++) {
+    uint16_t want = torc_f32_to_bf16(f[i]);
+    uint32_t rb, wb = (uint32_t)want << 16;
+    memcpy(&rb, &round[i], sizeof rb);
+    if (got[i] != want || rb != wb) {
+      print_error("0x%08x: bf16 0x%04x, back 0x%08x; expected 0x%04x, "
+                  "0x%08x\n",
+                  bits[i], got[i], rb, want, wb);
+      fail();
+    }
+  }
   torc_scope_end(scope);
 }
 
@@ -394,6 +439,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gemm_split, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_relu_backward, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_copy_bf16_bits, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_copy, test_live_setup,
                                       test_live_teardown),
