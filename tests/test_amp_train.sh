@@ -90,6 +90,12 @@ awk -v a="$l32" -v b="$lbf" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }'
   fail "a bf16 run's CSV has another header: $(head -n 1 rbf/metrics.csv)"
 pass "bf16 (emulated) trains: test loss $lbf against f32's $l32"
 
+run_torc bench small.ini --steps 3 --set train.precision=bf16 \
+  --set train.allow_emulated=yes --set train.dir=rbb
+expect_rc 0
+expect_has out "3 training steps (after 5 of warm-up; bf16 mixed precision)"
+pass "torc bench names the precision it measured"
+
 # ---- fp16 from a scale that overflows ----
 run_torc train small.ini --set train.precision=fp16 \
   --set train.allow_emulated=yes --set train.loss_scale=16777216 \

@@ -909,10 +909,15 @@ torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
   if (st == TORC_OK && rep == NULL)
     st = torc_last_status();
   if (st == TORC_OK) {
-    fprintf(out, "%lld training steps (after %lld of warm-up): %.3f ms/step, "
-                 "%.0f samples/s\n%s\n%s",
-            (long long)steps, (long long)warm, secs * 1e3 / (double)steps,
-            (double)samples / secs, peak_line, rep);
+    fprintf(out, "%lld training steps (after %lld of warm-up%s%s): %.3f "
+                 "ms/step, %.0f samples/s\n%s\n%s",
+            (long long)steps, (long long)warm,
+            r.s.precision == TORC_F32 ? "" : "; ",
+            r.s.precision == TORC_BF16   ? "bf16 mixed precision"
+            : r.s.precision == TORC_F16 ? "fp16 mixed precision"
+                                        : "",
+            secs * 1e3 / (double)steps, (double)samples / secs, peak_line,
+            rep);
   }
   free(rep);
   run_free(&r);
