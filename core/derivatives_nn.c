@@ -55,13 +55,22 @@ static torc_status run(int op, torc_dtype dt, const torc_tensor *const *in,
   return st;
 }
 
-/* Sum of g over every dim but 1 (a bias gradient). */
+/* Sum of g over every dim but 1 (a bias gradient). A bf16 or f16 g is
+ * summed in f32, as PyTorch accumulates half types, and the sum rounded
+ * to g's dtype once. */
 static torc_tensor *sum_but_channel(const torc_tensor *g) {
   int dims[TORC_MAX_DIMS], nd = 0;
   for (int i = 0; i < g->ndim; i++)
     if (i != 1)
       dims[nd++] = i;
-  return torc_sum(g, dims, nd, 0);
+  if (g->dtype != TORC_BF16 && g->dtype != TORC_F16)
+    return torc_sum(g, dims, nd, 0);
+  torc_tensor *f = torc__cast(g, TORC_F32);
+  torc_tensor *s = f ? torc_sum(f, dims, nd, 0) : NULL;
+  torc_release(f);
+  torc_tensor *r = s ? torc__cast(s, g->dtype) : NULL;
+  torc_release(s);
+  return r;
 }
 
 static torc_status conv_bw(torc__node *n, torc_tensor *const *gout,

@@ -212,11 +212,28 @@ static void test_cast_cache(void **state) {
 
 /* ---- gradients of a small model against f32 ---- */
 
-/* A sequential linear(12, 16) relu linear(16, 5) with seed 7. */
+/* A sequential linear(12, 16) relu linear(16, 5) with seed 7, or (conv)
+ * conv2d(1, 4, 3, padding 1, bias) relu maxpool2d(2) flatten
+ * linear(64, 5). */
+static int conv_model;
+
 static torc_module *small_model(void) {
   torc_manual_seed(7);
   torc_module *seq = torc_sequential_new();
   assert_torc(seq);
+  if (conv_model) {
+    assert_ok(torc_sequential_append(
+        seq, torc_module_build("conv2d", "in_channels=1, out_channels=4, "
+                                         "kernel=3, padding=1")));
+    assert_ok(torc_sequential_append(seq, torc_module_build("relu", NULL)));
+    assert_ok(torc_sequential_append(
+        seq, torc_module_build("maxpool2d", "kernel=2")));
+    assert_ok(torc_sequential_append(seq, torc_module_build("flatten",
+                                                            NULL)));
+    assert_ok(torc_sequential_append(
+        seq, torc_module_build("linear", "in_features=64, out_features=5")));
+    return seq;
+  }
   assert_ok(torc_sequential_append(seq, torc_module_build(
                                             "linear", "in_features=12, "
                                                       "out_features=16")));
@@ -235,7 +252,8 @@ static double *model_grads(torc_dtype dt, int inside, torc_dtype *ldt,
   torc_module *m = small_model();
   int scope = torc_scope_begin();
   torc_manual_seed(11);
-  torc_tensor *x = randn((int64_t[]){8, 12}, 2, TORC_F32);
+  torc_tensor *x = conv_model ? randn((int64_t[]){8, 1, 8, 8}, 4, TORC_F32)
+                              : randn((int64_t[]){8, 12}, 2, TORC_F32);
   torc_tensor *lab = torc_randint(0, 5, (int64_t[]){8}, 1, TORC_I64,
                                   TORC_CPU, NULL);
   if (dt != TORC_F32)
@@ -254,7 +272,7 @@ static double *model_grads(torc_dtype dt, int inside, torc_dtype *ldt,
   torc_named_tensor *ps = NULL;
   int np = torc_module_named_parameters(m, &ps);
   assert_int_equal(np, 4);
-  double *all = malloc(sizeof(double) * (16 * 12 + 16 + 5 * 16 + 5));
+  double *all = malloc(sizeof(double) * (16 * 12 + 16 + 5 * 64 + 5));
   int n = 0;
   for (int i = 0; i < np; i++) {
     const torc_tensor *g = torc_grad_of(ps[i].tensor);
@@ -305,6 +323,30 @@ static void test_grads_vs_f32(void **state) {
   free(ref), free(bf), free(in), free(h);
 }
 
+/* The same with a convolution and its bias (the bf16 backward kernels and
+ * the bias gradient summed in f32). */
+static void test_conv_grads_vs_f32(void **state) {
+  (void)state;
+  torc_dtype ldt;
+  int n, n2;
+  conv_model = 1;
+  double *ref = model_grads(TORC_F32, 0, &ldt, &n);
+  double *bf = model_grads(TORC_BF16, 0, &ldt, &n2);
+  conv_model = 0;
+  assert_int_equal(n, n2);
+  double maxabs = 0, maxdiff = 0;
+  for (int i = 0; i < n; i++) {
+    maxabs = fmax(maxabs, fabs(ref[i]));
+    maxdiff = fmax(maxdiff, fabs(ref[i] - bf[i]));
+  }
+  if (!(maxdiff <= 0.03 * maxabs) || !(maxdiff > 0)) {
+    print_error("bf16 gradients differ from f32 by %g (largest %g)\n",
+                maxdiff, maxabs);
+    fail();
+  }
+  free(ref), free(bf);
+}
+
 /* Under no-grad a sequential's fused linear+relu would run in f32: under
  * autocast the layers run one by one, in bf16. */
 static void test_eval_module(void **state) {
@@ -338,6 +380,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cast_cache, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_grads_vs_f32, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_conv_grads_vs_f32, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_eval_module, test_live_setup,
                                       test_live_teardown),

@@ -1,5 +1,6 @@
 /* tests/test_onednn_bf16.c — the onednn plugin's bf16 kernels (matmul,
- * conv2d, max/avg_pool2d, batch_norm in eval mode) on small shapes, each
+ * conv2d and its two backward kernels, max/avg_pool2d, batch_norm in eval
+ * mode) on small shapes, each
  * computed twice on the cpu — the dispatcher pinned to ref's kernels, then
  * to the plugin's — and compared within bf16's tolerance; the profiler
  * checks the plugin's kernel served the second run (it did not decline to
@@ -130,6 +131,58 @@ static void test_conv2d(void **state) {
   torc_scope_end(scope);
 }
 
+/* The convolution's backward (what autocast training runs): the gradient
+ * of sum(conv(x, w) * g) with respect to x (in[3] = 0) or w (1), through
+ * autograd, with x and w's gradients cleared first. */
+static torc_tensor *conv_grad(torc_tensor *const *in, int which,
+                              const torc_conv2d_params *p) {
+  torc_set_grad(in[0], NULL);
+  torc_set_grad(in[1], NULL);
+  torc_tensor *y = torc_conv2d(in[0], in[1], NULL, p);
+  torc_tensor *l = y ? torc_sum(torc_mul(y, in[2]), NULL, 0, 0) : NULL;
+  if (l == NULL || torc_backward(l, NULL, 0) != TORC_OK)
+    return NULL;
+  return torc_clone(torc_grad_of(in[which]));
+}
+static torc_tensor *f_conv_gx(torc_tensor *const *in) {
+  torc_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, {0, 0}, 1};
+  return conv_grad(in, 0, &p);
+}
+static torc_tensor *f_conv_gw(torc_tensor *const *in) {
+  torc_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, {0, 0}, 1};
+  return conv_grad(in, 1, &p);
+}
+static torc_tensor *f_conv_gx_s2(torc_tensor *const *in) {
+  torc_conv2d_params p = {{2, 2}, {0, 0}, {1, 1}, {0, 0}, 1};
+  return conv_grad(in, 0, &p);
+}
+static torc_tensor *f_conv_gw_s2(torc_tensor *const *in) {
+  torc_conv2d_params p = {{2, 2}, {0, 0}, {1, 1}, {0, 0}, 1};
+  return conv_grad(in, 1, &p);
+}
+
+static void test_conv2d_backward(void **state) {
+  (void)state;
+  int scope = torc_scope_begin();
+  int64_t x[4] = {2, 16, 9, 9}, w[4] = {32, 16, 3, 3}, g[4] = {2, 32, 9, 9};
+  torc_tensor *in[3] = {rand_bf16(x, 4), rand_bf16(w, 4), rand_bf16(g, 4)};
+  assert_ok(torc_set_requires_grad(in[0], 1));
+  assert_ok(torc_set_requires_grad(in[1], 1));
+  compare("conv2d_backward_input", f_conv_gx, in);
+  compare("conv2d_backward_weight", f_conv_gw, in);
+  /* stride 2 leaves the last row and column out: their gradient is 0 */
+  int64_t x1[4] = {3, 1, 12, 11}, w1[4] = {8, 1, 3, 3}, g1[4] = {3, 8, 5, 5};
+  torc_tensor *in1[3] = {rand_bf16(x1, 4), rand_bf16(w1, 4),
+                         rand_bf16(g1, 4)};
+  assert_ok(torc_set_requires_grad(in1[0], 1));
+  assert_ok(torc_set_requires_grad(in1[1], 1));
+  compare("conv2d_backward_input", f_conv_gx_s2, in1);
+  compare("conv2d_backward_weight", f_conv_gw_s2, in1);
+  torc_set_grad(in[0], NULL), torc_set_grad(in[1], NULL);
+  torc_set_grad(in1[0], NULL), torc_set_grad(in1[1], NULL);
+  torc_scope_end(scope);
+}
+
 static torc_tensor *f_max(torc_tensor *const *in) {
   torc_pool2d_params p = {{2, 2}, {2, 2}, {0, 0}, {1, 1}, 0, 0, 0};
   return torc_max_pool2d(in[0], &p);
@@ -201,6 +254,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_matmul, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_conv2d, test_live_setup,
+                                      test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_conv2d_backward, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_pool2d, test_live_setup,
                                       test_live_teardown),

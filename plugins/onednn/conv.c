@@ -342,26 +342,30 @@ int torc_dnn__k_conv2d_backward_input(const torc_kernel_args *a) {
     return st;
   const torc_ktensor *gy = &a->in[0], *w = &a->in[1], *gx = &a->out[0];
   geo g;
-  if ((st = torc_dnn__conv_geo(a, &g, gx, w, gy)) != TORC_OK ||
-      (a->n_in == 3 &&
-       (st = check_bias(a, &a->in[2], g.C, TORC_F32)) != TORC_OK))
+  if ((st = torc_dnn__conv_geo(a, &g, gx, w, gy)) != TORC_OK)
+    return st;
+  /* conv_transpose2d's bias in bf16: ref serves it */
+  if (a->n_in == 3 && g.dt == TORC_BF16)
+    return TORC_KERNEL_DECLINED;
+  if (a->n_in == 3 &&
+      (st = check_bias(a, &a->in[2], g.C, TORC_F32)) != TORC_OK)
     return st;
   int64_t nx = g.N * g.C * g.H * g.W;
   if (nx == 0)
     return TORC_OK;
-  float *xp = dnn_f32(gx, 0);
+  /* f32, or bf16 (oneDNN accumulates in f32) */
   if (geo_empty(&g) || g.Hv < g.H || g.Wv < g.W)
-    memset(xp, 0, sizeof(float) * (size_t)nx);
+    memset(dnn_at(gx, 0), 0, dnn_esize(g.dt) * (size_t)nx);
   for (int64_t n0 = 0; !geo_empty(&g) && n0 < g.N; n0 += DNN_CONV_CHUNK) {
     geo gc = g;
     gc.N = g.N - n0 < DNN_CONV_CHUNK ? g.N - n0 : DNN_CONV_CHUNK;
-    void *ptrs[3] = {dnn_f32(gy, n0 * g.O * g.OH * g.OW), dnn_f32(w, 0),
-                     xp + n0 * g.C * g.H * g.W};
+    void *ptrs[3] = {dnn_at(gy, n0 * g.O * g.OH * g.OW), dnn_at(w, 0),
+                     dnn_at(gx, n0 * g.C * g.H * g.W)};
     if ((st = conv_run(a, DNN_OP_CONV_BWD_DATA, &gc, ptrs)) != TORC_OK)
       return st;
   }
   if (a->n_in == 3)
-    add_bias(xp, dnn_f32(&a->in[2], 0), g.N, g.C, g.H * g.W);
+    add_bias(dnn_f32(gx, 0), dnn_f32(&a->in[2], 0), g.N, g.C, g.H * g.W);
   return TORC_OK;
 }
 
@@ -381,9 +385,10 @@ int torc_dnn__k_conv2d_backward_weight(const torc_kernel_args *a) {
   if (nw == 0)
     return TORC_OK;
   if (geo_empty(&g)) {
-    memset(dnn_f32(gw, 0), 0, sizeof(float) * (size_t)nw);
+    memset(dnn_at(gw, 0), 0, dnn_esize(g.dt) * (size_t)nw);
     return TORC_OK;
   }
-  void *ptrs[3] = {dnn_f32(x, 0), dnn_f32(gy, 0), dnn_f32(gw, 0)};
+  /* f32, or bf16 (oneDNN accumulates in f32 and rounds gw once) */
+  void *ptrs[3] = {dnn_at(x, 0), dnn_at(gy, 0), dnn_at(gw, 0)};
   return conv_run(a, DNN_OP_CONV_BWD_WEIGHTS, &g, ptrs);
 }
