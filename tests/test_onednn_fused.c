@@ -807,14 +807,18 @@ static void test_sequential_fused(void **state) {
   };
   torc_module *models[] = {seq_of(cnn, n_cnn), seq_of(skip, 6),
                            seq_of(lazy, 3)};
-  /* 70 images (two chunks of 32 and a rest), 29 x 29 */
-  torc_tensor *x = torc_randn(TORC_SHAPE(70, 3, 29, 29), TORC_F32, TORC_CPU,
+  /* 70 images (two chunks of 32 and a rest), 29 x 29; under valgrind,
+   * whose emulation of oneDNN's generated code makes this test the
+   * suite's slowest, 34 (one chunk and a rest) */
+  const char *vg = getenv("TORC_VALGRIND");
+  int64_t N = vg && strcmp(vg, "1") == 0 ? 34 : 70;
+  torc_tensor *x = torc_randn(TORC_SHAPE(N, 3, 29, 29), TORC_F32, TORC_CPU,
                               NULL);
-  torc_tensor *nan = torc_randn(TORC_SHAPE(70, 3, 29, 29), TORC_F32,
+  torc_tensor *nan = torc_randn(TORC_SHAPE(N, 3, 29, 29), TORC_F32,
                                 TORC_CPU, NULL);
   float *np = torc_data(nan);
   np[5 * 3 * 29 * 29 + 100] = NAN;
-  np[40 * 3 * 29 * 29 + 2000] = INFINITY;
+  np[(N == 70 ? 40 : N - 1) * 3 * 29 * 29 + 2000] = INFINITY; /* chunk 2 */
   /* the lazy conv's weight is made by a no-grad forward, unfused */
   torc_release(forward_in(models[2], x, TORC_NO_GRAD, NULL));
   for (int i = 0; i < 3; i++) {
@@ -831,8 +835,8 @@ static void test_sequential_fused(void **state) {
                           sizeof(int64_t) * (size_t)torc_ndim(want));
       assert_like_layers(got, inf, want, 1e-4);
       if (i == 0 && k == 0) {
-        /* the first conv's output alone would be 70 x 32 x 29 x 29 f32 */
-        assert_true(peak < (size_t)70 * 32 * 29 * 29 * 4);
+        /* the first conv's output alone would be N x 32 x 29 x 29 f32 */
+        assert_true(peak < (size_t)N * 32 * 29 * 29 * 4);
         /* unbatched: the same as image 0 of the batch */
         torc_tensor *x0 = torc_select(x, 0, 0);
         torc_tensor *y0 = forward_in(m, x0, TORC_NO_GRAD, NULL);
