@@ -90,6 +90,16 @@ awk -v a="$l32" -v b="$lbf" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02) }'
   fail "a bf16 run's CSV has another header: $(head -n 1 rbf/metrics.csv)"
 pass "bf16 (emulated) trains: test loss $lbf against f32's $l32"
 
+# A bf16-trained run's weights are f32: torc eval takes them in f32 and,
+# converted, in bf16.
+run_torc eval small.ini --set train.dir=rbf
+expect_rc 0
+expect_has out "eval: loss=$lbf"
+run_torc eval small.ini --set train.dir=rbf --set eval.precision=bf16
+expect_rc 0
+expect_has out "precision: bf16 accuracy="
+pass "torc eval reads the bf16 run's checkpoint in f32 and in bf16"
+
 run_torc bench small.ini --steps 3 --set train.precision=bf16 \
   --set train.allow_emulated=yes --set train.dir=rbb
 expect_rc 0
