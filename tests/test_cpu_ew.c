@@ -289,6 +289,17 @@ static void test_copy(void **state) {
   torc_tensor *c = torc_contiguous(torc_transpose(m, 0, 1));
   UNPIN;
   test_assert_close(c, r, 0);
+  /* strided casts to bf16 and back (a transposed gradient's) */
+  torc_tensor *mb = torc_to_dtype(m, TORC_BF16);
+  REF;
+  torc_tensor *rb = torc_to_dtype(torc_transpose(m, 0, 1), TORC_BF16);
+  torc_tensor *rf = torc_to_dtype(torc_transpose(mb, 0, 1), TORC_F32);
+  CPU;
+  torc_tensor *cb = torc_to_dtype(torc_transpose(m, 0, 1), TORC_BF16);
+  torc_tensor *cf = torc_to_dtype(torc_transpose(mb, 0, 1), TORC_F32);
+  UNPIN;
+  test_assert_close(cb, rb, 0);
+  test_assert_close(cf, rf, 0);
   torc_scope_end(scope);
 }
 

@@ -285,24 +285,46 @@ typedef struct copy_ctx {
   int32_t sdt, ddt;
 } copy_ctx;
 
-/* f32 -> bf16 over n contiguous elements, as torc_f32_to_bf16 (nearest
- * even, NaN kept a quiet NaN), without branches so it vectorizes: the
- * casts autocast makes of every weight and activation. */
-static void f32_to_bf16_n(const float *x, uint16_t *y, int64_t n) {
+/* f32 bits -> bf16 bits as torc_f32_to_bf16 (nearest even, NaN kept a
+ * quiet NaN), without branches so that loops of it vectorize. */
+static inline uint16_t bf16_bits(uint32_t u) {
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t q = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+}
+
+/* f32 -> bf16 over n elements at strides xs, ys (the casts autocast
+ * makes of every weight, activation and gradient); the contiguous case
+ * has its own loop, which vectorizes. */
+static void f32_to_bf16_n(const float *x, int64_t xs, uint16_t *y, int64_t ys,
+                          int64_t n) {
+  uint32_t u;
+  if (xs == 1 && ys == 1) {
+    for (int64_t i = 0; i < n; i++) {
+      memcpy(&u, x + i, sizeof u);
+      y[i] = bf16_bits(u);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, x + i, sizeof u);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t q = (u >> 16) | 0x40u;
-    y[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+    memcpy(&u, x + i * xs, sizeof u);
+    y[i * ys] = bf16_bits(u);
   }
 }
 
-/* bf16 -> f32 (exact) over n contiguous elements. */
-static void bf16_to_f32_n(const uint16_t *x, float *y, int64_t n) {
+/* bf16 -> f32 (exact) over n elements at strides xs, ys. */
+static void bf16_to_f32_n(const uint16_t *x, int64_t xs, float *y,
+                          int64_t ys, int64_t n) {
+  if (xs == 1 && ys == 1) {
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t u = (uint32_t)x[i] << 16;
+      memcpy(y + i, &u, sizeof u);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
-    uint32_t u = (uint32_t)x[i] << 16;
-    memcpy(y + i, &u, sizeof u);
+    uint32_t u = (uint32_t)x[i * xs] << 16;
+    memcpy(y + i * ys, &u, sizeof u);
   }
 }
 
@@ -378,12 +400,12 @@ static void copy_inner(void *c, char **p, const int64_t *st, int64_t n) {
     CONV(double, uint8_t, v != 0);
   }
 #undef CONV
-  if (st[0] == 1 && st[1] == 1 && s == TORC_F32 && d == TORC_BF16) {
-    f32_to_bf16_n((const float *)p[0], (uint16_t *)p[1], n);
+  if (s == TORC_F32 && d == TORC_BF16) {
+    f32_to_bf16_n((const float *)p[0], st[0], (uint16_t *)p[1], st[1], n);
     return;
   }
-  if (st[0] == 1 && st[1] == 1 && s == TORC_BF16 && d == TORC_F32) {
-    bf16_to_f32_n((const uint16_t *)p[0], (float *)p[1], n);
+  if (s == TORC_BF16 && d == TORC_F32) {
+    bf16_to_f32_n((const uint16_t *)p[0], st[0], (float *)p[1], st[1], n);
     return;
   }
   size_t se = esz(s), de = esz(d);
