@@ -313,7 +313,8 @@ static void test_batch_norm(void **state) {
 
 /* In normal use the plugin's kernels serve cpu's f32 conv, pooling,
  * batch-norm and fused inference ops above ref and cpu, and no other
- * kernel but the bf16 inference ones (test_onednn_bf16). */
+ * kernel but the bf16 ones (test_onednn_bf16): the inference ops and the
+ * convolution's backward. */
 static void test_serves_cpu(void **state) {
   (void)state;
   static const char *const ops[] = {
@@ -321,8 +322,10 @@ static void test_serves_cpu(void **state) {
       "conv2d_backward_weight", "max_pool2d",    "max_pool2d_backward",
       "avg_pool2d",     "avg_pool2d_backward",   "batch_norm",
       "batch_norm_backward", "linear_act",          "conv2d_act"};
-  static const char *const bf16_ops[] = {"matmul", "conv2d", "max_pool2d",
-                                         "avg_pool2d", "batch_norm"};
+  static const char *const bf16_ops[] = {
+      "matmul",     "conv2d",     "conv2d_backward_input",
+      "conv2d_backward_weight",   "max_pool2d",
+      "avg_pool2d", "batch_norm"};
   test_load_ref_cpu_onednn();
   int found = 0;
   for (int i = 0; i < torc_kernel_count(); i++) {
@@ -334,7 +337,7 @@ static void test_serves_cpu(void **state) {
     for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++)
       listed |= strcmp(k.op, ops[j]) == 0;
     int ours = strcmp(k.provider, "onednn") == 0;
-    int bf16 = 0; /* the inference ops in bf16, on CPUs with native bf16 */
+    int bf16 = 0; /* the bf16 ones, on CPUs with native bf16 */
     for (size_t j = 0; j < sizeof bf16_ops / sizeof bf16_ops[0]; j++)
       bf16 |= k.dtype == TORC_BF16 && strcmp(k.op, bf16_ops[j]) == 0;
     if (listed && k.dtype == TORC_F32) {
