@@ -290,6 +290,22 @@ static double *model_grads(torc_dtype dt, int inside, torc_dtype *ldt,
   return all;
 }
 
+/* Asserts the n gradients `got` differ from `ref` (an f32 run's), but by
+ * at most frac of ref's largest magnitude. */
+static void assert_grads_near(const double *ref, const double *got, int n,
+                              double frac) {
+  double maxabs = 0, maxdiff = 0;
+  for (int i = 0; i < n; i++) {
+    maxabs = fmax(maxabs, fabs(ref[i]));
+    maxdiff = fmax(maxdiff, fabs(ref[i] - got[i]));
+  }
+  if (!(maxdiff <= frac * maxabs) || !(maxdiff > 0)) {
+    print_error("gradients differ from f32 by %g (largest %g, allowed %g)\n",
+                maxdiff, maxabs, frac * maxabs);
+    fail();
+  }
+}
+
 static void test_grads_vs_f32(void **state) {
   (void)state;
   torc_dtype ldt;
@@ -299,27 +315,15 @@ static void test_grads_vs_f32(void **state) {
   double *bf = model_grads(TORC_BF16, 0, &ldt, &n2);
   assert_int_equal(ldt, TORC_F32); /* the loss in f32 */
   assert_int_equal(n, n2);
-  double maxabs = 0, maxdiff = 0;
-  for (int i = 0; i < n; i++) {
-    maxabs = fmax(maxabs, fabs(ref[i]));
-    maxdiff = fmax(maxdiff, fabs(ref[i] - bf[i]));
-  }
   /* bf16 keeps 8 bits: a few parts in a hundred of the largest gradient */
-  if (!(maxdiff <= 0.03 * maxabs) || !(maxdiff > 0)) {
-    print_error("bf16 gradients differ from f32 by %g (largest %g)\n",
-                maxdiff, maxabs);
-    fail();
-  }
+  assert_grads_near(ref, bf, n, 0.03);
   /* backward inside the region runs as outside it: the same bits */
   double *in = model_grads(TORC_BF16, 1, &ldt, &n3);
   assert_int_equal(n3, n);
   assert_memory_equal(in, bf, sizeof(double) * (size_t)n);
   /* f16 keeps 11 bits */
   double *h = model_grads(TORC_F16, 0, &ldt, &n3);
-  maxdiff = 0;
-  for (int i = 0; i < n; i++)
-    maxdiff = fmax(maxdiff, fabs(ref[i] - h[i]));
-  assert_true(maxdiff <= 0.005 * maxabs);
+  assert_grads_near(ref, h, n, 0.005);
   free(ref), free(bf), free(in), free(h);
 }
 
@@ -334,16 +338,7 @@ static void test_conv_grads_vs_f32(void **state) {
   double *bf = model_grads(TORC_BF16, 0, &ldt, &n2);
   conv_model = 0;
   assert_int_equal(n, n2);
-  double maxabs = 0, maxdiff = 0;
-  for (int i = 0; i < n; i++) {
-    maxabs = fmax(maxabs, fabs(ref[i]));
-    maxdiff = fmax(maxdiff, fabs(ref[i] - bf[i]));
-  }
-  if (!(maxdiff <= 0.03 * maxabs) || !(maxdiff > 0)) {
-    print_error("bf16 gradients differ from f32 by %g (largest %g)\n",
-                maxdiff, maxabs);
-    fail();
-  }
+  assert_grads_near(ref, bf, n, 0.03);
   free(ref), free(bf);
 }
 

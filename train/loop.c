@@ -367,9 +367,9 @@ static torc_status train_step(run *r, const torc_batch *b,
     return st;
   /* The guard is fed before the step, so a NaN never reaches the
    * weights: the step of a non-finite loss (and every later one) is
-   * skipped, and the loop stops at its next read. */
-  /* With a loss scale, gradients that are not finite skip one step and
-   * back the scale off; the guard watches the loss alone. */
+   * skipped, and the loop stops at its next read. With a loss scale,
+   * gradients that are not finite skip one step and back the scale off,
+   * so the guard watches the loss alone. */
   if ((st = torc_train__accum_step(a, out, b->target, loss,
                                    r->scaler ? NULL : gnorm, b->size,
                                    classify)))
@@ -909,15 +909,13 @@ torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
   if (st == TORC_OK && rep == NULL)
     st = torc_last_status();
   if (st == TORC_OK) {
-    fprintf(out, "%lld training steps (after %lld of warm-up%s%s): %.3f "
+    int mixed = r.s.precision != TORC_F32;
+    fprintf(out, "%lld training steps (after %lld of warm-up%s%s%s): %.3f "
                  "ms/step, %.0f samples/s\n%s\n%s",
-            (long long)steps, (long long)warm,
-            r.s.precision == TORC_F32 ? "" : "; ",
-            r.s.precision == TORC_BF16   ? "bf16 mixed precision"
-            : r.s.precision == TORC_F16 ? "fp16 mixed precision"
-                                        : "",
-            secs * 1e3 / (double)steps, (double)samples / secs, peak_line,
-            rep);
+            (long long)steps, (long long)warm, mixed ? "; " : "",
+            mixed ? torc_train__precision_name(r.s.precision) : "",
+            mixed ? " mixed precision" : "", secs * 1e3 / (double)steps,
+            (double)samples / secs, peak_line, rep);
   }
   free(rep);
   run_free(&r);

@@ -18,16 +18,12 @@ typedef torc_train__report report;
 
 /* ---- the metrics CSV ---- */
 
+/* The columns; an fp16 run's CSV adds skipped_steps, the steps skipped so
+ * far for gradients that were not finite. */
 static const char csv_header[] =
-    "epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds\n";
+    "epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds";
 
 static torc_status csv_open(report *r, int64_t keep_upto);
-
-/* The header of an fp16 run's CSV: one more column, the steps skipped so
- * far for gradients that were not finite. */
-static const char csv_header_scaled[] =
-    "epoch,step,split,loss,accuracy,lr,samples_per_sec,seconds,"
-    "skipped_steps\n";
 
 static void csv_row(report *r, int64_t epoch, int64_t step, const char *split,
                     double loss, double acc, double lr, double sps,
@@ -88,7 +84,7 @@ static torc_status csv_open(report *r, int64_t keep_upto) {
   if (kept && kept_len)
     fwrite(kept, 1, kept_len, r->csv);
   else
-    fputs(r->scaled ? csv_header_scaled : csv_header, r->csv);
+    fprintf(r->csv, "%s%s\n", csv_header, r->scaled ? ",skipped_steps" : "");
   free(kept);
   fflush(r->csv);
   return TORC_OK;
