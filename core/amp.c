@@ -102,7 +102,7 @@ static const char *const f32_ops[] = {
     "mean",         "prod",       "cumsum",     "var",
     "std",          "logsumexp",  "norm",       "foreach_norm",
     "softmax",      "log_softmax", "cross_entropy", "loss",
-    "batch_norm",   "layer_norm", "group_norm", "lstm_cell",
+    "layer_norm",   "group_norm", "lstm_cell",
     "gru_cell",     NULL};
 
 static int in_list(const char *const *l, const char *name) {

@@ -24,11 +24,14 @@ static torc_tensor *as_dt(const torc_tensor *g, torc_dtype dt) {
 }
 
 /* Runs kernel `op` (kernel dtype of in[0] after the cast) into new outputs
- * of the given shapes/dtypes; g (in[0]) is cast to dt first. */
-static torc_status run(int op, torc_dtype dt, const torc_tensor *const *in,
-                       int n_in, torc_tensor **out, int n_out,
-                       const torc__inmeta *const *shapes, const void *p,
-                       size_t ps) {
+ * of the given shapes, of dtype out_dts[i] (NULL: all dt); g (in[0]) is
+ * cast to dt first. */
+static torc_status run_dts(int op, torc_dtype dt,
+                           const torc_tensor *const *in, int n_in,
+                           torc_tensor **out, int n_out,
+                           const torc__inmeta *const *shapes,
+                           const torc_dtype *out_dts, const void *p,
+                           size_t ps) {
   torc_tensor *cin[8] = {0};
   torc_status st = TORC_OK;
   for (int i = 0; i < n_out; i++)
@@ -39,7 +42,8 @@ static torc_status run(int op, torc_dtype dt, const torc_tensor *const *in,
                        : as_dt(in[i], dt)))
       st = torc_last_status();
   for (int i = 0; i < n_out && st == TORC_OK; i++)
-    if (!(out[i] = torc__empty(shapes[i]->shape, shapes[i]->ndim, dt,
+    if (!(out[i] = torc__empty(shapes[i]->shape, shapes[i]->ndim,
+                               out_dts ? out_dts[i] : dt,
                                in[0]->storage->device)))
       st = torc_last_status();
   if (st == TORC_OK)
@@ -53,6 +57,13 @@ static torc_status run(int op, torc_dtype dt, const torc_tensor *const *in,
       out[i] = NULL;
     }
   return st;
+}
+
+static torc_status run(int op, torc_dtype dt, const torc_tensor *const *in,
+                       int n_in, torc_tensor **out, int n_out,
+                       const torc__inmeta *const *shapes, const void *p,
+                       size_t ps) {
+  return run_dts(op, dt, in, n_in, out, n_out, shapes, NULL, p, ps);
 }
 
 /* Sum of g over every dim but 1 (a bias gradient). A bf16 or f16 g is
@@ -153,7 +164,11 @@ static torc_status norm_bw(torc__node *n, torc_tensor *const *gout,
   torc_tensor *out[3];
   torc_norm_kparams p;
   memcpy(&p, n->params, sizeof p);
-  torc_status st = run(op, x->dtype, in, 5, out, 3, sh, &p, sizeof p);
+  /* gx in x's dtype; gw and gb in w's (f32 beside a half x: batch_norm's
+   * mixed precision) */
+  const torc_dtype dts[3] = {x->dtype, w->dtype, w->dtype};
+  torc_status st =
+      run_dts(op, x->dtype, in, 5, out, 3, sh, dts, &p, sizeof p);
   if (st)
     return st;
   for (int i = 0; i < 3; i++) {

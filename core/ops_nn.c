@@ -36,17 +36,25 @@ static torc_status check_input(const char *fn, const char *what,
 
 /* A parameter tensor t (weight, bias, running stat) next to input x: same
  * dtype and device, and (when shape != NULL) the given shape. */
-static torc_status check_param(const char *fn, const char *what,
-                               const torc_tensor *t, const torc_tensor *x,
-                               const int64_t *shape, int ndim,
-                               const char *why) {
+/* A parameter of x's op: its dtype x's, or f32 where `mixed` lets a
+ * bf16 or f16 x take f32 parameters. */
+static torc_status check_param_mixed(const char *fn, const char *what,
+                                     const torc_tensor *t,
+                                     const torc_tensor *x,
+                                     const int64_t *shape, int ndim,
+                                     const char *why, int mixed) {
   char b1[128], b2[128];
-  if (!torc_dtype_is_float(t->dtype) || t->dtype != x->dtype)
+  int half = x->dtype == TORC_BF16 || x->dtype == TORC_F16;
+  if (!torc_dtype_is_float(t->dtype) ||
+      (t->dtype != x->dtype && !(mixed && half && t->dtype == TORC_F32)))
     return torc_set_error(TORC_ERR_DTYPE,
                           "%s: %s is %s but the input is %s; they must have "
-                          "one floating dtype: cast with torc_to_dtype",
+                          "one floating dtype%s: cast with torc_to_dtype",
                           fn, what, torc_dtype_name(t->dtype),
-                          torc_dtype_name(x->dtype));
+                          torc_dtype_name(x->dtype),
+                          mixed ? " (or f32 parameters of a bf16 or f16 "
+                                  "input)"
+                                : "");
   const torc_tensor *pair[2] = {x, t};
   torc_status st = torc__same_device(fn, pair, 2);
   if (st)
@@ -59,6 +67,13 @@ static torc_status check_param(const char *fn, const char *what,
                                                       sizeof b2),
                           why);
   return TORC_OK;
+}
+
+static torc_status check_param(const char *fn, const char *what,
+                               const torc_tensor *t, const torc_tensor *x,
+                               const int64_t *shape, int ndim,
+                               const char *why) {
+  return check_param_mixed(fn, what, t, x, shape, ndim, why, 0);
 }
 
 /* A new tensor of shape filled with v (untracked). */
@@ -553,10 +568,12 @@ static torc_tensor *norm_run(int op, torc__nn_rec which, const torc_tensor *x,
                              const torc_norm_kparams *k) {
   torc_device dev = x->storage->device;
   torc_dtype sdt = x->dtype == TORC_F64 ? TORC_F64 : TORC_F32;
+  /* the parameters' dtype: x's, or f32 beside a half x (batch_norm) */
+  torc_dtype pdt = w ? w->dtype : b ? b->dtype : x->dtype;
   torc_tensor *wu = w ? torc_retain((torc_tensor *)w)
-                      : filled(pshape, pndim, x->dtype, dev, 1.0);
+                      : filled(pshape, pndim, pdt, dev, 1.0);
   torc_tensor *bu = b ? torc_retain((torc_tensor *)b)
-                      : filled(pshape, pndim, x->dtype, dev, 0.0);
+                      : filled(pshape, pndim, pdt, dev, 0.0);
   torc_tensor *out[3] = {torc__empty(x->shape, x->ndim, x->dtype, dev),
                          torc__empty(stat_shape, stat_ndim, sdt, dev),
                          torc__empty(stat_shape, stat_ndim, sdt, dev)};
@@ -613,11 +630,18 @@ static torc_tensor *batch_norm(const torc_tensor *x, torc_tensor *rm,
                    eps, momentum);
     return NULL;
   }
-  if ((w && check_param(fn, "the weight", w, x, cs, 1,
-                        "one value per channel, dim 1 of x")) ||
-      (b && check_param(fn, "the bias", b, x, cs, 1,
-                        "one value per channel, dim 1 of x")))
+  if ((w && check_param_mixed(fn, "the weight", w, x, cs, 1,
+                              "one value per channel, dim 1 of x", 1)) ||
+      (b && check_param_mixed(fn, "the bias", b, x, cs, 1,
+                              "one value per channel, dim 1 of x", 1)))
     return NULL;
+  if (w && b && w->dtype != b->dtype) {
+    torc_set_error(TORC_ERR_DTYPE,
+                   "%s: the weight is %s but the bias %s; give both in one "
+                   "dtype (cast with torc_to_dtype)",
+                   fn, torc_dtype_name(w->dtype), torc_dtype_name(b->dtype));
+    return NULL;
+  }
   torc_tensor *rs[2] = {rm, rv};
   static const char *const rn[2] = {"running_mean", "running_var"};
   for (int i = 0; rm && i < 2; i++) {
@@ -659,11 +683,10 @@ torc_tensor *torc_batch_norm(const torc_tensor *x, torc_tensor *running_mean,
                              const torc_tensor *weight,
                              const torc_tensor *bias, int training,
                              double momentum, double eps) {
-  TORC__AC_BEGIN(TORC_AUTOCAST_F32, &x, &weight, &bias);
-  torc_tensor *r = batch_norm(x, running_mean, running_var, weight, bias,
-                              training, momentum, eps);
-  TORC__AC_END();
-  return torc__ret(r);
+  /* Autocast leaves batch_norm to x's dtype: a bf16 or f16 x normalises
+   * with its f32 parameters and statistics, in f32 arithmetic. */
+  return torc__ret(batch_norm(x, running_mean, running_var, weight, bias,
+                              training, momentum, eps));
 }
 
 static torc_tensor *layer_norm(const torc_tensor *x, const int64_t *ns, int n,

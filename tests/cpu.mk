@@ -26,3 +26,11 @@ TESTS += tests/test_cpu_nn
 endif
 tests_test_cpu_nn_SOURCES = tests/test_cpu_nn.c tests/testutil.h
 tests_test_cpu_nn_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# batch_norm and its backward (f32, bf16 with f32 parameters) against
+# ref's, thread-count independence, and which inputs it serves.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cpu_bnorm
+TESTS += tests/test_cpu_bnorm
+endif
+tests_test_cpu_bnorm_SOURCES = tests/test_cpu_bnorm.c tests/testutil.h
+tests_test_cpu_bnorm_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

@@ -57,9 +57,9 @@ static void test_policy_names(void **state) {
                          "scaled_dot_product_attention"};
   const char *f32[] = {"softmax", "log_softmax", "cross_entropy", "loss",
                        "exp", "log", "pow", "sum", "mean", "layer_norm",
-                       "batch_norm", "group_norm", "norm", "lstm_cell"};
+                       "group_norm", "norm", "lstm_cell"};
   const char *follow[] = {"add", "relu", "max_pool2d", "dropout", "cat",
-                          "nope", "torc_"};
+                          "batch_norm", "nope", "torc_"};
   for (size_t i = 0; i < sizeof lower / sizeof *lower; i++)
     assert_int_equal(torc_autocast_policy(lower[i]), TORC_AUTOCAST_LOWER);
   for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++)
@@ -137,7 +137,9 @@ static void check_policy(torc_dtype low) {
      TORC_F32);
   torc_tensor *cx = torc_conv2d(x, torc_narrow(k, 0, 0, 3), NULL, NULL);
   DT(cx, low);
-  DT(torc_batch_norm(cx, rm, rv, bnw, NULL, 1, 0.1, 1e-5), TORC_F32);
+  /* batch_norm follows x, with its f32 weight and statistics */
+  DT(torc_batch_norm(cx, rm, rv, bnw, NULL, 1, 0.1, 1e-5), low);
+  DT(torc_batch_norm(x, rm, rv, bnw, NULL, 1, 0.1, 1e-5), TORC_F32);
   DT(torc_group_norm(cx, 3, bnw, NULL, 1e-5), TORC_F32);
   /* the others follow their inputs */
   DT(torc_relu(y), low);
@@ -225,6 +227,8 @@ static torc_module *small_model(void) {
     assert_ok(torc_sequential_append(
         seq, torc_module_build("conv2d", "in_channels=1, out_channels=4, "
                                          "kernel=3, padding=1")));
+    assert_ok(torc_sequential_append(
+        seq, torc_module_build("batchnorm2d", "num_features=4")));
     assert_ok(torc_sequential_append(seq, torc_module_build("relu", NULL)));
     assert_ok(torc_sequential_append(
         seq, torc_module_build("maxpool2d", "kernel=2")));
@@ -271,7 +275,7 @@ static double *model_grads(torc_dtype dt, int inside, torc_dtype *ldt,
     assert_ok(torc_autocast_end());
   torc_named_tensor *ps = NULL;
   int np = torc_module_named_parameters(m, &ps);
-  assert_int_equal(np, 4);
+  assert_int_equal(np, conv_model ? 6 : 4);
   double *all = malloc(sizeof(double) * (16 * 12 + 16 + 5 * 64 + 5));
   int n = 0;
   for (int i = 0; i < np; i++) {
@@ -328,7 +332,8 @@ static void test_grads_vs_f32(void **state) {
 }
 
 /* The same with a convolution and its bias (the bf16 backward kernels and
- * the bias gradient summed in f32). */
+ * the bias gradient summed in f32) and a batch norm (bf16 activations,
+ * its f32 weight and bias). */
 static void test_conv_grads_vs_f32(void **state) {
   (void)state;
   torc_dtype ldt;

@@ -63,6 +63,8 @@ static int register_fast(const torc_host *host, torc_plugin *self) {
     st = torc_cpu__register_rnn_cell(host, self);
   if (st == TORC_OK)
     st = torc_cpu__register_nn(host, self);
+  if (st == TORC_OK)
+    st = torc_cpu__register_bnorm(host, self);
   return st;
 }
 

@@ -41,6 +41,8 @@ int torc_cpu__register_attention(const torc_host *host, torc_plugin *self);
 /* nn.c: dropout, layer_norm (+ backward), gelu_backward, embedding (+
  * backward). */
 int torc_cpu__register_nn(const torc_host *host, torc_plugin *self);
+/* bnorm.c: batch_norm and its backward, f32 and bf16. */
+int torc_cpu__register_bnorm(const torc_host *host, torc_plugin *self);
 
 /* The kernels (f32 and f64 only; every other dtype stays on ref). */
 int torc_cpu__k_matmul(const torc_kernel_args *a);
@@ -65,9 +67,11 @@ void torc_cpu__gemm(int32_t dtype, int ta, int tb, int64_t m, int64_t n,
  * torc_set_num_threads takes effect. */
 void torc_cpu__threads(int n);
 
-/* Element size of f32/f64. */
+/* Element size of f32, f64, bf16 and f16. */
 static inline size_t cpu_esize(int32_t dtype) {
-  return dtype == TORC_F64 ? sizeof(double) : sizeof(float);
+  return dtype == TORC_F64                              ? sizeof(double)
+         : dtype == TORC_BF16 || dtype == TORC_F16 ? sizeof(uint16_t)
+                                                      : sizeof(float);
 }
 
 /* Address of element `i` (in elements) of t. */
@@ -170,6 +174,17 @@ typedef struct cpu_isa {
   void (*ln_row_bw)(int32_t dt, const void *gy, const void *x, const void *w,
                     double mean, double rstd, void *gx, int64_t K, double *aw,
                     double *ab);
+  /* batch_norm over one contiguous run of a channel, x f32 or bf16
+   * (bn_kern.h): *s += the sum of x (pass 1) or of (x - mean)^2 (pass 2);
+   * y = (x - mean) sc + sh; and the backward's sums and gx. */
+  void (*bn_stat)(int32_t dt, const void *x, int64_t n, int pass,
+                  double mean, double *s);
+  void (*bn_apply)(int32_t dt, const void *x, void *y, int64_t n,
+                   float mean, float sc, float sh);
+  void (*bn_bw_sums)(int32_t dt, const void *g, const void *x, int64_t n,
+                     double mean, double *sg, double *sgx);
+  void (*bn_bw_apply)(int32_t dt, const void *g, const void *x, void *gx,
+                      int64_t n, float mean, float k1, float k2, float k3);
 } cpu_isa;
 
 /* The integer threshold of the Philox keep test u >= p: u is bits * 2^-53

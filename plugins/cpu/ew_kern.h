@@ -698,6 +698,7 @@ static void FN(cell)(int32_t dt, int op, void *const *p, int64_t r0,
 }
 
 #include "nn_kern.h"
+#include "bn_kern.h"
 
 const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .name = CPU_ISA_STRING,
@@ -712,4 +713,8 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .exp_sum = FN(exp_sum),
     .ln_row = FN(ln_row),
     .ln_row_bw = FN(ln_row_bw),
+    .bn_stat = FN(bn_stat),
+    .bn_apply = FN(bn_apply),
+    .bn_bw_sums = FN(bn_bw_sums),
+    .bn_bw_apply = FN(bn_bw_apply),
 };

@@ -122,6 +122,9 @@ static int bgeo_init(const torc_kernel_args *a, bgeo *g, const torc_ktensor *x,
     return torc_dnn__set_error(TORC_ERR_INTERNAL,
                                "onednn kernel '%s' got no norm parameters",
                                a->op);
+  /* f32 parameters of a bf16 x (mixed precision): another provider's */
+  if (x->dtype == TORC_BF16 && (w->dtype != x->dtype || b->dtype != x->dtype))
+    return TORC_KERNEL_DECLINED;
   if (x->ndim < 2 || !dnn_float_ok(x->dtype) || w->dtype != x->dtype ||
       b->dtype != x->dtype || dnn_numel(w, 0) != x->shape[1] ||
       dnn_numel(b, 0) != x->shape[1])
