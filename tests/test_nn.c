@@ -605,6 +605,22 @@ static void test_errors(void **state) {
                               torc_ones(TORC_SHAPE(4), TORC_F32, cpu), NULL,
                               NULL, 1, 0.1, 1e-5));
   assert_error(TORC_ERR_SHAPE, "running_mean is a f32 tensor of shape [4]");
+  /* f32 parameters go with a bf16 x (mixed precision), not the reverse,
+   * and weight and bias share a dtype */
+  torc_tensor *w32 = torc_ones(TORC_SHAPE(3), TORC_F32, cpu);
+  torc_tensor *w16 = torc_ones(TORC_SHAPE(3), TORC_BF16, cpu);
+  torc_tensor *xh = torc_to_dtype(vt(TORC_SHAPE(2, 3, 2, 2), 0, cpu),
+                                  TORC_BF16);
+  assert_torc(xh);
+  torc_tensor *ym = torc_batch_norm(xh, NULL, NULL, w32, w32, 1, 0.1, 1e-5);
+  assert_torc(ym);
+  assert_int_equal(torc_dtype_of(ym), TORC_BF16);
+  assert_null(torc_batch_norm(small, NULL, NULL, w16, NULL, 1, 0.1, 1e-5));
+  assert_error(TORC_ERR_DTYPE, "the weight is bf16 but the input is f32; "
+                               "they must have one floating dtype (or f32 "
+                               "parameters of a bf16 or f16 input)");
+  assert_null(torc_batch_norm(xh, NULL, NULL, w32, w16, 1, 0.1, 1e-5));
+  assert_error(TORC_ERR_DTYPE, "the weight is f32 but the bias bf16");
   /* layer_norm: normalized_shape must end x's shape */
   assert_null(torc_layer_norm(small, TORC_SHAPE(3, 2), NULL, NULL, 1e-5));
   assert_error(TORC_ERR_SHAPE, "normalized_shape [3, 2] must equal the last "
