@@ -1,6 +1,6 @@
 /* tests/test_onednn_bf16.c — the onednn plugin's bf16 kernels (matmul,
- * conv2d and its two backward kernels, max/avg_pool2d, batch_norm in eval
- * mode) on small shapes, each
+ * conv2d and its two backward kernels, max/avg_pool2d, max_pool2d's
+ * backward, batch_norm in eval mode) on small shapes, each
  * computed twice on the cpu — the dispatcher pinned to ref's kernels, then
  * to the plugin's — and compared within bf16's tolerance; the profiler
  * checks the plugin's kernel served the second run (it did not decline to
@@ -8,6 +8,8 @@
  * bf16 (the plugin then registers no bf16 kernel).
  */
 #include "testutil.h"
+
+#include <math.h>
 
 #define REF torc__dispatch_pin("ref")
 #define DNN torc__dispatch_pin("onednn")
@@ -192,12 +194,49 @@ static torc_tensor *f_avg(torc_tensor *const *in) {
   return torc_avg_pool2d(in[0], &p);
 }
 
+static torc_tensor *f_max3(torc_tensor *const *in) {
+  torc_pool2d_params p = {{3, 3}, {1, 1}, {1, 1}, {1, 1}, 0, 0, 0};
+  return torc_max_pool2d(in[0], &p);
+}
+/* The gradient of sum(maxpool(x) * r) with respect to x, in[0] x, in[1]
+ * r; 3x3 windows of stride 1 overlap (a plane's sums). */
+static torc_tensor *max_grad(torc_tensor *const *in, int three) {
+  torc_set_grad(in[0], NULL);
+  torc_tensor *y = three ? f_max3(in) : f_max(in);
+  torc_tensor *l = y ? torc_sum(torc_mul(y, in[1]), NULL, 0, 0) : NULL;
+  if (l == NULL || torc_backward(l, NULL, 0) != TORC_OK)
+    return NULL;
+  return torc_clone(torc_grad_of(in[0]));
+}
+static torc_tensor *f_max_g(torc_tensor *const *in) { return max_grad(in, 0); }
+static torc_tensor *f_max3_g(torc_tensor *const *in) {
+  return max_grad(in, 1);
+}
+
 static void test_pool2d(void **state) {
   (void)state;
   int scope = torc_scope_begin();
   int64_t x[4] = {2, 16, 10, 9};
   torc_tensor *in[1] = {rand_bf16(x, 4)};
   compare("max_pool2d", f_max, in);
+  compare("max_pool2d", f_max3, in);
+  /* rows under four outputs, and a NaN (propagated, as ref) */
+  int64_t xs[4] = {2, 3, 6, 6};
+  torc_tensor *small = rand_bf16(xs, 4);
+  compare("max_pool2d", f_max, &small);
+  torc_tensor *nan = torc_full(NULL, 0, NAN, TORC_BF16, TORC_CPU);
+  assert_ok(torc_copy_(torc_select(torc_select(torc_select(
+                           torc_select(small, 0, 1), 0, 2), 0, 3), 0, 4),
+                       nan));
+  compare("max_pool2d", f_max, &small);
+  /* the backward, 2x2 and overlapping 3x3 windows */
+  int64_t gs[4] = {2, 16, 5, 4};
+  torc_tensor *g2[2] = {rand_bf16(x, 4), rand_bf16(gs, 4)};
+  assert_ok(torc_set_requires_grad(g2[0], 1));
+  compare("max_pool2d_backward", f_max_g, g2);
+  torc_tensor *g3[2] = {g2[0], rand_bf16(x, 4)};
+  compare("max_pool2d_backward", f_max3_g, g3);
+  torc_set_grad(g2[0], NULL);
   compare("avg_pool2d", f_avg, in);
   torc_scope_end(scope);
 }

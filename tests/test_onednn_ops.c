@@ -325,7 +325,7 @@ static void test_serves_cpu(void **state) {
       "conv2d_act"};
   static const char *const bf16_ops[] = {
       "matmul",     "conv2d",     "conv2d_backward_input",
-      "conv2d_backward_weight",   "max_pool2d",
+      "conv2d_backward_weight",   "max_pool2d", "max_pool2d_backward",
       "avg_pool2d"};
   test_load_ref_cpu_onednn();
   int found = 0;

@@ -2,8 +2,9 @@
  * matmul primitive (bf16 x bf16 -> bf16, accumulating in f32 as PyTorch),
  * and the registrations of conv2d, max/avg_pool2d and batch_norm (whose
  * kernels in conv.c, pool.c and bnorm.c take bf16 operands too) for
- * inference, and of the convolution's backward kernels (conv.c) for
- * training under autocast. Registered only when oneDNN's effective ISA has native bf16
+ * inference, and of the convolution's and max pool's backward kernels
+ * (conv.c, pool.c) for training under autocast. Registered only when
+ * oneDNN's effective ISA has native bf16
  * (AVX-512 BF16 or AMX): elsewhere oneDNN emulates it, no faster than ref.
  *
  * matmul takes its operands as strided views: [B..., M, K] x [B..., K, N]
@@ -162,8 +163,8 @@ int torc_dnn__k_matmul(const torc_kernel_args *a) {
   return st;
 }
 
-/* The bf16 kernels: the forward ops, and the convolution's backward ones
- * for training under autocast. */
+/* The bf16 kernels: the forward ops, and the convolution's and max
+ * pool's backward ones for training under autocast. */
 static const struct {
   const char *op;
   torc_kernel_fn fn;
@@ -176,6 +177,8 @@ static const struct {
     {"conv2d_backward_weight", torc_dnn__k_conv2d_backward_weight,
      TORC_KERNEL_CONTIGUOUS},
     {"max_pool2d", torc_dnn__k_max_pool2d, TORC_KERNEL_CONTIGUOUS},
+    {"max_pool2d_backward", torc_dnn__k_max_pool2d_backward,
+     TORC_KERNEL_CONTIGUOUS},
     {"avg_pool2d", torc_dnn__k_avg_pool2d, TORC_KERNEL_CONTIGUOUS},
     {"batch_norm", torc_dnn__k_batch_norm, TORC_KERNEL_CONTIGUOUS},
 };

@@ -1,6 +1,7 @@
 /* plugins/onednn/pool.c — "max_pool2d", "avg_pool2d" and their backwards
- * for f32. The 2x2, stride-2 max pool of most CNNs has its own vector
- * loop (oneDNN's plain-layout pooling, its NaN scan and the index
+ * for f32; max_pool2d, its backward and avg_pool2d also for bf16 (the
+ * backward summing each plane in f32). The 2x2, stride-2 max pool of most
+ * CNNs has its own vector loop (oneDNN's plain-layout pooling, its NaN scan and the index
  * conversion took over twice its time). Elsewhere oneDNN's pooling runs
  * where its semantics are torc's (which are PyTorch's):
  *  - max_pool2d: always; its workspace (the argmax's position within the
@@ -27,7 +28,8 @@ typedef struct pgeo {
   int64_t NC, N, C, H, W, OH, OW, Hv, Wv;
   int64_t K[2], S[2], PL[2], PR[2], D[2];
   const torc_pool_kparams *p;
-  int32_t dt; /* TORC_F32, or TORC_BF16 (forward only, oneDNN or ref) */
+  int32_t dt; /* TORC_F32, or TORC_BF16 (max_pool2d and its backward,
+              * avg_pool2d through oneDNN) */
 } pgeo;
 
 static int pgeo_init(const torc_kernel_args *a, pgeo *g, const torc_ktensor *x,
@@ -277,13 +279,29 @@ static inline mp_f4 mp_four(const float *r0, const float *r1, int32_t W,
   return best;
 }
 
-static void max_2x2(const pgeo *g, const float *x, float *y, int64_t *ix) {
+/* The widest bf16 row max_2x2 widens to f32 on the stack. */
+enum { MP_BF16_W = 1024 };
+
+/* x, y: f32, or bf16 (g->dt), whose rows are widened to f32 first (exact;
+ * the maximum is one of the taps, so narrowing it back is exact too). */
+static void max_2x2(const pgeo *g, const void *xv, void *yv, int64_t *ix) {
   const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW;
+  const int bf = g->dt == TORC_BF16;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t nc = 0; nc < g->NC; nc++)
     for (int64_t oh = 0; oh < OH; oh++) {
-      const float *x0 = x + (nc * H + 2 * oh) * W, *x1 = x0 + W;
-      float *yr = y + (nc * OH + oh) * OW;
+      float wide[2 * MP_BF16_W], yw[MP_BF16_W];
+      const float *x0, *x1;
+      float *yr;
+      if (bf) {
+        const uint16_t *h = (const uint16_t *)xv + (nc * H + 2 * oh) * W;
+        for (int64_t i = 0; i < 2 * W; i++)
+          wide[i] = dnn_bf16_to_f32(h[i]);
+        x0 = wide, x1 = wide + W, yr = yw;
+      } else {
+        x0 = (const float *)xv + (nc * H + 2 * oh) * W, x1 = x0 + W;
+        yr = (float *)yv + (nc * OH + oh) * OW;
+      }
       int64_t *ir = ix + (nc * OH + oh) * OW, corner = 2 * oh * W;
       mp_i4 k;
       mp_f4 best;
@@ -305,12 +323,18 @@ static void max_2x2(const pgeo *g, const float *x, float *y, int64_t *ix) {
           ir[l] = corner + 2 * l + k[l];
         }
       }
+      if (bf) {
+        uint16_t *h = (uint16_t *)yv + (nc * OH + oh) * OW;
+        for (int64_t i = 0; i < OW; i++)
+          h[i] = dnn_f32_to_bf16(yr[i]);
+      }
     }
 }
 
 /* 1 when max_2x2 computes g's pool. */
 static int is_2x2(const pgeo *g) {
-  return g->dt == TORC_F32 && g->K[0] == 2 && g->K[1] == 2 && g->S[0] == 2 &&
+  return (g->dt == TORC_F32 || (g->dt == TORC_BF16 && g->W <= MP_BF16_W)) &&
+         g->K[0] == 2 && g->K[1] == 2 && g->S[0] == 2 &&
          g->S[1] == 2 && g->D[0] == 1 && g->D[1] == 1 && g->PL[0] == 0 &&
          g->PL[1] == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W &&
          g->W < INT32_MAX;
@@ -418,7 +442,7 @@ int torc_dnn__k_max_pool2d(const torc_kernel_args *a) {
     return TORC_OK;
   torc_dnn__threads(a->n_threads);
   if (is_2x2(&g)) {
-    max_2x2(&g, dnn_f32(x, 0), dnn_f32(y, 0), (int64_t *)ix->data + ix->offset);
+    max_2x2(&g, dnn_at(x, 0), dnn_at(y, 0), (int64_t *)ix->data + ix->offset);
     return TORC_OK;
   }
   int nan = g.dt == TORC_BF16 ? has_nan_bf16(dnn_at(x, 0), dnn_numel(x, 0))
@@ -449,21 +473,51 @@ int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
                                "onednn kernel 'max_pool2d_backward': the "
                                "indices must be i64 of gy's shape");
   int64_t HW = g.H * g.W, OHW = g.OH * g.OW;
-  const float *gyp = dnn_f32(gy, 0);
   const int64_t *ip = (const int64_t *)ix->data + ix->offset;
-  float *gxp = dnn_f32(gx, 0);
   int bad = 0;
   torc_dnn__threads(a->n_threads);
+  if (g.dt == TORC_BF16) {
+    /* bf16: each plane summed in f32 (windows may overlap), rounded once */
+    const uint16_t *gyp = dnn_at(gy, 0);
+    uint16_t *gxp = dnn_at(gx, 0);
+    int oom = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad, oom)
+    for (int64_t nc = 0; nc < g.NC; nc++) {
+      float *plane = calloc((size_t)HW ? (size_t)HW : 1, sizeof(float));
+      if (plane == NULL) {
+        oom = 1;
+        continue;
+      }
+      for (int64_t o = 0; o < OHW; o++) {
+        int64_t k = ip[nc * OHW + o];
+        if (k < 0 || k >= HW)
+          bad = 1;
+        else
+          plane[k] += dnn_bf16_to_f32(gyp[nc * OHW + o]);
+      }
+      for (int64_t i = 0; i < HW; i++)
+        gxp[nc * HW + i] = dnn_f32_to_bf16(plane[i]);
+      free(plane);
+    }
+    if (oom)
+      return torc_dnn__set_error(TORC_ERR_OOM,
+                                 "onednn kernel 'max_pool2d_backward': out "
+                                 "of memory for a plane of %lld",
+                                 (long long)HW);
+  } else {
+    const float *gyp = dnn_f32(gy, 0);
+    float *gxp = dnn_f32(gx, 0);
 #pragma omp parallel for schedule(static) reduction(| : bad)
-  for (int64_t nc = 0; nc < g.NC; nc++) {
-    float *plane = gxp + nc * HW;
-    memset(plane, 0, sizeof(float) * (size_t)HW);
-    for (int64_t o = 0; o < OHW; o++) {
-      int64_t k = ip[nc * OHW + o];
-      if (k < 0 || k >= HW)
-        bad = 1;
-      else
-        plane[k] += gyp[nc * OHW + o];
+    for (int64_t nc = 0; nc < g.NC; nc++) {
+      float *plane = gxp + nc * HW;
+      memset(plane, 0, sizeof(float) * (size_t)HW);
+      for (int64_t o = 0; o < OHW; o++) {
+        int64_t k = ip[nc * OHW + o];
+        if (k < 0 || k >= HW)
+          bad = 1;
+        else
+          plane[k] += gyp[nc * OHW + o];
+      }
     }
   }
   if (bad)
