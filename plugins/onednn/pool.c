@@ -264,13 +264,40 @@ static inline void mp_take(mp_f4 *best, mp_i4 *k, mp_f4 v, int32_t kv) {
   *k = (kvv & t) | (*k & ~t);
 }
 
-/* outputs [0, 4) of the windows whose rows start at r0 and r1 (8 floats
- * each); the winners' taps (0, 1, W, W + 1) in k. */
-static inline mp_f4 mp_four(const float *r0, const float *r1, int32_t W,
-                            mp_i4 *k) {
+/* Eight elements of a row as two f32 vectors: f32, or bf16 widened
+ * (exact: its bits are an f32's upper half). */
+typedef uint16_t mp_h4 __attribute__((vector_size(8)));
+typedef uint32_t mp_u4 __attribute__((vector_size(16)));
+
+static inline void mp_load8(const void *r, int bf, mp_f4 *lo, mp_f4 *hi) {
+  if (!bf) {
+    memcpy(lo, r, 16), memcpy(hi, (const float *)r + 4, 16);
+    return;
+  }
+  mp_h4 a, b;
+  memcpy(&a, r, 8), memcpy(&b, (const uint16_t *)r + 4, 8);
+  *lo = (mp_f4)(__builtin_convertvector(a, mp_u4) << 16);
+  *hi = (mp_f4)(__builtin_convertvector(b, mp_u4) << 16);
+}
+
+/* Four outputs to y (f32, or bf16: each a tap, so its upper half is
+ * exact). */
+static inline void mp_store4(void *y, int bf, mp_f4 v) {
+  if (!bf) {
+    memcpy(y, &v, 16);
+    return;
+  }
+  mp_h4 h = __builtin_convertvector((mp_u4)v >> 16, mp_h4);
+  memcpy(y, &h, 8);
+}
+
+/* outputs [0, 4) of the windows whose rows start at r0 and r1 (8
+ * elements each, f32 or bf16); the winners' taps (0, 1, W, W + 1) in k. */
+static inline mp_f4 mp_four(const void *r0, const void *r1, int bf,
+                            int32_t W, mp_i4 *k) {
   mp_f4 t0, t1, b0, b1;
-  memcpy(&t0, r0, 16), memcpy(&t1, r0 + 4, 16);
-  memcpy(&b0, r1, 16), memcpy(&b1, r1 + 4, 16);
+  mp_load8(r0, bf, &t0, &t1);
+  mp_load8(r1, bf, &b0, &b1);
   mp_f4 best = __builtin_shufflevector(t0, t1, 0, 2, 4, 6);
   *k = (mp_i4){0, 0, 0, 0};
   mp_take(&best, k, __builtin_shufflevector(t0, t1, 1, 3, 5, 7), 1);
@@ -279,62 +306,45 @@ static inline mp_f4 mp_four(const float *r0, const float *r1, int32_t W,
   return best;
 }
 
-/* The widest bf16 row max_2x2 widens to f32 on the stack. */
-enum { MP_BF16_W = 1024 };
-
-/* x, y: f32, or bf16 (g->dt), whose rows are widened to f32 first (exact;
- * the maximum is one of the taps, so narrowing it back is exact too). */
+/* x, y: f32, or bf16 (g->dt). */
 static void max_2x2(const pgeo *g, const void *xv, void *yv, int64_t *ix) {
   const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW;
   const int bf = g->dt == TORC_BF16;
+  const size_t es = bf ? 2 : 4;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t nc = 0; nc < g->NC; nc++)
     for (int64_t oh = 0; oh < OH; oh++) {
-      float wide[2 * MP_BF16_W], yw[MP_BF16_W];
-      const float *x0, *x1;
-      float *yr;
-      if (bf) {
-        const uint16_t *h = (const uint16_t *)xv + (nc * H + 2 * oh) * W;
-        for (int64_t i = 0; i < 2 * W; i++)
-          wide[i] = dnn_bf16_to_f32(h[i]);
-        x0 = wide, x1 = wide + W, yr = yw;
-      } else {
-        x0 = (const float *)xv + (nc * H + 2 * oh) * W, x1 = x0 + W;
-        yr = (float *)yv + (nc * OH + oh) * OW;
-      }
+      const char *x0 = (const char *)xv + (size_t)((nc * H + 2 * oh) * W) * es;
+      const char *x1 = x0 + (size_t)W * es;
+      char *yr = (char *)yv + (size_t)((nc * OH + oh) * OW) * es;
       int64_t *ir = ix + (nc * OH + oh) * OW, corner = 2 * oh * W;
       mp_i4 k;
       mp_f4 best;
       if (OW >= 4) {
         for (int64_t ow = 0; ow < OW; ow += 4) {
           int64_t o = ow + 4 <= OW ? ow : OW - 4; /* the last four again */
-          best = mp_four(x0 + 2 * o, x1 + 2 * o, (int32_t)W, &k);
-          memcpy(yr + o, &best, 16);
+          best = mp_four(x0 + (size_t)(2 * o) * es, x1 + (size_t)(2 * o) * es,
+                         bf, (int32_t)W, &k);
+          mp_store4(yr + (size_t)o * es, bf, best);
           for (int l = 0; l < 4; l++)
             ir[o + l] = corner + 2 * (o + l) + k[l];
         }
       } else {
-        float p0[8] = {0}, p1[8] = {0};
-        memcpy(p0, x0, sizeof(float) * (size_t)(2 * OW));
-        memcpy(p1, x1, sizeof(float) * (size_t)(2 * OW));
-        best = mp_four(p0, p1, (int32_t)W, &k);
-        for (int64_t l = 0; l < OW; l++) {
-          yr[l] = best[l];
+        char p0[32] = {0}, p1[32] = {0}, yp[16];
+        memcpy(p0, x0, (size_t)(2 * OW) * es);
+        memcpy(p1, x1, (size_t)(2 * OW) * es);
+        best = mp_four(p0, p1, bf, (int32_t)W, &k);
+        mp_store4(yp, bf, best);
+        memcpy(yr, yp, (size_t)OW * es);
+        for (int64_t l = 0; l < OW; l++)
           ir[l] = corner + 2 * l + k[l];
-        }
-      }
-      if (bf) {
-        uint16_t *h = (uint16_t *)yv + (nc * OH + oh) * OW;
-        for (int64_t i = 0; i < OW; i++)
-          h[i] = dnn_f32_to_bf16(yr[i]);
       }
     }
 }
 
 /* 1 when max_2x2 computes g's pool. */
 static int is_2x2(const pgeo *g) {
-  return (g->dt == TORC_F32 || (g->dt == TORC_BF16 && g->W <= MP_BF16_W)) &&
-         g->K[0] == 2 && g->K[1] == 2 && g->S[0] == 2 &&
+  return g->K[0] == 2 && g->K[1] == 2 && g->S[0] == 2 &&
          g->S[1] == 2 && g->D[0] == 1 && g->D[1] == 1 && g->PL[0] == 0 &&
          g->PL[1] == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W &&
          g->W < INT32_MAX;
@@ -459,6 +469,19 @@ int torc_dnn__k_max_pool2d(const torc_kernel_args *a) {
   return TORC_OK;
 }
 
+/* The largest plane max_pool2d_backward sums on the stack in bf16. */
+enum { MP_PLANE = 4096 };
+
+/* f32 -> bf16 as dnn_f32_to_bf16, without branches (its loop
+ * vectorises). */
+static inline uint16_t mp_bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t q = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+}
+
 /* in gy, indices; out gx (zeroed, then each gy added at its index). */
 int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
   int st = check_io(a, 2, 1);
@@ -483,11 +506,13 @@ int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
     int oom = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad, oom)
     for (int64_t nc = 0; nc < g.NC; nc++) {
-      float *plane = calloc((size_t)HW ? (size_t)HW : 1, sizeof(float));
+      float small[MP_PLANE];
+      float *plane = HW <= MP_PLANE ? small : malloc(sizeof(float) * (size_t)HW);
       if (plane == NULL) {
         oom = 1;
         continue;
       }
+      memset(plane, 0, sizeof(float) * (size_t)HW);
       for (int64_t o = 0; o < OHW; o++) {
         int64_t k = ip[nc * OHW + o];
         if (k < 0 || k >= HW)
@@ -495,9 +520,11 @@ int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
         else
           plane[k] += dnn_bf16_to_f32(gyp[nc * OHW + o]);
       }
+      uint16_t *out = gxp + nc * HW;
       for (int64_t i = 0; i < HW; i++)
-        gxp[nc * HW + i] = dnn_f32_to_bf16(plane[i]);
-      free(plane);
+        out[i] = mp_bf16_bits(plane[i]);
+      if (plane != small)
+        free(plane);
     }
     if (oom)
       return torc_dnn__set_error(TORC_ERR_OOM,
