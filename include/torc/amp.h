@@ -3,9 +3,10 @@
  *
  * Autocast runs the ops that gain from a low precision (matmul, linear,
  * the convolutions, attention) in bf16 or f16 and the ops that need range
- * or accuracy (softmax, log_softmax, the norms, the losses, exp, log, the
- * reductions that sum) in f32, on every device; the other ops follow
- * their inputs' type promotion. Master weights stay f32: an op casts a
+ * or accuracy (softmax, log_softmax, layer and group norm, the losses,
+ * exp, log, the reductions that sum) in f32, on every device; batch norm
+ * keeps x's dtype with its f32 parameters, as PyTorch's; the other ops
+ * follow their inputs' type promotion. Master weights stay f32: an op casts a
  * parameter once per autocast region (the cast is cached, as PyTorch's
  * weight-cast cache, and made again when the parameter changed in place),
  * and autograd sends f32 gradients back through the cast.

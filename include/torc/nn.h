@@ -183,7 +183,10 @@ TORC_API torc_tensor *torc_adaptive_avg_pool2d(const torc_tensor *x,
  * as PyTorch does: r = (1 - momentum) r + momentum s, with the unbiased
  * variance for running_var. Eval (training 0): running_mean and
  * running_var (required) normalise x. weight and bias [C] may be NULL
- * (1 and 0). eps is added to the variance (PyTorch: 1e-5; momentum 0.1). */
+ * (1 and 0). eps is added to the variance (PyTorch: 1e-5; momentum 0.1).
+ * weight and bias are x's dtype, or f32 (both) beside a bf16 or f16 x
+ * (mixed precision: y in x's dtype, their gradients in f32); the running
+ * statistics any floating dtype. Autocast leaves it to x's dtype. */
 TORC_API torc_tensor *torc_batch_norm(const torc_tensor *x,
                                       torc_tensor *running_mean,
                                       torc_tensor *running_var,
