@@ -11,3 +11,6 @@ tests_test_grad_scaler_SOURCES = tests/test_grad_scaler.c tests/testutil.h \
 tests_test_grad_scaler_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
 TESTS += tests/test_amp_train.sh
 EXTRA_DIST += tests/test_amp_train.sh
+# bf16 on the CPU's fast plugins: no kernel of a CNN step falls to ref.
+TESTS += tests/test_amp_cpu.sh
+EXTRA_DIST += tests/test_amp_cpu.sh

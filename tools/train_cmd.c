@@ -280,7 +280,8 @@ int torc_tool__cmd_eval(int argc, char **argv) {
 }
 
 const char torc_tool__usage_bench[] =
-    "usage: torc bench FILE.ini [--steps N] [--roofline] [--set S.K=V ...]\n"
+    "usage: torc bench FILE.ini [--steps N] [--roofline] [--all-ops]\n"
+    "                  [--set S.K=V ...]\n"
     "\n"
     "Times N training steps (default 50, after 5 of warm-up) of the model\n"
     "of FILE.ini on batches of [data.train] and prints the step time,\n"
@@ -296,6 +297,8 @@ const char torc_tool__usage_bench[] =
     "                 for an op with no formula), GFLOP/s and % of the\n"
     "                 peak, GB/s for the memory-bound ops, and the whole\n"
     "                 step's GFLOP/s against the peak\n"
+    "  --all-ops      list every op in the profile (default: the 15\n"
+    "                 costliest)\n"
     "  --set S.K=V    override key K of section S (repeatable)\n"
     "\n"
     "Exit status: 0 success, 1 a failure while running, 2 bad input.\n";
@@ -323,6 +326,8 @@ int torc_tool__cmd_bench(int argc, char **argv) {
                          argv[i]);
     } else if (strcmp(a, "--roofline") == 0) {
       flags |= TORC_BENCH_ROOFLINE;
+    } else if (strcmp(a, "--all-ops") == 0) {
+      flags |= TORC_BENCH_ALL_OPS;
     } else if (a[0] == '-') {
       rc = usage_error("bench", "unknown option (or missing value)", a);
     } else if (file == NULL) {

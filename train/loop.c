@@ -848,11 +848,12 @@ torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
                           unsigned flags, FILE *out) {
   if (cfg == NULL)
     return null_input("torc_bench");
-  if (flags & ~(unsigned)TORC_BENCH_ROOFLINE)
+  const unsigned known = TORC_BENCH_ROOFLINE | TORC_BENCH_ALL_OPS;
+  if (flags & ~known)
     return torc_set_error(TORC_ERR_INVALID,
                           "torc_bench_ex: unknown flags 0x%x (the known "
-                          "one: TORC_BENCH_ROOFLINE)",
-                          flags & ~(unsigned)TORC_BENCH_ROOFLINE);
+                          "ones: TORC_BENCH_ROOFLINE, TORC_BENCH_ALL_OPS)",
+                          flags & ~known);
   if (out == NULL)
     out = stdout;
   if (steps < 1)
@@ -901,10 +902,11 @@ torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
   torc_train__accum_free(&acc);
   double secs = now_s() - t0;
   char *rep = NULL;
+  int top = flags & TORC_BENCH_ALL_OPS ? 0 : 15;
   if (st == TORC_OK)
     rep = flags & TORC_BENCH_ROOFLINE
-              ? torc_profile_roofline(15, steps, peak)
-              : torc_profile_report(15, steps);
+              ? torc_profile_roofline(top, steps, peak)
+              : torc_profile_report(top, steps);
   torc_profile_enable(0);
   if (st == TORC_OK && rep == NULL)
     st = torc_last_status();

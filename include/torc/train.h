@@ -110,8 +110,9 @@ TORC_API torc_status torc_bench(const struct torc_config *cfg, int64_t steps,
  * FMA peak first (torc_cpu_peak_gflops on the run's threads, a fraction
  * of a second), print it, and print the profile as a roofline
  * (torc_profile_roofline): FLOPs per step, GFLOP/s and % of that peak per
- * op and per module, and the whole step's. */
-enum { TORC_BENCH_ROOFLINE = 1u << 0 };
+ * op and per module, and the whole step's. TORC_BENCH_ALL_OPS: list
+ * every op in the profile, not the 15 costliest. */
+enum { TORC_BENCH_ROOFLINE = 1u << 0, TORC_BENCH_ALL_OPS = 1u << 1 };
 
 /* torc_bench with `flags` (TORC_BENCH_*; 0 is torc_bench). An unknown
  * flag is TORC_ERR_INVALID. */
