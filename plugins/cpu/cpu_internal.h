@@ -65,9 +65,20 @@ void torc_cpu__gemm(int32_t dtype, int ta, int tb, int64_t m, int64_t n,
  * torc_set_num_threads takes effect. */
 void torc_cpu__threads(int n);
 
-/* Element size of f32/f64. */
+/* Element size of the kernels' float dtypes (f32, f64, bf16). */
 static inline size_t cpu_esize(int32_t dtype) {
-  return dtype == TORC_F64 ? sizeof(double) : sizeof(float);
+  return dtype == TORC_F64                         ? sizeof(double)
+         : dtype == TORC_BF16 || dtype == TORC_F16 ? sizeof(uint16_t)
+                                                   : sizeof(float);
+}
+
+/* f32 bits -> bf16 bits as torc_f32_to_bf16 (nearest, ties to even; a NaN
+ * stays a quiet NaN with its sign and top payload bits), without branches
+ * so that loops of it vectorise. */
+static inline uint16_t cpu_bf16_round(uint32_t u) {
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t q = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
 /* Address of element `i` (in elements) of t. */
@@ -130,7 +141,9 @@ enum {
   CPU_CELL_GRU_BW   /* p: gh', act, hg, h, gxg, ghg, gh */
 };
 
-/* One ISA's contiguous loops, for dt TORC_F32 or TORC_F64. */
+/* One ISA's contiguous loops, for dt TORC_F32 or TORC_F64; unary, binary,
+ * reduce and colreduce also take TORC_BF16 (f32 arithmetic inside, the
+ * results rounded to bf16 once; ew_kern.h). */
 typedef struct cpu_isa {
   const char *name;
   /* y[i] = op(x[i]), i < n; p: the op's torc_scalar_params or NULL. */
