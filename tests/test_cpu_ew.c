@@ -649,7 +649,7 @@ static void test_bf16_registered(void **state) {
   static const char *const ops[] = {
       "neg",   "abs", "relu", "add",     "sub",           "mul",
       "div",   "sum", "mean", "amax",    "relu_backward", "fill_",
-      "where", "exp", "gt",   "maximum"};
+      "where", "exp", "gt",   "maximum", "dropout"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     int found = 0;
     for (int k = 0; k < torc_kernel_count(); k++) {

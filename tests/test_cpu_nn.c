@@ -2,8 +2,9 @@
  * against ref's: dropout (the same Philox mask, bit for bit), layer_norm
  * and its backward, gelu's backward in both forms, embedding and its
  * backward; odd and empty shapes, sizes that take the vector loops and the
- * pool, f32 and f64, each run pinned to ref, then to the plugin, and
- * compared; and results that do not depend on the thread count.
+ * pool, f32 and f64 (dropout bf16 too), each run pinned to ref, then to
+ * the plugin, and compared; and results that do not depend on the thread
+ * count.
  */
 #include "testutil.h"
 
@@ -57,13 +58,15 @@ static void assert_same(const torc_tensor *a, const torc_tensor *b) {
 /* Dropout of ones gives the mask itself: the plugin's must be ref's,
  * element for element, for the same generator state, at sizes below and
  * above the pool's threshold and the block size, p in (0, 1) and at the
- * ends; and of random x, y = x M within rounding. */
+ * ends; and of random x, y = x M within rounding (bf16: exactly, the
+ * product rounded from double as ref's). */
 static void test_dropout(void **state) {
   (void)state;
   static const int64_t sizes[] = {0, 1, 37, 2049, 100003};
   static const double ps[] = {0.1, 0.5, 0.0, 1.0, 0.9999};
-  for (int d = 0; d < 2; d++) {
-    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+  static const torc_dtype dts[] = {TORC_F32, TORC_F64, TORC_BF16};
+  for (int d = 0; d < 3; d++) {
+    torc_dtype dt = dts[d];
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
       for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         int scope = torc_scope_begin();
@@ -85,7 +88,10 @@ static void test_dropout(void **state) {
         assert_torc(mc);
         assert_torc(yc);
         assert_same(mc, mr);
-        test_assert_close(yc, yr, tol_of(dt));
+        if (dt == TORC_BF16)
+          assert_same(yc, yr);
+        else
+          test_assert_close(yc, yr, tol_of(dt));
         torc_generator_free(g1);
         torc_generator_free(g2);
         torc_scope_end(scope);
@@ -93,24 +99,31 @@ static void test_dropout(void **state) {
   }
 }
 
-/* Dropout's backward multiplies by the saved mask: gradients agree. */
+/* Dropout's backward multiplies by the saved mask: gradients agree
+ * (bf16: exactly, every step an exact product). */
 static void test_dropout_backward(void **state) {
   (void)state;
-  int scope = torc_scope_begin();
-  int64_t shape[2] = {300, 129};
-  torc_tensor *xc, *xd;
-  leaf_pair(shape, 2, TORC_F32, &xc, &xd);
-  torc_generator *g1 = torc_generator_new(5), *g2 = torc_generator_new(5);
-  REF;
-  torc_tensor *yc = torc_dropout(xc, 0.3, 1, g1);
-  CPU;
-  torc_tensor *yd = torc_dropout(xd, 0.3, 1, g2);
-  UNPIN;
-  backward_pair(yc, yd);
-  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), tol_of(TORC_F32));
-  torc_generator_free(g1);
-  torc_generator_free(g2);
-  torc_scope_end(scope);
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_BF16 : TORC_F32;
+    int scope = torc_scope_begin();
+    int64_t shape[2] = {300, 129};
+    torc_tensor *xc, *xd;
+    leaf_pair(shape, 2, dt, &xc, &xd);
+    torc_generator *g1 = torc_generator_new(5), *g2 = torc_generator_new(5);
+    REF;
+    torc_tensor *yc = torc_dropout(xc, 0.3, 1, g1);
+    CPU;
+    torc_tensor *yd = torc_dropout(xd, 0.3, 1, g2);
+    UNPIN;
+    backward_pair(yc, yd);
+    if (d)
+      assert_same(torc_grad_of(xd), torc_grad_of(xc));
+    else
+      test_assert_close(torc_grad_of(xd), torc_grad_of(xc), tol_of(dt));
+    torc_generator_free(g1);
+    torc_generator_free(g2);
+    torc_scope_end(scope);
+  }
 }
 
 /* ---- layer_norm ---- */

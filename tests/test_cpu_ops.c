@@ -5,7 +5,7 @@
  * to ref's kernels, then to the plugin's — and compared (forward and
  * gradients); linear_act in a fused plan against eager and ref; and that in
  * normal use the plugin serves cpu's matmul and conv2d above ref, and bf16
- * only for its elementwise and reduction kernels.
+ * only for its elementwise, reduction and dropout kernels.
  */
 #include <math.h>
 
@@ -294,14 +294,14 @@ static void test_linear_act_plan(void **state) {
 }
 
 /* The ops the plugin serves for bf16 (f32 arithmetic inside): the
- * elementwise ones, fill_, where and the reductions. */
+ * elementwise ones, fill_, where, the reductions and dropout. */
 static int bf16_op(const char *op) {
   static const char *const ops[] = {
       "fill_", "neg", "abs", "sign", "square", "relu", "exp", "log", "sqrt",
       "tanh", "sigmoid", "reciprocal", "rsqrt", "silu", "leaky_relu", "gelu",
       "clamp", "add", "sub", "mul", "div", "maximum", "relu_backward",
       "minimum", "eq", "ne", "lt", "le", "gt", "ge", "where", "sum", "mean",
-      "amax", "amin"};
+      "amax", "amin", "dropout"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(op, ops[i]) == 0)
       return 1;
@@ -341,7 +341,7 @@ static void test_serves_cpu(void **state) {
     }
   }
   assert_int_equal(found, 12);
-  assert_int_equal(found_bf16, 35);
+  assert_int_equal(found_bf16, 36);
   torc_shutdown();
 }
 
