@@ -7,7 +7,8 @@
  *
  * f32 exp, log, tanh and sigmoid use branch-free polynomial forms (Cephes'
  * expf/logf/tanhf coefficients, within 1-2 ulp) so that they vectorise;
- * NaN, +-inf, 0 and denormals follow libm. f64 calls libm.
+ * NaN, +-inf, 0 and denormals follow libm. f64 calls libm. bf16 runs go
+ * through the f32 loops a block at a time (widened, then rounded back).
  */
 #include <math.h>
 #include <stdint.h>
