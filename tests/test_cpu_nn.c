@@ -99,6 +99,49 @@ static void test_dropout(void **state) {
   }
 }
 
+/* bf16 dropout rounds x k once from double, as ref: every bf16
+ * significand in [1, 2), at several exponents and both signs, with p
+ * whose scale 1 / (1 - p) rounds some product differently in f32 (0.04:
+ * 1.78125; 0.82: 1.3359375), matches ref's bits. */
+static void test_dropout_bf16_rounding(void **state) {
+  (void)state;
+  enum { N = 128 * 64 };
+  static const double ps[] = {0.04, 0.82};
+  float *v = malloc(sizeof(float) * N);
+  assert_non_null(v);
+  for (int i = 0; i < N; i++)
+    v[i] = (1.0f + (float)(i % 128) / 128.0f) *
+           ldexpf((i / 128) % 2 ? -1.0f : 1.0f, (i / 256) % 16 - 8);
+  int scope = torc_scope_begin();
+  torc_tensor *x32 = torc_from_host(v, TORC_SHAPE(N), TORC_F32, TORC_CPU);
+  free(v);
+  torc_tensor *x = torc_to_dtype(x32, TORC_BF16);
+  assert_torc(x);
+  for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+    torc_generator *g1 = torc_generator_new(3), *g2 = torc_generator_new(3);
+    REF;
+    torc_tensor *yr = torc_dropout(x, ps[k], 1, g1);
+    CPU;
+    torc_tensor *yc = torc_dropout(x, ps[k], 1, g2);
+    UNPIN;
+    uint16_t *br = malloc(2 * N), *bc = malloc(2 * N);
+    assert_non_null(br);
+    assert_non_null(bc);
+    assert_ok(torc_to_host(yr, br, 2 * N));
+    assert_ok(torc_to_host(yc, bc, 2 * N));
+    for (int i = 0; i < N; i++)
+      if (br[i] != bc[i]) {
+        print_error("p %g, element %d: cpu 0x%04x, ref 0x%04x\n", ps[k], i,
+                    bc[i], br[i]);
+        fail();
+      }
+    free(br), free(bc);
+    torc_generator_free(g1);
+    torc_generator_free(g2);
+  }
+  torc_scope_end(scope);
+}
+
 /* Dropout's backward multiplies by the saved mask: gradients agree
  * (bf16: exactly, every step an exact product). */
 static void test_dropout_backward(void **state) {
@@ -452,6 +495,8 @@ int main(void) {
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_dropout_backward, test_live_setup,
                                       test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_dropout_bf16_rounding,
+                                      test_live_setup, test_live_teardown),
       cmocka_unit_test_setup_teardown(test_layer_norm, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_gelu_backward, test_live_setup,

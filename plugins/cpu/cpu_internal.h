@@ -170,6 +170,10 @@ typedef struct cpu_isa {
    * thresh = torc_cpu__keep_threshold(p) (nn_kern.h). */
   void (*philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
                       uint8_t *keep, int64_t n);
+  /* dropout of bf16: y[i] = x[i] keep[i] scale and m[i] = keep[i] scale,
+   * i < n, rounded as ref rounds them (nn_kern.h). */
+  void (*drop_bf16)(const uint8_t *keep, const uint16_t *x, double scale,
+                    uint16_t *y, uint16_t *m, int64_t n);
   /* y[i] = g[i] gelu'(x[i]), the tanh approximation's when tanh_form. */
   void (*gelu_bw)(int32_t dt, int tanh_form, const void *g, const void *x,
                   void *y, int64_t n);

@@ -826,6 +826,7 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .softmax = FN(softmax),
     .cell = FN(cell),
     .philox_keep = FN(philox_keep),
+    .drop_bf16 = FN(drop_bf16),
     .gelu_bw = FN(gelu_bw),
     .exp_sum = FN(exp_sum),
     .ln_row = FN(ln_row),

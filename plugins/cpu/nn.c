@@ -66,21 +66,8 @@ static void drop_task(void *ctx, int64_t lo, int64_t hi) {
         y[i] = x[i] * k;
       }
     } else if (j->dt == TORC_BF16) {
-      /* x k in double, rounded to f32 then bf16, as ref: bit for bit its
-       * result (scale = 1 / (1 - p) is rarely an f32, so an f32 product
-       * would round differently) */
-      const uint16_t *x = (const uint16_t *)j->x + b0;
-      uint16_t *y = (uint16_t *)j->y + b0, *m = (uint16_t *)j->m + b0;
-      uint16_t ms = torc_f32_to_bf16((float)j->scale);
-      for (int64_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)x[i] << 16, v;
-        float xf, yf;
-        memcpy(&xf, &u, sizeof u);
-        yf = (float)((double)xf * (kb[i] ? j->scale : 0.0));
-        memcpy(&v, &yf, sizeof v);
-        m[i] = kb[i] ? ms : 0;
-        y[i] = cpu_bf16_round(v);
-      }
+      torc_cpu__isa->drop_bf16(kb, (const uint16_t *)j->x + b0, j->scale,
+                               (uint16_t *)j->y + b0, (uint16_t *)j->m + b0, n);
     } else {
       const double *x = (const double *)j->x + b0;
       double *y = (double *)j->y + b0, *m = (double *)j->m + b0;
