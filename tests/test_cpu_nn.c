@@ -2,8 +2,9 @@
  * against ref's: dropout (the same Philox mask, bit for bit), layer_norm
  * and its backward, gelu's backward in both forms, embedding and its
  * backward; odd and empty shapes, sizes that take the vector loops and the
- * pool, f32 and f64, each run pinned to ref, then to the plugin, and
- * compared; and results that do not depend on the thread count.
+ * pool, f32 and f64 (dropout bf16 too), each run pinned to ref, then to
+ * the plugin, and compared; and results that do not depend on the thread
+ * count.
  */
 #include "testutil.h"
 
@@ -57,13 +58,15 @@ static void assert_same(const torc_tensor *a, const torc_tensor *b) {
 /* Dropout of ones gives the mask itself: the plugin's must be ref's,
  * element for element, for the same generator state, at sizes below and
  * above the pool's threshold and the block size, p in (0, 1) and at the
- * ends; and of random x, y = x M within rounding. */
+ * ends; and of random x, y = x M within rounding (bf16: exactly, the
+ * product rounded from double as ref's). */
 static void test_dropout(void **state) {
   (void)state;
   static const int64_t sizes[] = {0, 1, 37, 2049, 100003};
   static const double ps[] = {0.1, 0.5, 0.0, 1.0, 0.9999};
-  for (int d = 0; d < 2; d++) {
-    torc_dtype dt = d ? TORC_F64 : TORC_F32;
+  static const torc_dtype dts[] = {TORC_F32, TORC_F64, TORC_BF16};
+  for (int d = 0; d < 3; d++) {
+    torc_dtype dt = dts[d];
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
       for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         int scope = torc_scope_begin();
@@ -85,7 +88,10 @@ static void test_dropout(void **state) {
         assert_torc(mc);
         assert_torc(yc);
         assert_same(mc, mr);
-        test_assert_close(yc, yr, tol_of(dt));
+        if (dt == TORC_BF16)
+          assert_same(yc, yr);
+        else
+          test_assert_close(yc, yr, tol_of(dt));
         torc_generator_free(g1);
         torc_generator_free(g2);
         torc_scope_end(scope);
@@ -93,24 +99,74 @@ static void test_dropout(void **state) {
   }
 }
 
-/* Dropout's backward multiplies by the saved mask: gradients agree. */
+/* bf16 dropout rounds x k once from double, as ref: every bf16
+ * significand in [1, 2), at several exponents and both signs, with p
+ * whose scale 1 / (1 - p) rounds some product differently in f32 (0.04:
+ * 1.78125; 0.82: 1.3359375), matches ref's bits. */
+static void test_dropout_bf16_rounding(void **state) {
+  (void)state;
+  enum { N = 128 * 64 };
+  static const double ps[] = {0.04, 0.82};
+  float *v = malloc(sizeof(float) * N);
+  assert_non_null(v);
+  for (int i = 0; i < N; i++)
+    v[i] = (1.0f + (float)(i % 128) / 128.0f) *
+           ldexpf((i / 128) % 2 ? -1.0f : 1.0f, (i / 256) % 16 - 8);
+  int scope = torc_scope_begin();
+  torc_tensor *x32 = torc_from_host(v, TORC_SHAPE(N), TORC_F32, TORC_CPU);
+  free(v);
+  torc_tensor *x = torc_to_dtype(x32, TORC_BF16);
+  assert_torc(x);
+  for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+    torc_generator *g1 = torc_generator_new(3), *g2 = torc_generator_new(3);
+    REF;
+    torc_tensor *yr = torc_dropout(x, ps[k], 1, g1);
+    CPU;
+    torc_tensor *yc = torc_dropout(x, ps[k], 1, g2);
+    UNPIN;
+    uint16_t *br = malloc(2 * N), *bc = malloc(2 * N);
+    assert_non_null(br);
+    assert_non_null(bc);
+    assert_ok(torc_to_host(yr, br, 2 * N));
+    assert_ok(torc_to_host(yc, bc, 2 * N));
+    for (int i = 0; i < N; i++)
+      if (br[i] != bc[i]) {
+        print_error("p %g, element %d: cpu 0x%04x, ref 0x%04x\n", ps[k], i,
+                    bc[i], br[i]);
+        fail();
+      }
+    free(br), free(bc);
+    torc_generator_free(g1);
+    torc_generator_free(g2);
+  }
+  torc_scope_end(scope);
+}
+
+/* Dropout's backward multiplies by the saved mask: gradients agree
+ * (bf16: exactly, every step an exact product). */
 static void test_dropout_backward(void **state) {
   (void)state;
-  int scope = torc_scope_begin();
-  int64_t shape[2] = {300, 129};
-  torc_tensor *xc, *xd;
-  leaf_pair(shape, 2, TORC_F32, &xc, &xd);
-  torc_generator *g1 = torc_generator_new(5), *g2 = torc_generator_new(5);
-  REF;
-  torc_tensor *yc = torc_dropout(xc, 0.3, 1, g1);
-  CPU;
-  torc_tensor *yd = torc_dropout(xd, 0.3, 1, g2);
-  UNPIN;
-  backward_pair(yc, yd);
-  test_assert_close(torc_grad_of(xd), torc_grad_of(xc), tol_of(TORC_F32));
-  torc_generator_free(g1);
-  torc_generator_free(g2);
-  torc_scope_end(scope);
+  for (int d = 0; d < 2; d++) {
+    torc_dtype dt = d ? TORC_BF16 : TORC_F32;
+    int scope = torc_scope_begin();
+    int64_t shape[2] = {300, 129};
+    torc_tensor *xc, *xd;
+    leaf_pair(shape, 2, dt, &xc, &xd);
+    torc_generator *g1 = torc_generator_new(5), *g2 = torc_generator_new(5);
+    REF;
+    torc_tensor *yc = torc_dropout(xc, 0.3, 1, g1);
+    CPU;
+    torc_tensor *yd = torc_dropout(xd, 0.3, 1, g2);
+    UNPIN;
+    backward_pair(yc, yd);
+    if (d)
+      assert_same(torc_grad_of(xd), torc_grad_of(xc));
+    else
+      test_assert_close(torc_grad_of(xd), torc_grad_of(xc), tol_of(dt));
+    torc_generator_free(g1);
+    torc_generator_free(g2);
+    torc_scope_end(scope);
+  }
 }
 
 /* ---- layer_norm ---- */
@@ -439,6 +495,8 @@ int main(void) {
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_dropout_backward, test_live_setup,
                                       test_live_teardown),
+      cmocka_unit_test_setup_teardown(test_dropout_bf16_rounding,
+                                      test_live_setup, test_live_teardown),
       cmocka_unit_test_setup_teardown(test_layer_norm, test_live_setup,
                                       test_live_teardown),
       cmocka_unit_test_setup_teardown(test_gelu_backward, test_live_setup,

@@ -3,8 +3,9 @@
  * padding and dilation, and matmul with transposed, strided, broadcast and
  * batched operands, each computed twice on the cpu — the dispatcher pinned
  * to ref's kernels, then to the plugin's — and compared (forward and
- * gradients); linear_act in a fused plan against eager and ref; and that in normal use the plugin serves cpu's matmul and
- * conv2d above ref.
+ * gradients); linear_act in a fused plan against eager and ref; and that in
+ * normal use the plugin serves cpu's matmul and conv2d above ref, and bf16
+ * only for its elementwise, reduction and dropout kernels.
  */
 #include <math.h>
 
@@ -292,13 +293,29 @@ static void test_linear_act_plan(void **state) {
   }
 }
 
-/* In normal use the plugin's kernels serve cpu above ref's, and only for
- * f32/f64 (ref keeps the other dtypes, but for copy). */
+/* The ops the plugin serves for bf16 (f32 arithmetic inside): the
+ * elementwise ones, fill_, where, the reductions and dropout. */
+static int bf16_op(const char *op) {
+  static const char *const ops[] = {
+      "fill_", "neg", "abs", "sign", "square", "relu", "exp", "log", "sqrt",
+      "tanh", "sigmoid", "reciprocal", "rsqrt", "silu", "leaky_relu", "gelu",
+      "clamp", "add", "sub", "mul", "div", "maximum", "relu_backward",
+      "minimum", "eq", "ne", "lt", "le", "gt", "ge", "where", "sum", "mean",
+      "amax", "amin", "dropout"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(op, ops[i]) == 0)
+      return 1;
+  return 0;
+}
+
+/* In normal use the plugin's kernels serve cpu above ref's, for f32/f64,
+ * and for bf16 the ops of bf16_op (ref keeps the other dtypes, but for
+ * copy). */
 static void test_serves_cpu(void **state) {
   (void)state;
   test_load_plugin("ref");
   test_load_plugin("cpu");
-  int found = 0;
+  int found = 0, found_bf16 = 0;
   for (int i = 0; i < torc_kernel_count(); i++) {
     torc_kernel_summary k;
     assert_ok(torc_kernel_get(i, &k));
@@ -314,13 +331,17 @@ static void test_serves_cpu(void **state) {
     if (fast && floating) {
       assert_true(ours);
       found++;
+    } else if (k.dtype == TORC_BF16 && bf16_op(k.op)) {
+      assert_true(ours);
+      found_bf16++;
     } else if (!floating && strcmp(k.op, "copy") != 0) {
-      /* Its elementwise and fused kernels are f32/f64 too; only copy
-       * (casts) serves every dtype. */
+      /* Its fused kernels are f32/f64 too; only copy (casts) serves
+       * every dtype. */
       assert_false(ours);
     }
   }
   assert_int_equal(found, 12);
+  assert_int_equal(found_bf16, 36);
   torc_shutdown();
 }
 

@@ -19,14 +19,11 @@ static inline float bn_ldh(uint16_t h) {
   memcpy(&f, &u, sizeof f);
   return f;
 }
-/* f32 -> bf16 bits, nearest even, a NaN kept a quiet NaN (as
- * torc_f32_to_bf16), without branches. */
+/* f32 -> bf16 bits (cpu_bf16_round). */
 static inline uint16_t bn_sth(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  uint32_t q = (u >> 16) | 0x40u;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+  return cpu_bf16_round(u);
 }
 #endif
 

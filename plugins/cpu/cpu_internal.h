@@ -67,11 +67,20 @@ void torc_cpu__gemm(int32_t dtype, int ta, int tb, int64_t m, int64_t n,
  * torc_set_num_threads takes effect. */
 void torc_cpu__threads(int n);
 
-/* Element size of f32, f64, bf16 and f16. */
+/* Element size of the kernels' float dtypes (f32, f64, bf16). */
 static inline size_t cpu_esize(int32_t dtype) {
-  return dtype == TORC_F64                              ? sizeof(double)
+  return dtype == TORC_F64                         ? sizeof(double)
          : dtype == TORC_BF16 || dtype == TORC_F16 ? sizeof(uint16_t)
-                                                      : sizeof(float);
+                                                   : sizeof(float);
+}
+
+/* f32 bits -> bf16 bits as torc_f32_to_bf16 (nearest, ties to even; a NaN
+ * stays a quiet NaN with its sign and top payload bits), without branches
+ * so that loops of it vectorise. */
+static inline uint16_t cpu_bf16_round(uint32_t u) {
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t q = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
 /* Address of element `i` (in elements) of t. */
@@ -134,7 +143,9 @@ enum {
   CPU_CELL_GRU_BW   /* p: gh', act, hg, h, gxg, ghg, gh */
 };
 
-/* One ISA's contiguous loops, for dt TORC_F32 or TORC_F64. */
+/* One ISA's contiguous loops, for dt TORC_F32 or TORC_F64; unary, binary,
+ * reduce and colreduce also take TORC_BF16 (f32 arithmetic inside, the
+ * results rounded to bf16 once; ew_kern.h). */
 typedef struct cpu_isa {
   const char *name;
   /* y[i] = op(x[i]), i < n; p: the op's torc_scalar_params or NULL. */
@@ -161,6 +172,10 @@ typedef struct cpu_isa {
    * thresh = torc_cpu__keep_threshold(p) (nn_kern.h). */
   void (*philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
                       uint8_t *keep, int64_t n);
+  /* dropout of bf16: y[i] = x[i] keep[i] scale and m[i] = keep[i] scale,
+   * i < n, rounded as ref rounds them (nn_kern.h). */
+  void (*drop_bf16)(const uint8_t *keep, const uint16_t *x, double scale,
+                    uint16_t *y, uint16_t *m, int64_t n);
   /* y[i] = g[i] gelu'(x[i]), the tanh approximation's when tanh_form. */
   void (*gelu_bw)(int32_t dt, int tanh_form, const void *g, const void *x,
                   void *y, int64_t n);

@@ -1,6 +1,6 @@
-/* plugins/cpu/ew.c — the cpu plugin's elementwise ops for f32 and f64
- * (copy for every dtype; reductions and softmax in ew_reduce.c, the walk
- * in ew_walk.h): one strided N-d walk
+/* plugins/cpu/ew.c — the cpu plugin's elementwise ops for f32, f64 and
+ * bf16 (bf16 computed in f32, ew_kern.h; copy for every dtype; reductions
+ * and softmax in ew_reduce.c, the walk in ew_walk.h): one strided N-d walk
  * that drops size-1 dims and merges the dims every operand walks evenly,
  * so a contiguous op becomes one run, a bias add [N, C] + [C] N runs with
  * a broadcast (stride 0) operand, and anything else runs of the innermost
@@ -122,7 +122,7 @@ static int binary(const torc_kernel_args *a, int op) {
   const torc_ktensor *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
   int cmp = op >= CPU_B_EQ;
   if (!same_shape(x, y) || !same_shape(w, y) || x->dtype != w->dtype ||
-      (x->dtype != TORC_F32 && x->dtype != TORC_F64) ||
+      (x->dtype != TORC_F32 && x->dtype != TORC_F64 && x->dtype != TORC_BF16) ||
       y->dtype != (cmp ? TORC_BOOL : x->dtype))
     return shape_error(a);
   binary_ctx b = {x->dtype, op, esz(y->dtype)};
@@ -157,6 +157,11 @@ static void where_inner(void *c, char **p, const int64_t *st, int64_t n) {
   if (es == 4) {
     const float *x = (const float *)p[1], *w = (const float *)p[2];
     float *y = (float *)p[3];
+    for (int64_t i = 0; i < n; i++)
+      y[i * st[3]] = cd[i * st[0]] ? x[i * st[1]] : w[i * st[2]];
+  } else if (es == 2) {
+    const uint16_t *x = (const uint16_t *)p[1], *w = (const uint16_t *)p[2];
+    uint16_t *y = (uint16_t *)p[3];
     for (int64_t i = 0; i < n; i++)
       y[i * st[3]] = cd[i * st[0]] ? x[i * st[1]] : w[i * st[2]];
   } else {
@@ -285,14 +290,6 @@ typedef struct copy_ctx {
   int32_t sdt, ddt;
 } copy_ctx;
 
-/* f32 bits -> bf16 bits as torc_f32_to_bf16 (nearest even, NaN kept a
- * quiet NaN), without branches so that loops of it vectorize. */
-static inline uint16_t bf16_bits(uint32_t u) {
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  uint32_t q = (u >> 16) | 0x40u;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
-}
-
 /* f32 -> bf16 over n elements at strides xs, ys (the casts autocast
  * makes of every weight, activation and gradient); the contiguous case
  * has its own loop, which vectorizes. */
@@ -302,13 +299,13 @@ static void f32_to_bf16_n(const float *x, int64_t xs, uint16_t *y, int64_t ys,
   if (xs == 1 && ys == 1) {
     for (int64_t i = 0; i < n; i++) {
       memcpy(&u, x + i, sizeof u);
-      y[i] = bf16_bits(u);
+      y[i] = cpu_bf16_round(u);
     }
     return;
   }
   for (int64_t i = 0; i < n; i++) {
     memcpy(&u, x + i * xs, sizeof u);
-    y[i * ys] = bf16_bits(u);
+    y[i * ys] = cpu_bf16_round(u);
   }
 }
 
@@ -435,7 +432,7 @@ static int k_copy(const torc_kernel_args *a) {
   return TORC_OK;
 }
 
-/* ---- fill_ (f32, f64; out contiguous) ---- */
+/* ---- fill_ (f32, f64, bf16) ---- */
 
 typedef struct fill_ctx {
   int32_t dt;
@@ -447,6 +444,10 @@ static void fill_task(void *c, int64_t b, int64_t e) {
   const fill_ctx *f = c;
   if (f->dt == TORC_F32) {
     float *y = (float *)f->p, v = (float)f->v;
+    for (int64_t i = b; i < e; i++)
+      y[i] = v;
+  } else if (f->dt == TORC_BF16) { /* double -> f32 -> bf16, as ref */
+    uint16_t *y = (uint16_t *)f->p, v = torc_f32_to_bf16((float)f->v);
     for (int64_t i = b; i < e; i++)
       y[i] = v;
   } else {
@@ -522,15 +523,20 @@ static const torc_cpu_kernel copy_kernel[] = {{"copy", k_copy, 0}};
 
 int torc_cpu__register_ew(const torc_host *host, torc_plugin *self) {
   static const int32_t floats[] = {TORC_F32, TORC_F64};
+  static const int32_t ew_floats[] = {TORC_F32, TORC_F64, TORC_BF16};
+  static const int32_t bf16[] = {TORC_BF16};
   static const int32_t all[] = {TORC_F32, TORC_F64, TORC_F16, TORC_BF16,
                                 TORC_I32, TORC_I64, TORC_U8,  TORC_BOOL};
   torc_cpu__isa_select();
   int st = torc_cpu__register_table(host, self, ew_kernels,
                                     sizeof ew_kernels / sizeof ew_kernels[0],
-                                    floats, 2);
+                                    ew_floats, 3);
   if (st == TORC_OK)
     st = torc_cpu__register_table(host, self, torc_cpu__ew_reduce_kernels,
                                   torc_cpu__n_ew_reduce_kernels, floats, 2);
+  if (st == TORC_OK)
+    st = torc_cpu__register_table(host, self, torc_cpu__ew_reduce_kernels,
+                                  torc_cpu__n_ew_reduce_bf16, bf16, 1);
   if (st == TORC_OK)
     st = torc_cpu__register_table(host, self, copy_kernel, 1, all,
                                   sizeof all / sizeof all[0]);

@@ -7,7 +7,8 @@
  *
  * f32 exp, log, tanh and sigmoid use branch-free polynomial forms (Cephes'
  * expf/logf/tanhf coefficients, within 1-2 ulp) so that they vectorise;
- * NaN, +-inf, 0 and denormals follow libm. f64 calls libm.
+ * NaN, +-inf, 0 and denormals follow libm. f64 calls libm. bf16 runs go
+ * through the f32 loops a block at a time (widened, then rounded back).
  */
 #include <math.h>
 #include <stdint.h>
@@ -302,24 +303,73 @@ CPU_INLINE void gelu_erf_f64(const double *x, double *y, int64_t n) {
 static double d_sqrt(double v) { return __builtin_sqrt(v); }
 static float f_sqrt(float v) { return __builtin_sqrtf(v); }
 
+static void unary_f32(int op, const float *x, float *y, int64_t n,
+                      const torc_scalar_params *p) {
+  /* y may alias x (in place) */
+  UNARY_SIMPLE(float, x, y, n, op, v_expf, v_logf, v_tanhf, v_sigmoidf, f_sqrt,
+               __builtin_fabsf)
+  if (p)
+    UNARY_PARAM(float, x, y, n, op, p, v_tanhf)
+}
+
+static void unary_f64(int op, const double *x, double *y, int64_t n,
+                      const torc_scalar_params *p) {
+  UNARY_SIMPLE(double, x, y, n, op, exp, log, tanh, s_sigmoid, d_sqrt,
+               __builtin_fabs)
+  if (p)
+    UNARY_PARAM(double, x, y, n, op, p, tanh)
+}
+
+/* ---- bf16 through f32 ----
+ * A bf16 run widens a block at a time to f32 (exact: a bf16 is the top
+ * half of an f32), goes through the f32 loops and narrows back to the
+ * nearest bf16, ties to even, NaN kept a quiet NaN (torc_f32_to_bf16).
+ * For + - * / sqrt, relu, max, min and the comparisons the f32 loop's
+ * result is the correctly rounded one, which is also what ref's double
+ * result rounds to in f32 (53 bits >= 2 * 24 + 2: rounding twice is
+ * innocuous), and ref narrows that f32 the same way: bit for bit ref's.
+ * exp, log, tanh, sigmoid and the ops built on them are the f32
+ * polynomials' (1-2 f32 ulp), which narrow to ref's bf16 but for a value
+ * that close to a bf16 rounding boundary (one bf16 ulp off then). */
+enum { BF_BLK = 512 };
+
+CPU_INLINE void bf16_widen(const uint16_t *restrict x, float *restrict y,
+                           int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)x[i] << 16;
+    memcpy(y + i, &u, sizeof u);
+  }
+}
+
+CPU_INLINE void bf16_narrow(const float *restrict x, uint16_t *restrict y,
+                            int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + i, sizeof u);
+    y[i] = cpu_bf16_round(u);
+  }
+}
+
+/* y may alias x. */
+static void unary_bf16(int op, const uint16_t *x, uint16_t *y, int64_t n,
+                       const torc_scalar_params *p) {
+  float b[BF_BLK];
+  for (int64_t i = 0; i < n; i += BF_BLK) {
+    int64_t m = n - i < BF_BLK ? n - i : BF_BLK;
+    bf16_widen(x + i, b, m);
+    unary_f32(op, b, b, m, p);
+    bf16_narrow(b, y + i, m);
+  }
+}
+
 static void FN(unary)(int32_t dt, int op, const void *xv, void *yv, int64_t n,
                       const void *pv) {
-  const torc_scalar_params *p = pv;
-  if (dt == TORC_F32) {
-    const float *x = xv;
-    float *y = yv; /* may alias x (in place) */
-    UNARY_SIMPLE(float, x, y, n, op, v_expf, v_logf, v_tanhf, v_sigmoidf,
-                 f_sqrt, __builtin_fabsf)
-    if (p)
-      UNARY_PARAM(float, x, y, n, op, p, v_tanhf)
-  } else {
-    const double *x = xv;
-    double *y = yv;
-    UNARY_SIMPLE(double, x, y, n, op, exp, log, tanh, s_sigmoid, d_sqrt,
-                 __builtin_fabs)
-    if (p)
-      UNARY_PARAM(double, x, y, n, op, p, tanh)
-  }
+  if (dt == TORC_F32)
+    unary_f32(op, xv, yv, n, pv);
+  else if (dt == TORC_BF16)
+    unary_bf16(op, xv, yv, n, pv);
+  else
+    unary_f64(op, xv, yv, n, pv);
 }
 
 /* ---- binary ---- */
@@ -405,23 +455,51 @@ static void FN(unary)(int32_t dt, int op, const void *xv, void *yv, int64_t n,
     }                                                                          \
   } while (0)
 
+static void binary_f32(int op, const float *a, int sa, const float *b, int sb,
+                       void *yv, int64_t n) {
+  typedef float T;
+  if (op < CPU_B_EQ)
+    BIN_ARITH(T);
+  else
+    BIN_CMP(T);
+}
+
+static void binary_f64(int op, const double *a, int sa, const double *b, int sb,
+                       void *yv, int64_t n) {
+  typedef double T;
+  if (op < CPU_B_EQ)
+    BIN_ARITH(T);
+  else
+    BIN_CMP(T);
+}
+
+/* bf16 operands through binary_f32 a block at a time (a broadcast one
+ * widened as its one element); comparisons write their bools directly.
+ * y may alias a or b. */
+static void binary_bf16(int op, const uint16_t *a, int sa, const uint16_t *b,
+                        int sb, void *yv, int64_t n) {
+  float fa[BF_BLK], fb[BF_BLK], fy[BF_BLK];
+  for (int64_t i = 0; i < n; i += BF_BLK) {
+    int64_t m = n - i < BF_BLK ? n - i : BF_BLK;
+    bf16_widen(sa ? a + i : a, fa, sa ? m : 1);
+    bf16_widen(sb ? b + i : b, fb, sb ? m : 1);
+    if (op >= CPU_B_EQ) {
+      binary_f32(op, fa, sa, fb, sb, (uint8_t *)yv + i, m);
+    } else {
+      binary_f32(op, fa, sa, fb, sb, fy, m);
+      bf16_narrow(fy, (uint16_t *)yv + i, m);
+    }
+  }
+}
+
 static void FN(binary)(int32_t dt, int op, const void *av, int sa,
                        const void *bv, int sb, void *yv, int64_t n) {
-  if (dt == TORC_F32) {
-    typedef float T;
-    const T *a = av, *b = bv;
-    if (op < CPU_B_EQ)
-      BIN_ARITH(T);
-    else
-      BIN_CMP(T);
-  } else {
-    typedef double T;
-    const T *a = av, *b = bv;
-    if (op < CPU_B_EQ)
-      BIN_ARITH(T);
-    else
-      BIN_CMP(T);
-  }
+  if (dt == TORC_F32)
+    binary_f32(op, av, sa, bv, sb, yv, n);
+  else if (dt == TORC_BF16)
+    binary_bf16(op, av, sa, bv, sb, yv, n);
+  else
+    binary_f64(op, av, sa, bv, sb, yv, n);
 }
 
 /* ---- reductions ---- */
@@ -473,12 +551,33 @@ enum { RL = 16 }; /* independent lanes: the compiler keeps them in vectors */
     *acc = r;                                                                  \
   } while (0)
 
+static void reduce_f32(int op, const void *xv, int64_t n, double *acc) {
+  REDUCE_BODY(float);
+}
+
+static void reduce_f64(int op, const void *xv, int64_t n, double *acc) {
+  REDUCE_BODY(double);
+}
+
+/* bf16 through reduce_f32 a block at a time: the sum accumulates in
+ * double as f32's does (the caller rounds it once). */
+static void reduce_bf16(int op, const uint16_t *x, int64_t n, double *acc) {
+  float b[BF_BLK];
+  for (int64_t i = 0; i < n; i += BF_BLK) {
+    int64_t m = n - i < BF_BLK ? n - i : BF_BLK;
+    bf16_widen(x + i, b, m);
+    reduce_f32(op, b, m, acc);
+  }
+}
+
 static void FN(reduce)(int32_t dt, int op, const void *xv, int64_t n,
                        double *acc) {
   if (dt == TORC_F32)
-    REDUCE_BODY(float);
+    reduce_f32(op, xv, n, acc);
+  else if (dt == TORC_BF16)
+    reduce_bf16(op, xv, n, acc);
   else
-    REDUCE_BODY(double);
+    reduce_f64(op, xv, n, acc);
 }
 
 #define COLREDUCE_BODY(T)                                                      \
@@ -499,12 +598,31 @@ static void FN(reduce)(int32_t dt, int op, const void *xv, int64_t n,
       }                                                                        \
   } while (0)
 
+static void colreduce_f32(int op, const void *xv, int64_t n, double *acc) {
+  COLREDUCE_BODY(float);
+}
+
+static void colreduce_f64(int op, const void *xv, int64_t n, double *acc) {
+  COLREDUCE_BODY(double);
+}
+
+static void colreduce_bf16(int op, const uint16_t *x, int64_t n, double *acc) {
+  float b[BF_BLK];
+  for (int64_t i = 0; i < n; i += BF_BLK) {
+    int64_t m = n - i < BF_BLK ? n - i : BF_BLK;
+    bf16_widen(x + i, b, m);
+    colreduce_f32(op, b, m, acc + i);
+  }
+}
+
 static void FN(colreduce)(int32_t dt, int op, const void *xv, int64_t n,
                           double *acc) {
   if (dt == TORC_F32)
-    COLREDUCE_BODY(float);
+    colreduce_f32(op, xv, n, acc);
+  else if (dt == TORC_BF16)
+    colreduce_bf16(op, xv, n, acc);
   else
-    COLREDUCE_BODY(double);
+    colreduce_f64(op, xv, n, acc);
 }
 
 /* ---- softmax of one contiguous row ----
@@ -709,6 +827,7 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .softmax = FN(softmax),
     .cell = FN(cell),
     .philox_keep = FN(philox_keep),
+    .drop_bf16 = FN(drop_bf16),
     .gelu_bw = FN(gelu_bw),
     .exp_sum = FN(exp_sum),
     .ln_row = FN(ln_row),

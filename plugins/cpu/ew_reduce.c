@@ -1,6 +1,7 @@
 /* plugins/cpu/ew_reduce.c — the cpu plugin's reductions (sum, mean, amax,
- * amin over any dims) and softmax / log_softmax over one dim, f32 and f64,
- * on the walk of ew_walk.h; semantics are ref's.
+ * amin over any dims; f32, f64 and bf16, accumulated in double and rounded
+ * once) and softmax / log_softmax over one dim (f32, f64), on the walk of
+ * ew_walk.h; semantics are ref's.
  */
 #include "ew_walk.h"
 
@@ -256,6 +257,8 @@ static int reduce(const torc_kernel_args *a, int op, int mean) {
     }
     if (y->dtype == TORC_F32)
       ((float *)yp)[off] = (float)v;
+    else if (y->dtype == TORC_BF16) /* double -> f32 -> bf16, as ref */
+      ((uint16_t *)yp)[off] = torc_f32_to_bf16((float)v);
     else
       ((double *)yp)[off] = v;
   }
@@ -362,3 +365,4 @@ const torc_cpu_kernel torc_cpu__ew_reduce_kernels[] = {
 };
 const size_t torc_cpu__n_ew_reduce_kernels =
     sizeof torc_cpu__ew_reduce_kernels / sizeof torc_cpu__ew_reduce_kernels[0];
+const size_t torc_cpu__n_ew_reduce_bf16 = 4; /* sum, mean, amax, amin */

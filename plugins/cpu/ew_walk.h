@@ -152,6 +152,11 @@ static inline void *gather(void *buf, const char *p, int64_t st, int64_t n,
     const double *s = (const double *)p;
     for (int64_t i = 0; i < n; i++)
       d[i] = s[i * st];
+  } else if (es == 2) {
+    uint16_t *d = buf;
+    const uint16_t *s = (const uint16_t *)p;
+    for (int64_t i = 0; i < n; i++)
+      d[i] = s[i * st];
   } else {
     for (int64_t i = 0; i < n; i++)
       memcpy((char *)buf + (size_t)i * es, p + i * st * (int64_t)es, es);
@@ -169,6 +174,11 @@ static inline void scatter(char *p, int64_t st, const void *buf,
   } else if (es == 8) {
     double *d = (double *)p;
     const double *s = buf;
+    for (int64_t i = 0; i < n; i++)
+      d[i * st] = s[i];
+  } else if (es == 2) {
+    uint16_t *d = (uint16_t *)p;
+    const uint16_t *s = buf;
     for (int64_t i = 0; i < n; i++)
       d[i * st] = s[i];
   } else {
@@ -212,8 +222,10 @@ static inline const void *params_of(const torc_kernel_args *a, size_t size) {
 }
 
 /* The reductions' and softmax's kernels (ew_reduce.c), registered for f32
- * and f64 after ew.c's. */
+ * and f64 after ew.c's; the first torc_cpu__n_ew_reduce_bf16 of them (the
+ * reductions) for bf16 too. */
 extern const torc_cpu_kernel torc_cpu__ew_reduce_kernels[];
 extern const size_t torc_cpu__n_ew_reduce_kernels;
+extern const size_t torc_cpu__n_ew_reduce_bf16;
 
 #endif /* TORC_CPU_EW_WALK_H */

@@ -1,7 +1,7 @@
 /* plugins/cpu/nn.c — the cpu plugin's f32/f64 kernels of the nn ops a
  * transformer's training step runs besides GEMMs and attention: "dropout"
- * (ref's Philox mask, bit for bit), "layer_norm" and its backward (rows
- * across the pool, each row's loops vectorised in nn_kern.h),
+ * (ref's Philox mask, bit for bit; bf16 too), "layer_norm" and its backward
+ * (rows across the pool, each row's loops vectorised in nn_kern.h),
  * "gelu_backward" (the elementwise walk of ew_walk.h), "embedding" and
  * "embedding_backward", and "norm" over all elements. Every reduction has a
  * fixed order, so results do not depend on the thread count.
@@ -65,6 +65,9 @@ static void drop_task(void *ctx, int64_t lo, int64_t hi) {
         m[i] = k;
         y[i] = x[i] * k;
       }
+    } else if (j->dt == TORC_BF16) {
+      torc_cpu__isa->drop_bf16(kb, (const uint16_t *)j->x + b0, j->scale,
+                               (uint16_t *)j->y + b0, (uint16_t *)j->m + b0, n);
     } else {
       const double *x = (const double *)j->x + b0;
       double *y = (double *)j->y + b0, *m = (double *)j->m + b0;
@@ -83,9 +86,13 @@ static int k_dropout(const torc_kernel_args *a) {
     return TORC_KERNEL_DECLINED;
   int32_t dt = a->in[0].dtype;
   int64_t n = nn_numel(&a->in[0]);
-  if (!nn_plain(&a->in[0], dt) || !nn_plain(&a->out[0], dt) ||
-      !nn_plain(&a->out[1], dt) || nn_numel(&a->out[0]) != n ||
-      nn_numel(&a->out[1]) != n || p->p != p->p)
+  const torc_ktensor *t[3] = {&a->in[0], &a->out[0], &a->out[1]};
+  for (int i = 0; i < 3; i++)
+    if (t[i]->dtype != dt ||
+        (dt != TORC_F32 && dt != TORC_F64 && dt != TORC_BF16) ||
+        !nn_rowmajor(t[i]))
+      return TORC_KERNEL_DECLINED;
+  if (nn_numel(&a->out[0]) != n || nn_numel(&a->out[1]) != n || p->p != p->p)
     return TORC_KERNEL_DECLINED;
   drop_job j = {
       .dt = dt,
@@ -590,7 +597,14 @@ int torc_cpu__register_nn(const torc_host *host, torc_plugin *self) {
       {"embedding_backward", k_embedding_backward, TORC_KERNEL_CONTIGUOUS},
       {"norm", k_norm, TORC_KERNEL_CONTIGUOUS},
   };
-  static const int32_t dtypes[] = {TORC_F32, TORC_F64};
-  return torc_cpu__register_table(
+  /* dropout of bf16 activations (mixed precision) */
+  static const torc_cpu_kernel bf16_kernels[] = {
+      {"dropout", k_dropout, TORC_KERNEL_CONTIGUOUS},
+  };
+  static const int32_t dtypes[] = {TORC_F32, TORC_F64}, bf16[] = {TORC_BF16};
+  int st = torc_cpu__register_table(
       host, self, kernels, sizeof kernels / sizeof kernels[0], dtypes, 2);
+  if (st == TORC_OK)
+    st = torc_cpu__register_table(host, self, bf16_kernels, 1, bf16, 1);
+  return st;
 }

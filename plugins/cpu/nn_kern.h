@@ -1,6 +1,7 @@
 /* plugins/cpu/nn_kern.h — the per-ISA loops of the cpu plugin's nn
- * kernels (nn.c, attention.c): the Philox keep mask of dropout, gelu's
- * backward, and one row of layer_norm and of its backward. Plain C that
+ * kernels (nn.c, attention.c): the Philox keep mask of dropout and its
+ * bf16 product, gelu's backward, and one row of layer_norm and of its
+ * backward. Plain C that
  * the compiler vectorises, included by ew_kern.h so that each ISA build
  * (ew_scalar.c, ew_avx2.c, ew_avx512.c) gets its own copy.
  */
@@ -38,6 +39,25 @@ static void FN(philox_keep)(uint64_t seed, uint64_t off, uint64_t thresh,
     uint64_t bits =
         (((uint64_t)c0 << 21) ^ (uint64_t)(c1 >> 11)) & ((1ull << 53) - 1);
     keep[i] = bits >= thresh;
+  }
+}
+
+/* ---- dropout's bf16 product ----
+ * y[i] = x[i] k[i] and m[i] = k[i], k[i] = keep[i] scale, for i < n: the
+ * product in double, rounded to f32 then bf16 as ref rounds it (scale =
+ * 1 / (1 - p) is rarely an f32, so an f32 product would round
+ * differently); keep[i] is 0 or 1, so k[i] is exactly 0 or scale, and the
+ * loop has no branch to mispredict on a random mask. */
+static void FN(drop_bf16)(const uint8_t *restrict keep,
+                          const uint16_t *restrict x, double scale,
+                          uint16_t *restrict y, uint16_t *restrict m,
+                          int64_t n) {
+  uint16_t ms = cpu_bf16_round((uint32_t)f2bits((float)scale));
+  for (int64_t i = 0; i < n; i++) {
+    float xf = bits2f((int32_t)((uint32_t)x[i] << 16));
+    float yf = (float)((double)xf * ((double)keep[i] * scale));
+    y[i] = cpu_bf16_round((uint32_t)f2bits(yf));
+    m[i] = (uint16_t)(ms & (0u - keep[i]));
   }
 }
 
