@@ -34,3 +34,10 @@ TESTS += tests/test_cpu_bnorm
 endif
 tests_test_cpu_bnorm_SOURCES = tests/test_cpu_bnorm.c tests/testutil.h
 tests_test_cpu_bnorm_LDFLAGS = $(TORC_TEST_LINK_FLAGS)
+# bf16 max_pool2d (2x2, stride 2) and its backward against ref's.
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_cpu_maxpool
+TESTS += tests/test_cpu_maxpool
+endif
+tests_test_cpu_maxpool_SOURCES = tests/test_cpu_maxpool.c tests/testutil.h
+tests_test_cpu_maxpool_LDFLAGS = $(TORC_TEST_LINK_FLAGS)

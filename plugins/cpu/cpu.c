@@ -65,6 +65,8 @@ static int register_fast(const torc_host *host, torc_plugin *self) {
     st = torc_cpu__register_nn(host, self);
   if (st == TORC_OK)
     st = torc_cpu__register_bnorm(host, self);
+  if (st == TORC_OK)
+    st = torc_cpu__register_maxpool(host, self);
   return st;
 }
 

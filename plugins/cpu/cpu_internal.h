@@ -43,6 +43,8 @@ int torc_cpu__register_attention(const torc_host *host, torc_plugin *self);
 int torc_cpu__register_nn(const torc_host *host, torc_plugin *self);
 /* bnorm.c: batch_norm and its backward, f32 and bf16. */
 int torc_cpu__register_bnorm(const torc_host *host, torc_plugin *self);
+/* maxpool.c: bf16 max_pool2d (2x2, stride 2) and its backward. */
+int torc_cpu__register_maxpool(const torc_host *host, torc_plugin *self);
 
 /* The kernels (f32 and f64 only; every other dtype stays on ref). */
 int torc_cpu__k_matmul(const torc_kernel_args *a);
@@ -200,6 +202,10 @@ typedef struct cpu_isa {
                      double mean, double *sg, double *sgx);
   void (*bn_bw_apply)(int32_t dt, const void *g, const void *x, void *gx,
                       int64_t n, float mean, float k1, float k2, float k3);
+  /* One output row of n of the bf16 2x2, stride-2 max pool (mp_kern.h):
+   * rows r0, r1 of width W; y and the i64 indices from corner. */
+  void (*mp2_row_bf16)(const uint16_t *r0, const uint16_t *r1, int64_t W,
+                       int64_t n, int64_t corner, uint16_t *y, int64_t *ix);
 } cpu_isa;
 
 /* The integer threshold of the Philox keep test u >= p: u is bits * 2^-53

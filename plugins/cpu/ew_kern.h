@@ -817,6 +817,7 @@ static void FN(cell)(int32_t dt, int op, void *const *p, int64_t r0,
 
 #include "nn_kern.h"
 #include "bn_kern.h"
+#include "mp_kern.h"
 
 const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .name = CPU_ISA_STRING,
@@ -836,4 +837,5 @@ const cpu_isa CPU_CAT(torc_cpu__isa_, CPU_ISA_NAME) = {
     .bn_apply = FN(bn_apply),
     .bn_bw_sums = FN(bn_bw_sums),
     .bn_bw_apply = FN(bn_bw_apply),
+    .mp2_row_bf16 = FN(mp2_row_bf16),
 };

@@ -13,7 +13,8 @@ CPU_X86 = $(filter x86_64 amd64 i386 i486 i586 i686,$(host_cpu))
 CPU_ISA_CFLAGS = $(AM_CFLAGS) -O3 $(VEC_CFLAGS) \
 	-fno-math-errno -fno-trapping-math
 plugins_cpu_libew_scalar_la_SOURCES = plugins/cpu/ew_scalar.c \
-	plugins/cpu/ew_kern.h plugins/cpu/nn_kern.h plugins/cpu/bn_kern.h
+	plugins/cpu/ew_kern.h plugins/cpu/nn_kern.h plugins/cpu/bn_kern.h \
+	plugins/cpu/mp_kern.h
 plugins_cpu_libew_scalar_la_CFLAGS = $(CPU_ISA_CFLAGS)
 plugins_cpu_libew_avx2_la_SOURCES = plugins/cpu/ew_avx2.c
 plugins_cpu_libew_avx2_la_CFLAGS = $(CPU_ISA_CFLAGS) \
@@ -27,7 +28,8 @@ plugins_cpu_la_SOURCES = plugins/cpu/cpu.c plugins/cpu/cpu_internal.h \
 	plugins/cpu/ew.c plugins/cpu/ew_walk.h plugins/cpu/ew_reduce.c \
 	plugins/cpu/fused.c plugins/cpu/pool.c plugins/cpu/attention.c \
 	plugins/cpu/rnn_cell.c \
-	plugins/cpu/cpuid.c plugins/cpu/nn.c plugins/cpu/bnorm.c
+	plugins/cpu/cpuid.c plugins/cpu/nn.c plugins/cpu/bnorm.c \
+	plugins/cpu/maxpool.c
 plugins_cpu_la_CFLAGS = $(AM_CFLAGS) $(OPENBLAS_CFLAGS) $(VEC_CFLAGS)
 plugins_cpu_la_LIBADD = plugins/cpu/libew_scalar.la \
 	plugins/cpu/libew_avx2.la plugins/cpu/libew_avx512.la \
