@@ -375,6 +375,9 @@ $(awk -F, -v b="$batches" '$3 == "train" { s = $7; t = $8 } END {
 EOF
 }
 fallback=
+# The f32 runs on the device by model, for part 6: test accuracy, ms per
+# step and the run's name.
+declare -A f32_acc f32_ms f32_run
 for m in mlp cnn; do
   ini=$out/ini/$m.ini
   train_run "$m-cpu" "$ini" cpu
@@ -402,6 +405,7 @@ for m in mlp cnn; do
     row "$m on $dev$how" FAIL "$why"
     continue
   fi
+  f32_acc[$m]=$acc f32_ms[$m]=$ms f32_run[$m]=$m-gpu${how:+-fallback}
   if [ -z "$how" ]; then
     row "$m on $dev" PASS "test accuracy $acc; $ms ms/step, $sps samples/s"
   else
@@ -517,5 +521,103 @@ fi
     "the same models in bench/gpu/torch_cuda.py."
 } >>"$report"
 
+# ---- 6. mixed precision on the device ----
+# bf16 and fp16 ([train] precision) trained on part 4's schedule and timed
+# as in part 5, beside the f32 runs there; the bf16 checkpoint evaluated
+# in f32 and with [eval] precision = bf16.
+printf '\n## 6. Mixed precision on %s\n' "$dev" >>"$report"
+t_mp=$(date +%s)
+para "\`[train] precision = bf16\` and \`fp16\` on $dev on the schedule" \
+  "of part 4 (one epoch on $samples samples, scored on $test): test" \
+  "accuracy against the f32 run on $dev (PASS within 0.3 points, part" \
+  "4's target), the start-up header's \`precision:\` line, and for fp16" \
+  "the gradient scaler's skipped steps (the metrics CSV's" \
+  "\`skipped_steps\`) with finite losses: PASS when fewer than half the" \
+  "steps were skipped. \`torc bench\` ($steps steps) of each, against" \
+  "part 5's f32 figure, with the provider of matmul and conv2d in its" \
+  "profile; \`torc eval\` of the bf16 checkpoint in f32 and with" \
+  "\`[eval] precision = bf16\`."
+# Off cuda the half dtypes may have only the reference kernels, which
+# [train] precision refuses unless allow_emulated.
+half=
+if [ "$plugin" != cuda ]; then
+  half="--set train.allow_emulated=yes"
+  para "$plugin is not cuda: the half-precision runs add" \
+    "\`--set train.allow_emulated=yes\`, so that they run where only" \
+    "reference kernels serve the dtype. Their accuracies are the half" \
+    "arithmetic's; their step times say nothing of half-precision speed."
+fi
+table
+# pts A B: |A - B| in points (A and B in 0-1).
+pts() { awk -v a="$1" -v b="$2" 'BEGIN { d = 100 * (a - b); if (d < 0) d = -d; printf "%.2f", d }'; }
+# ratio A B: A / B as "N.NNx"; "-" without both.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }'; }
+# within D LIMIT: D <= LIMIT.
+within() { awk -v d="$1" -v l="$2" 'BEGIN { exit !(d <= l) }'; }
+# finite X: X is a number, not nan or inf.
+finite() { case $1 in '' | - | *[nN][aA][nN]* | *[iI][nN][fF]*) return 1 ;; esac; }
+# csv_last RUN: from the last train and test rows of RUN's metrics CSV,
+# by column name: tl (train loss), vl (test loss), nst (steps so far), k
+# (skipped_steps); "-" for what is not there.
+csv_last() {
+  read -r tl vl nst k <<EOF
+$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$(i)] = i; next }
+  $(c["split"]) == "train" { tl = $(c["loss"]); n = $(c["step"])
+    if (c["skipped_steps"]) k = $(c["skipped_steps"]) }
+  $(c["split"]) == "test" { vl = $(c["loss"]) }
+  function f(x) { return x == "" ? "-" : x }
+  END { print f(tl), f(vl), f(n), f(k) }' "$out/runs/$1/metrics.csv" 2>/dev/null ||
+  echo - - - -)
+EOF
+}
+declare -A half_acc half_k half_bench
+how=${fallback:+ (torc.fallback=cpu)}
+for m in mlp cnn; do
+  for p in bf16 fp16; do
+    n=$m-$p
+    if [ "$gpu_ok" = 0 ]; then
+      row "$m $p on $dev" SKIP "$nodev"
+      continue
+    fi
+    # shellcheck disable=SC2086 # the options' words, split on purpose
+    train_run "$n" "$out/ini/$m.ini" "$dev" --set train.precision="$p" \
+      $half $fallback
+    if [ "$rc" != 0 ]; then
+      row "$m $p on $dev$how" FAIL "$why"
+      continue
+    fi
+    # The header's line ends with the plugins that serve the products in
+    # the dtype: "...; bf16 matmul by cuda, conv2d by cuda".
+    pl=$(sed -n 's/^precision: //p' "$out/train-$n.log" | head -n 1)
+    if [ -z "$acc" ] || [ -z "$pl" ]; then
+      row "$m $p on $dev$how" FAIL "no test accuracy or no precision: line in its output (train-$n.log)"
+      continue
+    fi
+    half_acc[$n]=$acc
+    row "$m $p on $dev$how" PASS "test accuracy $acc; $ms ms/step, $sps samples/s; precision: $pl"
+    a32=${f32_acc[$m]:-}
+    if [ -z "$a32" ]; then
+      row "$m $p: accuracy vs f32" SKIP "no f32 run on $dev to compare with (part 4)"
+    else
+      d=$(pts "$acc" "$a32")
+      what="$d points apart ($acc against $a32; target <= 0.3); step time f32/$p $(ratio "${f32_ms[$m]}" "$ms")"
+      if within "$d" 0.3; then row "$m $p: accuracy vs f32" PASS "$what"
+      else row "$m $p: accuracy vs f32" FAIL "$what"; fi
+    fi
+    [ "$p" = fp16 ] || continue
+    csv_last "${f32_run[$m]:-none}"
+    tl32=$tl vl32=$vl
+    csv_last "$n"
+    half_k[$m]=$k
+    what="skipped_steps $k of $nst steps; train loss $tl (f32 $tl32), test loss $vl (f32 $vl32)"
+    case $k in '' | *[!0-9]*) k=-1 ;; esac
+    case $nst in '' | *[!0-9]*) nst=0 ;; esac
+    if finite "$tl" && finite "$vl" && [ "$k" -ge 0 ] && [ $((2 * k)) -lt "$nst" ]; then
+      row "$m fp16: loss scaling" PASS "$what: finite, not diverged"
+    else
+      row "$m fp16: loss scaling" FAIL "$what (target: finite losses, fewer than half the steps skipped)"
+    fi
+  done
+done
 finish
 exit 0
