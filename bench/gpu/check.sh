@@ -527,10 +527,22 @@ fi
 # in f32 and with [eval] precision = bf16.
 printf '\n## 6. Mixed precision on %s\n' "$dev" >>"$report"
 t_mp=$(date +%s)
+# One epoch's test accuracy moves by points with any change of rounding:
+# on the cpu (bf16 by onednn), the f32 CNN of part 4 at 20000 samples
+# scores 83.2, 79.9 and 77.3% with seeds 0, 1 and 2 (the MLP 80.9, 82.2
+# and 79.9%), and bf16 on the same seeds -2.1, +2.8 and +2.8 points from
+# it. Part 4's 0.3 points hold because its two runs do the same
+# arithmetic; a half-precision run is held to half_tol points of f32,
+# which catches a broken half path, not the few tenths a full schedule
+# would show.
+half_tol=5
 para "\`[train] precision = bf16\` and \`fp16\` on $dev on the schedule" \
   "of part 4 (one epoch on $samples samples, scored on $test): test" \
-  "accuracy against the f32 run on $dev (PASS within 0.3 points, part" \
-  "4's target), the start-up header's \`precision:\` line, and for fp16" \
+  "accuracy against the f32 run on $dev (PASS within $half_tol points:" \
+  "after one epoch a change of rounding alone moves the accuracy by" \
+  "points, as a change of seed does, so this catches a broken half path" \
+  "and not the few tenths of a full schedule), the start-up header's" \
+  "\`precision:\` line, and for fp16" \
   "the gradient scaler's skipped steps (the metrics CSV's" \
   "\`skipped_steps\`) with finite losses: PASS when fewer than half the" \
   "steps were skipped. \`torc bench\` ($steps steps) of each, against" \
@@ -600,8 +612,8 @@ for m in mlp cnn; do
       row "$m $p: accuracy vs f32" SKIP "no f32 run on $dev to compare with (part 4)"
     else
       d=$(pts "$acc" "$a32")
-      what="$d points apart ($acc against $a32; target <= 0.3); step time f32/$p $(ratio "${f32_ms[$m]}" "$ms")"
-      if within "$d" 0.3; then row "$m $p: accuracy vs f32" PASS "$what"
+      what="$d points apart ($acc against $a32; target <= $half_tol); step time f32/$p $(ratio "${f32_ms[$m]}" "$ms")"
+      if within "$d" "$half_tol"; then row "$m $p: accuracy vs f32" PASS "$what"
       else row "$m $p: accuracy vs f32" FAIL "$what"; fi
     fi
     [ "$p" = fp16 ] || continue
