@@ -5,8 +5,10 @@
 # (tests/test_cuda_device: streams, events, a bad index reported at the
 # next wait, out of memory), the MLP and CNN examples
 # trained on cuda:0 and on the cpu on the same short schedule (test
-# accuracy within 0.3 points, step time), and per-op overhead and step
-# time beside PyTorch on CUDA where it is installed. Every step has its own
+# accuracy within 0.3 points, step time), per-op overhead and step time
+# beside PyTorch on CUDA where it is installed, and mixed precision on
+# cuda:0 (both examples trained and timed in bf16 and fp16 beside f32, the
+# bf16 checkpoint evaluated in f32 and bf16). Every step has its own
 # timeout; a part that cannot run is a SKIP with the reason, one that
 # fails a FAIL with the error, and the run goes on. The report is
 # $OUT/report.md (written as the run goes, so it is there even if the run
@@ -631,5 +633,126 @@ for m in mlp cnn; do
     fi
   done
 done
+# step32 MODEL: part 5's f32 ms per step of MODEL on the device.
+step32() { awk -v m="$1" -v d="$dev" '$1 == "torc" && $2 == "step_ms_" m && $3 == d { print $4 }' "$fig"; }
+# torc bench in each half precision. The profile names each op's
+# provider, not its dtype: the dtype is autocast's (the step line's "bf16
+# mixed precision"), and matmul and conv2d must be the plugin's, not ref's.
+for m in mlp cnn; do
+  for p in bf16 fp16; do
+    n=$m-$p
+    if [ "$gpu_ok" = 0 ]; then
+      row "torc bench $m $p on $dev" SKIP "$nodev"
+      continue
+    fi
+    # shellcheck disable=SC2086 # the options' words, split on purpose
+    step "bench-$n" 120 "$torc" bench "$out/ini/$m.ini" --steps "$steps" \
+      --set device.type="$dev" --set torc.threads="$jobs" \
+      --set plugin."$plugin".module="$plugin" --set train.precision="$p" \
+      $half $fallback
+    line=$(grep -E 'ms/step' "$out/bench-$n.log" | head -n 1)
+    if [ "$rc" != 0 ] || [ -z "$line" ]; then
+      row "torc bench $m $p on $dev$how" FAIL "${why:-no ms/step line in bench-$n.log}"
+      continue
+    fi
+    ms=$(echo "$line" | awk '{ for (i = 2; i <= NF; i++) if ($(i) == "ms/step,") print $(i - 1) }')
+    half_bench[$n]=$ms
+    # The profile shows the 15 ops that took the most time (on an
+    # asynchronous device, to queue): the model's products that are shown
+    # must all be the plugin's ("cuda", not "ref" nor "cuda+ref"), and at
+    # least one must be shown.
+    ops=matmul bad='' served='' unseen=''
+    [ "$m" = cnn ] && ops="conv2d matmul"
+    for o in $ops; do
+      by=$(awk -v o="$o" '/^kernels by op/ { on = 1; getline; next }
+        on && NF == 0 { exit } on && $1 == o { print $3; exit }' "$out/bench-$n.log")
+      if [ "$by" = "$plugin" ]; then served="$served${served:+ and }$o"
+      elif [ -n "$by" ]; then bad="$bad $o by $by;"
+      else unseen="$unseen${unseen:+ and }$o"; fi
+    done
+    [ -n "$served" ] || [ -n "$bad" ] ||
+      bad="$bad no ${ops// / nor } among the profile's ops shown;"
+    echo "$line" | grep -q "$p mixed precision" ||
+      bad="$bad the step line does not say \"$p mixed precision\";"
+    mode=$(echo "$line" | sed -n 's/.*warm-up; \([^)]*\)).*/\1/p')
+    what="$ms ms/step, f32/$p $(ratio "$(step32 "$m")" "$ms"); $mode; $served by $plugin${unseen:+ ($unseen not among the ops shown)}"
+    if [ -z "$bad" ]; then
+      row "torc bench $m $p on $dev$how" PASS "$what; top kernels: $(awk '/^kernels by op/ { on = 1; getline; next } on && NF == 0 { exit } on && n++ < 3 { printf "%s %s %s; ", $1, $3, $NF }' "$out/bench-$n.log")"
+    else
+      row "torc bench $m $p on $dev$how" FAIL "$ms ms/step;$bad"
+    fi
+  done
+done
+# torc eval of the bf16 checkpoint: in f32 (the default; the training's
+# own last test pass is the same weights on the same data), then with
+# [eval] precision = bf16, which scores an f32 pass and a bf16 one.
+for m in mlp cnn; do
+  n=$m-bf16
+  ck=$out/runs/$n/final.safetensors
+  if [ "$gpu_ok" = 0 ]; then
+    row "torc eval $m bf16-trained, f32" SKIP "$nodev"
+    row "torc eval $m bf16-trained, bf16" SKIP "$nodev"
+    continue
+  fi
+  if [ ! -f "$ck" ]; then
+    row "torc eval $m bf16-trained, f32" SKIP "no checkpoint: the bf16 run did not finish"
+    row "torc eval $m bf16-trained, bf16" SKIP "no checkpoint: the bf16 run did not finish"
+    continue
+  fi
+  # shellcheck disable=SC2086 # the option's words, split on purpose
+  set -- "$torc" eval "$out/ini/$m.ini" --checkpoint "$ck" \
+    --set device.type="$dev" --set torc.threads="$jobs" \
+    --set plugin."$plugin".module="$plugin" --set data.test.limit="$test" \
+    $fallback
+  step "eval-$n-f32" 90 "$@"
+  ea=$(sed -n 's/^eval:.*accuracy=\([0-9.]*\).*/\1/p' "$out/eval-$n-f32.log" | tail -n 1)
+  if [ "$rc" != 0 ] || [ -z "$ea" ]; then
+    row "torc eval $m bf16-trained, f32" FAIL "${why:-no eval: line in eval-$n-f32.log}"
+  elif [ -z "${half_acc[$n]:-}" ]; then
+    row "torc eval $m bf16-trained, f32" PASS "accuracy $ea"
+  else
+    at=${half_acc[$n]}
+    d=$(pts "$ea" "$at")
+    what="accuracy $ea; the training's last test pass $at, $d points apart (the same weights and data; target <= 0.1)"
+    if within "$d" 0.1; then row "torc eval $m bf16-trained, f32" PASS "$what"
+    else row "torc eval $m bf16-trained, f32" FAIL "$what"; fi
+  fi
+  step "eval-$n-bf16" 150 "$@" --set eval.precision=bf16
+  # "precision: bf16 accuracy=A, f32 accuracy=B, delta=D (loss ...); pass
+  # X s in bf16, Y s in f32"
+  pl=$(sed -n 's/^precision: bf16 //p' "$out/eval-$n-bf16.log" | tail -n 1)
+  if [ "$rc" != 0 ] || [ -z "$pl" ]; then
+    row "torc eval $m bf16-trained, bf16" FAIL "${why:-no precision: line in eval-$n-bf16.log}"
+    continue
+  fi
+  d=$(echo "$pl" | sed -n 's/.*delta=\([-+0-9.]*\).*/\1/p')
+  d=$(pts "${d:-1}" 0)
+  if within "$d" 0.3; then
+    row "torc eval $m bf16-trained, bf16" PASS "$d points from f32 (target <= 0.3): $pl"
+  else
+    row "torc eval $m bf16-trained, bf16" FAIL "$d points from f32 (target <= 0.3): $pl"
+  fi
+done
+row "time of part 6" INFO "$(($(date +%s) - t_mp)) s (meant to be under 90 s on an H100 with the default counts)"
+# The figures side by side.
+{
+  echo
+  echo "| model | f32 on $dev | bf16 | fp16 | bf16 - f32 | fp16 - f32 | fp16 skipped steps | step ms f32 | bf16 | fp16 | f32/bf16 | f32/fp16 |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for m in mlp cnn; do
+    a32=${f32_acc[$m]:-} ab=${half_acc[$m-bf16]:-} ah=${half_acc[$m-fp16]:-}
+    t32=$(step32 "$m")
+    tb=${half_bench[$m-bf16]:-} th=${half_bench[$m-fp16]:-}
+    db=- dh=-
+    [ -n "$a32" ] && [ -n "$ab" ] && db=$(awk -v a="$ab" -v b="$a32" 'BEGIN { printf "%+.2f", 100 * (a - b) }')
+    [ -n "$a32" ] && [ -n "$ah" ] && dh=$(awk -v a="$ah" -v b="$a32" 'BEGIN { printf "%+.2f", 100 * (a - b) }')
+    echo "| $m | ${a32:--} | ${ab:--} | ${ah:--} | $db | $dh | ${half_k[$m]:--} | ${t32:--} | ${tb:--} | ${th:--} | $(ratio "$t32" "$tb") | $(ratio "$t32" "$th") |"
+  done
+  echo
+  echo "Accuracies: test accuracy (0-1) after part 4's one epoch; the" \
+    "differences in points. Step times: \`torc bench\` over $steps steps of" \
+    "batch 64 (f32: part 5's run); f32/bf16 > 1: bf16 is faster."
+} >>"$report"
+
 finish
 exit 0
