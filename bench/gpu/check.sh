@@ -5,8 +5,10 @@
 # (tests/test_cuda_device: streams, events, a bad index reported at the
 # next wait, out of memory), the MLP and CNN examples
 # trained on cuda:0 and on the cpu on the same short schedule (test
-# accuracy within 0.3 points, step time), and per-op overhead and step
-# time beside PyTorch on CUDA where it is installed. Every step has its own
+# accuracy within 0.3 points, step time), per-op overhead and step time
+# beside PyTorch on CUDA where it is installed, and mixed precision on
+# cuda:0 (both examples trained and timed in bf16 and fp16 beside f32, the
+# bf16 checkpoint evaluated in f32 and bf16). Every step has its own
 # timeout; a part that cannot run is a SKIP with the reason, one that
 # fails a FAIL with the error, and the run goes on. The report is
 # $OUT/report.md (written as the run goes, so it is there even if the run
@@ -375,6 +377,9 @@ $(awk -F, -v b="$batches" '$3 == "train" { s = $7; t = $8 } END {
 EOF
 }
 fallback=
+# The f32 runs on the device by model, for part 6: test accuracy, ms per
+# step and the run's name.
+declare -A f32_acc f32_ms f32_run
 for m in mlp cnn; do
   ini=$out/ini/$m.ini
   train_run "$m-cpu" "$ini" cpu
@@ -402,6 +407,7 @@ for m in mlp cnn; do
     row "$m on $dev$how" FAIL "$why"
     continue
   fi
+  f32_acc[$m]=$acc f32_ms[$m]=$ms f32_run[$m]=$m-gpu${how:+-fallback}
   if [ -z "$how" ]; then
     row "$m on $dev" PASS "test accuracy $acc; $ms ms/step, $sps samples/s"
   else
@@ -515,6 +521,237 @@ fi
     "16-float tensors, queued; op_sync_ns: with a synchronize after each;" \
     "step_ms and train: \`torc bench\` over $steps steps of batch 64, and" \
     "the same models in bench/gpu/torch_cuda.py."
+} >>"$report"
+
+# ---- 6. mixed precision on the device ----
+# bf16 and fp16 ([train] precision) trained on part 4's schedule and timed
+# as in part 5, beside the f32 runs there; the bf16 checkpoint evaluated
+# in f32 and with [eval] precision = bf16.
+printf '\n## 6. Mixed precision on %s\n' "$dev" >>"$report"
+t_mp=$(date +%s)
+# One epoch's test accuracy moves by points with any change of rounding:
+# on the cpu (bf16 by onednn), the f32 CNN of part 4 at 20000 samples
+# scores 83.2, 79.9 and 77.3% with seeds 0, 1 and 2 (the MLP 80.9, 82.2
+# and 79.9%), and bf16 on the same seeds -2.1, +2.8 and +2.8 points from
+# it. Part 4's 0.3 points hold because its two runs do the same
+# arithmetic; a half-precision run is held to half_tol points of f32,
+# which catches a broken half path, not the few tenths a full schedule
+# would show.
+half_tol=5
+para "\`[train] precision = bf16\` and \`fp16\` on $dev on the schedule" \
+  "of part 4 (one epoch on $samples samples, scored on $test): test" \
+  "accuracy against the f32 run on $dev (PASS within $half_tol points:" \
+  "after one epoch a change of rounding alone moves the accuracy by" \
+  "points, as a change of seed does, so this catches a broken half path" \
+  "and not the few tenths of a full schedule), the start-up header's" \
+  "\`precision:\` line, and for fp16" \
+  "the gradient scaler's skipped steps (the metrics CSV's" \
+  "\`skipped_steps\`) with finite losses: PASS when fewer than half the" \
+  "steps were skipped. \`torc bench\` ($steps steps) of each, against" \
+  "part 5's f32 figure, with the provider of matmul and conv2d in its" \
+  "profile; \`torc eval\` of the bf16 checkpoint in f32 and with" \
+  "\`[eval] precision = bf16\`."
+# Off cuda the half dtypes may have only the reference kernels, which
+# [train] precision refuses unless allow_emulated.
+half=
+if [ "$plugin" != cuda ]; then
+  half="--set train.allow_emulated=yes"
+  para "$plugin is not cuda: the half-precision runs add" \
+    "\`--set train.allow_emulated=yes\`, so that they run where only" \
+    "reference kernels serve the dtype. Their accuracies are the half" \
+    "arithmetic's; their step times say nothing of half-precision speed."
+fi
+table
+# pts A B: |A - B| in points (A and B in 0-1).
+pts() { awk -v a="$1" -v b="$2" 'BEGIN { d = 100 * (a - b); if (d < 0) d = -d; printf "%.2f", d }'; }
+# ratio A B: A / B as "N.NNx"; "-" without both.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }'; }
+# within D LIMIT: D <= LIMIT.
+within() { awk -v d="$1" -v l="$2" 'BEGIN { exit !(d <= l) }'; }
+# finite X: X is a number, not nan or inf.
+finite() { case $1 in '' | - | *[nN][aA][nN]* | *[iI][nN][fF]*) return 1 ;; esac; }
+# csv_last RUN: from the last train and test rows of RUN's metrics CSV,
+# by column name: tl (train loss), vl (test loss), nst (steps so far), k
+# (skipped_steps); "-" for what is not there.
+csv_last() {
+  read -r tl vl nst k <<EOF
+$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$(i)] = i; next }
+  $(c["split"]) == "train" { tl = $(c["loss"]); n = $(c["step"])
+    if (c["skipped_steps"]) k = $(c["skipped_steps"]) }
+  $(c["split"]) == "test" { vl = $(c["loss"]) }
+  function f(x) { return x == "" ? "-" : x }
+  END { print f(tl), f(vl), f(n), f(k) }' "$out/runs/$1/metrics.csv" 2>/dev/null ||
+  echo - - - -)
+EOF
+}
+declare -A half_acc half_k half_bench
+how=${fallback:+ (torc.fallback=cpu)}
+for m in mlp cnn; do
+  for p in bf16 fp16; do
+    n=$m-$p
+    if [ "$gpu_ok" = 0 ]; then
+      row "$m $p on $dev" SKIP "$nodev"
+      continue
+    fi
+    # shellcheck disable=SC2086 # the options' words, split on purpose
+    train_run "$n" "$out/ini/$m.ini" "$dev" --set train.precision="$p" \
+      $half $fallback
+    if [ "$rc" != 0 ]; then
+      row "$m $p on $dev$how" FAIL "$why"
+      continue
+    fi
+    # The header's line ends with the plugins that serve the products in
+    # the dtype: "...; bf16 matmul by cuda, conv2d by cuda".
+    pl=$(sed -n 's/^precision: //p' "$out/train-$n.log" | head -n 1)
+    if [ -z "$acc" ] || [ -z "$pl" ]; then
+      row "$m $p on $dev$how" FAIL "no test accuracy or no precision: line in its output (train-$n.log)"
+      continue
+    fi
+    half_acc[$n]=$acc
+    row "$m $p on $dev$how" PASS "test accuracy $acc; $ms ms/step, $sps samples/s; precision: $pl"
+    a32=${f32_acc[$m]:-}
+    if [ -z "$a32" ]; then
+      row "$m $p: accuracy vs f32" SKIP "no f32 run on $dev to compare with (part 4)"
+    else
+      d=$(pts "$acc" "$a32")
+      what="$d points apart ($acc against $a32; target <= $half_tol); step time f32/$p $(ratio "${f32_ms[$m]}" "$ms")"
+      if within "$d" "$half_tol"; then row "$m $p: accuracy vs f32" PASS "$what"
+      else row "$m $p: accuracy vs f32" FAIL "$what"; fi
+    fi
+    [ "$p" = fp16 ] || continue
+    csv_last "${f32_run[$m]:-none}"
+    tl32=$tl vl32=$vl
+    csv_last "$n"
+    half_k[$m]=$k
+    what="skipped_steps $k of $nst steps; train loss $tl (f32 $tl32), test loss $vl (f32 $vl32)"
+    case $k in '' | *[!0-9]*) k=-1 ;; esac
+    case $nst in '' | *[!0-9]*) nst=0 ;; esac
+    if finite "$tl" && finite "$vl" && [ "$k" -ge 0 ] && [ $((2 * k)) -lt "$nst" ]; then
+      row "$m fp16: loss scaling" PASS "$what: finite, not diverged"
+    else
+      row "$m fp16: loss scaling" FAIL "$what (target: finite losses, fewer than half the steps skipped)"
+    fi
+  done
+done
+# step32 MODEL: part 5's f32 ms per step of MODEL on the device.
+step32() { awk -v m="$1" -v d="$dev" '$1 == "torc" && $2 == "step_ms_" m && $3 == d { print $4 }' "$fig"; }
+# torc bench in each half precision. The profile names each op's
+# provider, not its dtype: the dtype is autocast's (the step line's "bf16
+# mixed precision"), and matmul and conv2d must be the plugin's, not ref's.
+for m in mlp cnn; do
+  for p in bf16 fp16; do
+    n=$m-$p
+    if [ "$gpu_ok" = 0 ]; then
+      row "torc bench $m $p on $dev" SKIP "$nodev"
+      continue
+    fi
+    # shellcheck disable=SC2086 # the options' words, split on purpose
+    step "bench-$n" 120 "$torc" bench "$out/ini/$m.ini" --steps "$steps" \
+      --set device.type="$dev" --set torc.threads="$jobs" \
+      --set plugin."$plugin".module="$plugin" --set train.precision="$p" \
+      $half $fallback
+    line=$(grep -E 'ms/step' "$out/bench-$n.log" | head -n 1)
+    if [ "$rc" != 0 ] || [ -z "$line" ]; then
+      row "torc bench $m $p on $dev$how" FAIL "${why:-no ms/step line in bench-$n.log}"
+      continue
+    fi
+    ms=$(echo "$line" | awk '{ for (i = 2; i <= NF; i++) if ($(i) == "ms/step,") print $(i - 1) }')
+    half_bench[$n]=$ms
+    # The profile shows the 15 ops that took the most time (on an
+    # asynchronous device, to queue): the model's products that are shown
+    # must all be the plugin's ("cuda", not "ref" nor "cuda+ref"), and at
+    # least one must be shown.
+    ops=matmul bad='' served='' unseen=''
+    [ "$m" = cnn ] && ops="conv2d matmul"
+    for o in $ops; do
+      by=$(awk -v o="$o" '/^kernels by op/ { on = 1; getline; next }
+        on && NF == 0 { exit } on && $1 == o { print $3; exit }' "$out/bench-$n.log")
+      if [ "$by" = "$plugin" ]; then served="$served${served:+ and }$o"
+      elif [ -n "$by" ]; then bad="$bad $o by $by;"
+      else unseen="$unseen${unseen:+ and }$o"; fi
+    done
+    [ -n "$served" ] || [ -n "$bad" ] ||
+      bad="$bad no ${ops// / nor } among the profile's ops shown;"
+    echo "$line" | grep -q "$p mixed precision" ||
+      bad="$bad the step line does not say \"$p mixed precision\";"
+    mode=$(echo "$line" | sed -n 's/.*warm-up; \([^)]*\)).*/\1/p')
+    what="$ms ms/step, f32/$p $(ratio "$(step32 "$m")" "$ms"); $mode; $served by $plugin${unseen:+ ($unseen not among the ops shown)}"
+    if [ -z "$bad" ]; then
+      row "torc bench $m $p on $dev$how" PASS "$what; top kernels: $(awk '/^kernels by op/ { on = 1; getline; next } on && NF == 0 { exit } on && n++ < 3 { printf "%s %s %s; ", $1, $3, $NF }' "$out/bench-$n.log")"
+    else
+      row "torc bench $m $p on $dev$how" FAIL "$ms ms/step;$bad"
+    fi
+  done
+done
+# torc eval of the bf16 checkpoint: in f32 (the default; the training's
+# own last test pass is the same weights on the same data), then with
+# [eval] precision = bf16, which scores an f32 pass and a bf16 one.
+for m in mlp cnn; do
+  n=$m-bf16
+  ck=$out/runs/$n/final.safetensors
+  if [ "$gpu_ok" = 0 ]; then
+    row "torc eval $m bf16-trained, f32" SKIP "$nodev"
+    row "torc eval $m bf16-trained, bf16" SKIP "$nodev"
+    continue
+  fi
+  if [ ! -f "$ck" ]; then
+    row "torc eval $m bf16-trained, f32" SKIP "no checkpoint: the bf16 run did not finish"
+    row "torc eval $m bf16-trained, bf16" SKIP "no checkpoint: the bf16 run did not finish"
+    continue
+  fi
+  # shellcheck disable=SC2086 # the option's words, split on purpose
+  set -- "$torc" eval "$out/ini/$m.ini" --checkpoint "$ck" \
+    --set device.type="$dev" --set torc.threads="$jobs" \
+    --set plugin."$plugin".module="$plugin" --set data.test.limit="$test" \
+    $fallback
+  step "eval-$n-f32" 90 "$@"
+  ea=$(sed -n 's/^eval:.*accuracy=\([0-9.]*\).*/\1/p' "$out/eval-$n-f32.log" | tail -n 1)
+  if [ "$rc" != 0 ] || [ -z "$ea" ]; then
+    row "torc eval $m bf16-trained, f32" FAIL "${why:-no eval: line in eval-$n-f32.log}"
+  elif [ -z "${half_acc[$n]:-}" ]; then
+    row "torc eval $m bf16-trained, f32" PASS "accuracy $ea"
+  else
+    at=${half_acc[$n]}
+    d=$(pts "$ea" "$at")
+    what="accuracy $ea; the training's last test pass $at, $d points apart (the same weights and data; target <= 0.1)"
+    if within "$d" 0.1; then row "torc eval $m bf16-trained, f32" PASS "$what"
+    else row "torc eval $m bf16-trained, f32" FAIL "$what"; fi
+  fi
+  step "eval-$n-bf16" 150 "$@" --set eval.precision=bf16
+  # "precision: bf16 accuracy=A, f32 accuracy=B, delta=D (loss ...); pass
+  # X s in bf16, Y s in f32"
+  pl=$(sed -n 's/^precision: bf16 //p' "$out/eval-$n-bf16.log" | tail -n 1)
+  if [ "$rc" != 0 ] || [ -z "$pl" ]; then
+    row "torc eval $m bf16-trained, bf16" FAIL "${why:-no precision: line in eval-$n-bf16.log}"
+    continue
+  fi
+  d=$(echo "$pl" | sed -n 's/.*delta=\([-+0-9.]*\).*/\1/p')
+  d=$(pts "${d:-1}" 0)
+  if within "$d" 0.3; then
+    row "torc eval $m bf16-trained, bf16" PASS "$d points from f32 (target <= 0.3): $pl"
+  else
+    row "torc eval $m bf16-trained, bf16" FAIL "$d points from f32 (target <= 0.3): $pl"
+  fi
+done
+row "time of part 6" INFO "$(($(date +%s) - t_mp)) s (meant to be under 90 s on an H100 with the default counts)"
+# The figures side by side.
+{
+  echo
+  echo "| model | f32 on $dev | bf16 | fp16 | bf16 - f32 | fp16 - f32 | fp16 skipped steps | step ms f32 | bf16 | fp16 | f32/bf16 | f32/fp16 |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for m in mlp cnn; do
+    a32=${f32_acc[$m]:-} ab=${half_acc[$m-bf16]:-} ah=${half_acc[$m-fp16]:-}
+    t32=$(step32 "$m")
+    tb=${half_bench[$m-bf16]:-} th=${half_bench[$m-fp16]:-}
+    db=- dh=-
+    [ -n "$a32" ] && [ -n "$ab" ] && db=$(awk -v a="$ab" -v b="$a32" 'BEGIN { printf "%+.2f", 100 * (a - b) }')
+    [ -n "$a32" ] && [ -n "$ah" ] && dh=$(awk -v a="$ah" -v b="$a32" 'BEGIN { printf "%+.2f", 100 * (a - b) }')
+    echo "| $m | ${a32:--} | ${ab:--} | ${ah:--} | $db | $dh | ${half_k[$m]:--} | ${t32:--} | ${tb:--} | ${th:--} | $(ratio "$t32" "$tb") | $(ratio "$t32" "$th") |"
+  done
+  echo
+  echo "Accuracies: test accuracy (0-1) after part 4's one epoch; the" \
+    "differences in points. Step times: \`torc bench\` over $steps steps of" \
+    "batch 64 (f32: part 5's run); f32/bf16 > 1: bf16 is faster."
 } >>"$report"
 
 finish
