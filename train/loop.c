@@ -679,7 +679,10 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       break;
     }
     /* End of the epoch: evaluate, schedule, summarise, checkpoint. A
-     * callback's stop here ends the run once the epoch is done. */
+     * callback's stop here ends the run once the epoch is done. The
+     * device's queue drains first, so the evaluation's time is its own. */
+    if ((st = torc_synchronize(r.dev)))
+      break;
     int last_epoch = epoch + 1 == r.s.epochs, stop_after = 0, rc;
     eval_out eo = {.loss = NAN, .accuracy = NAN};
     int evaluated = 0;
@@ -887,6 +890,10 @@ torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
       continue;
     }
     if (done == warm) { /* warmed up: caches full, pools started */
+      /* the device's queue drained, so the clock counts the timed steps'
+       * work alone (on an asynchronous device a step only queues it) */
+      if ((st = torc_synchronize(r.dev)) != TORC_OK)
+        break;
       torc_profile_enable(1);
       t0 = now_s();
     }
@@ -899,6 +906,8 @@ torc_status torc_bench_ex(const torc_config *cfg, int64_t steps,
     torc_batch_clear(&b);
     done++;
   }
+  if (st == TORC_OK)
+    st = torc_synchronize(r.dev); /* the last steps' queued work */
   torc_train__accum_free(&acc);
   double secs = now_s() - t0;
   char *rep = NULL;
