@@ -73,8 +73,8 @@ INI
 
 run_torc bench "$tmp/cnn.ini" --steps 2 --all-ops
 if [ "$rc" = 2 ] && grep -q "no plugin has fast bf16 kernels" "$tmp/err"; then
-  echo "SKIP: no fast bf16 kernels on this machine (onednn not built, or no" \
-    "AVX-512 BF16 or AMX): $(head -c 300 "$tmp/err")"
+  echo "SKIP: no fast bf16 kernels here (onednn not built, or a CPU without" \
+    "AVX-512 BF16 or AMX, as valgrind's is): $(head -c 300 "$tmp/err")"
   exit 77
 fi
 [ "$rc" = 0 ] || fail "expected status 0"
