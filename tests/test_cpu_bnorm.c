@@ -164,22 +164,6 @@ static void test_threads(void **state) {
   torc_scope_end(scope);
 }
 
-/* 1 when the profile report has a row for `op` on device cpu whose
- * provider column is exactly `provider`. */
-static int served(const char *report, const char *op, const char *provider) {
-  const char *line = report;
-  while (line && *line) {
-    char o[64], dev[16], prov[16];
-    if (sscanf(line, "%63s %15s %15s", o, dev, prov) == 3 &&
-        strcmp(o, op) == 0 && strcmp(dev, "cpu") == 0 &&
-        strcmp(prov, provider) == 0)
-      return 1;
-    line = strchr(line, '\n');
-    line = line ? line + 1 : NULL;
-  }
-  return 0;
-}
-
 /* The profile of one forward and backward of x through a batch norm
  * with parameters of dtype pdt (the caller frees it). */
 static char *profile_of(const int64_t *shape, int nd, torc_dtype xdt,
@@ -218,8 +202,8 @@ static void test_served(void **state) {
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
     char *rep = profile_of(runs[i].shape, runs[i].nd, runs[i].xdt,
                            runs[i].pdt);
-    if (!served(rep, "batch_norm", runs[i].by) ||
-        !served(rep, "batch_norm_backward", runs[i].by)) {
+    if (!test_profile_served(rep, "batch_norm", runs[i].by) ||
+        !test_profile_served(rep, "batch_norm_backward", runs[i].by)) {
       print_error("run %zu: batch_norm is not served by %s alone:\n%s\n", i,
                   runs[i].by, rep);
       free(rep);

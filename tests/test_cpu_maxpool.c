@@ -91,22 +91,6 @@ static void test_against_ref(void **state) {
     }
 }
 
-/* 1 when the profile report has a row for `op` on device cpu whose
- * provider column is exactly `provider`. */
-static int served(const char *report, const char *op, const char *provider) {
-  const char *line = report;
-  while (line && *line) {
-    char o[64], dev[16], prov[16];
-    if (sscanf(line, "%63s %15s %15s", o, dev, prov) == 3 &&
-        strcmp(o, op) == 0 && strcmp(dev, "cpu") == 0 &&
-        strcmp(prov, provider) == 0)
-      return 1;
-    line = strchr(line, '\n');
-    line = line ? line + 1 : NULL;
-  }
-  return 0;
-}
-
 /* In normal use the plugin serves the bf16 2x2 pool and every bf16
  * backward; a 3x3 forward and ceil_mode's clipped last window are
  * another provider's (here ref). */
@@ -129,8 +113,8 @@ static void test_served(void **state) {
     char *rep = torc_profile_report(100, 1);
     torc_profile_enable(0);
     assert_non_null(rep);
-    if (!served(rep, "max_pool2d", runs[i].fwd) ||
-        !served(rep, "max_pool2d_backward", "cpu")) {
+    if (!test_profile_served(rep, "max_pool2d", runs[i].fwd) ||
+        !test_profile_served(rep, "max_pool2d_backward", "cpu")) {
       print_error("run %zu: max_pool2d not by %s, or its backward not by "
                   "cpu:\n%s\n",
                   i, runs[i].fwd, rep);

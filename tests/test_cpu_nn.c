@@ -419,22 +419,6 @@ static void test_threads(void **state) {
 
 /* ---- the plugin serves them ---- */
 
-/* 1 when the profile report has a row for `op` on device cpu served by
- * `provider`. */
-static int served(const char *report, const char *op, const char *provider) {
-  const char *line = report;
-  while (line && *line) {
-    char o[64], dev[16], prov[16];
-    if (sscanf(line, "%63s %15s %15s", o, dev, prov) == 3 &&
-        strcmp(o, op) == 0 && strcmp(dev, "cpu") == 0 &&
-        strcmp(prov, provider) == 0)
-      return 1;
-    line = strchr(line, '\n');
-    line = line ? line + 1 : NULL;
-  }
-  return 0;
-}
-
 /* In normal use (no pin) the plugin's kernels run each op of this file,
  * f32, with a dropout in the attention: none declines to ref. */
 static void test_served(void **state) {
@@ -477,7 +461,8 @@ static void test_served(void **state) {
                                     "embedding_backward",
                                     "norm"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (!served(rep, ops[i], "cpu") || served(rep, ops[i], "ref")) {
+    if (!test_profile_served(rep, ops[i], "cpu") ||
+        test_profile_served(rep, ops[i], "ref")) {
       print_error("%s is not served by the cpu plugin alone:\n%s\n", ops[i],
                   rep);
       free(rep);

@@ -224,6 +224,23 @@ static inline void test_assert_close(const torc_tensor *a,
   free(vb);
 }
 
+/* 1 when the profile report (torc_profile_report) has a row for `op` on
+ * device cpu whose provider column is exactly `provider`. */
+static inline int test_profile_served(const char *report, const char *op,
+                                      const char *provider) {
+  const char *line = report;
+  while (line && *line) {
+    char o[64], dev[16], prov[16];
+    if (sscanf(line, "%63s %15s %15s", o, dev, prov) == 3 &&
+        strcmp(o, op) == 0 && strcmp(dev, "cpu") == 0 &&
+        strcmp(prov, provider) == 0)
+      return 1;
+    line = strchr(line, '\n');
+    line = line ? line + 1 : NULL;
+  }
+  return 0;
+}
+
 /* Per-test fixture: setup clears the error and notes the live tensor
  * count; teardown fails the test if tensors leaked. */
 static int64_t test_live_at_start;

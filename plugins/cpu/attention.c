@@ -32,17 +32,6 @@ enum { BQ = 64, BK = 256 };
  * constant, so the choice never depends on the thread count. */
 enum { BW_ONE_MIN = 16 };
 
-/* 1 if t is row-major contiguous from its offset. */
-static int rowmajor(const torc_ktensor *t) {
-  int64_t want = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->strides[d] != want)
-      return 0;
-    want *= t->shape[d];
-  }
-  return 1;
-}
-
 typedef struct att_job {
   const torc_kernel_args *a;
   const torc_attention_kparams *p;
@@ -388,10 +377,10 @@ static int k_sdpa_backward(const torc_kernel_args *a) {
   if ((dt != TORC_F32 && dt != TORC_F64) || q->ndim < 2)
     return TORC_KERNEL_DECLINED;
   for (int i = 0; i < 6; i++)
-    if (a->in[i].dtype != dt || !rowmajor(&a->in[i]))
+    if (a->in[i].dtype != dt || !cpu_rowmajor(&a->in[i]))
       return TORC_KERNEL_DECLINED;
   for (int i = 0; i < 3; i++)
-    if (a->out[i].dtype != dt || !rowmajor(&a->out[i]))
+    if (a->out[i].dtype != dt || !cpu_rowmajor(&a->out[i]))
       return TORC_KERNEL_DECLINED;
   if (p->has_mask && a->n_in == 7 && a->in[6].dtype != TORC_BOOL &&
       a->in[6].dtype != dt)
@@ -445,9 +434,9 @@ static int k_sdpa(const torc_kernel_args *a) {
   if ((dt != TORC_F32 && dt != TORC_F64) || q->ndim < 2)
     return TORC_KERNEL_DECLINED;
   for (int i = 0; i < 3; i++)
-    if (a->in[i].dtype != dt || !rowmajor(&a->in[i]))
+    if (a->in[i].dtype != dt || !cpu_rowmajor(&a->in[i]))
       return TORC_KERNEL_DECLINED;
-  if (!rowmajor(&a->out[0]) || !rowmajor(&a->out[1]) ||
+  if (!cpu_rowmajor(&a->out[0]) || !cpu_rowmajor(&a->out[1]) ||
       a->out[1].dtype != dt)
     return TORC_KERNEL_DECLINED;
   if (p->has_mask && a->n_in == 4 && a->in[3].dtype != TORC_BOOL &&

@@ -41,28 +41,10 @@ static void bn_st(const torc_ktensor *t, int64_t i, double v) {
   }
 }
 
-/* 1 if t is row-major contiguous from its offset. */
-static int bn_contiguous(const torc_ktensor *t) {
-  int64_t want = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->strides[d] != want)
-      return 0;
-    want *= t->shape[d];
-  }
-  return 1;
-}
-
-static int64_t bn_numel(const torc_ktensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++)
-    n *= t->shape[d];
-  return n;
-}
-
 /* A [C] operand: contiguous, C elements, one of the dtypes allowed. */
 static int bn_vec(const torc_ktensor *t, int64_t C, int32_t a, int32_t b) {
-  return (t->dtype == a || t->dtype == b) && bn_numel(t) == C &&
-         bn_contiguous(t);
+  return (t->dtype == a || t->dtype == b) && cpu_numel(t) == C &&
+         cpu_rowmajor(t);
 }
 
 typedef struct bn_job {
@@ -79,7 +61,7 @@ static int bn_geometry(const torc_kernel_args *a, const torc_ktensor *x,
   j->a = a;
   j->p = a->params;
   if (j->p == NULL || a->params_size < sizeof *j->p || x->ndim < 2 ||
-      (x->dtype != TORC_F32 && x->dtype != TORC_BF16) || !bn_contiguous(x))
+      (x->dtype != TORC_F32 && x->dtype != TORC_BF16) || !cpu_rowmajor(x))
     return 0;
   j->dt = x->dtype;
   j->N = x->shape[0], j->C = x->shape[1];
@@ -91,8 +73,8 @@ static int bn_geometry(const torc_kernel_args *a, const torc_ktensor *x,
 
 /* The operand of x's shape and dtype, contiguous. */
 static int bn_like(const torc_ktensor *t, const bn_job *j) {
-  return t->dtype == j->dt && bn_contiguous(t) &&
-         bn_numel(t) == j->N * j->C * j->S;
+  return t->dtype == j->dt && cpu_rowmajor(t) &&
+         cpu_numel(t) == j->N * j->C * j->S;
 }
 
 static void bn_fwd_task(void *ctx, int64_t lo, int64_t hi) {

@@ -85,6 +85,26 @@ static inline uint16_t cpu_bf16_round(uint32_t u) {
   return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
+/* 1 if t is row-major contiguous from its offset (size-1 dims any
+ * stride). */
+static inline int cpu_rowmajor(const torc_ktensor *t) {
+  int64_t want = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->strides[d] != want)
+      return 0;
+    want *= t->shape[d];
+  }
+  return 1;
+}
+
+/* The number of elements of t. */
+static inline int64_t cpu_numel(const torc_ktensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++)
+    n *= t->shape[d];
+  return n;
+}
+
 /* Address of element `i` (in elements) of t. */
 static inline void *cpu_ptr(const torc_ktensor *t, int64_t i) {
   return (char *)t->data + (size_t)(t->offset + i) * cpu_esize(t->dtype);

@@ -20,15 +20,7 @@ enum { MP_PLANE = 4096 };
 
 /* 1 if t is a contiguous 4-D tensor of dtype dt. */
 static int mp_plain4(const torc_ktensor *t, int32_t dt) {
-  if (t->ndim != 4 || t->dtype != dt)
-    return 0;
-  int64_t want = 1;
-  for (int d = 3; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->strides[d] != want)
-      return 0;
-    want *= t->shape[d];
-  }
-  return 1;
+  return t->ndim == 4 && t->dtype == dt && cpu_rowmajor(t);
 }
 
 typedef struct mp_job {

@@ -10,28 +10,11 @@
 
 #include "ew_walk.h"
 
-/* 1 if t is row-major contiguous from its offset. */
-static int nn_rowmajor(const torc_ktensor *t) {
-  int64_t want = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->strides[d] != want)
-      return 0;
-    want *= t->shape[d];
-  }
-  return 1;
-}
-
-static int64_t nn_numel(const torc_ktensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++)
-    n *= t->shape[d];
-  return n;
-}
-
 /* f32 or f64, row-major: the kernels' common precondition (else they
  * decline: ref serves the rest). */
 static int nn_plain(const torc_ktensor *t, int32_t dt) {
-  return t->dtype == dt && (dt == TORC_F32 || dt == TORC_F64) && nn_rowmajor(t);
+  return t->dtype == dt && (dt == TORC_F32 || dt == TORC_F64) &&
+         cpu_rowmajor(t);
 }
 
 /* ------------------------------------------------------------------------
@@ -85,14 +68,15 @@ static int k_dropout(const torc_kernel_args *a) {
   if (a->n_in != 1 || a->n_out != 2 || p == NULL || a->params_size < sizeof *p)
     return TORC_KERNEL_DECLINED;
   int32_t dt = a->in[0].dtype;
-  int64_t n = nn_numel(&a->in[0]);
+  int64_t n = cpu_numel(&a->in[0]);
   const torc_ktensor *t[3] = {&a->in[0], &a->out[0], &a->out[1]};
   for (int i = 0; i < 3; i++)
     if (t[i]->dtype != dt ||
         (dt != TORC_F32 && dt != TORC_F64 && dt != TORC_BF16) ||
-        !nn_rowmajor(t[i]))
+        !cpu_rowmajor(t[i]))
       return TORC_KERNEL_DECLINED;
-  if (nn_numel(&a->out[0]) != n || nn_numel(&a->out[1]) != n || p->p != p->p)
+  if (cpu_numel(&a->out[0]) != n || cpu_numel(&a->out[1]) != n ||
+      p->p != p->p)
     return TORC_KERNEL_DECLINED;
   drop_job j = {
       .dt = dt,
@@ -151,8 +135,8 @@ static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi) {
  * it does not fit (the kernel declines). */
 static int ln_geometry(const torc_ktensor *x, const torc_ktensor *w,
                        ln_job *j) {
-  j->K = nn_numel(w);
-  int64_t n = nn_numel(x);
+  j->K = cpu_numel(w);
+  int64_t n = cpu_numel(x);
   if (j->K == 0 || n % j->K)
     return 0;
   j->R = n / j->K;
@@ -168,9 +152,9 @@ static int k_layer_norm(const torc_kernel_args *a) {
     if (!nn_plain(&a->in[i], dt) || !nn_plain(&a->out[i], dt))
       return TORC_KERNEL_DECLINED;
   ln_job j = {.a = a, .dt = dt, .eps = p->eps};
-  if (!ln_geometry(&a->in[0], &a->in[1], &j) || nn_numel(&a->in[2]) != j.K ||
-      nn_numel(&a->out[0]) != j.R * j.K || nn_numel(&a->out[1]) != j.R ||
-      nn_numel(&a->out[2]) != j.R)
+  if (!ln_geometry(&a->in[0], &a->in[1], &j) || cpu_numel(&a->in[2]) != j.K ||
+      cpu_numel(&a->out[0]) != j.R * j.K || cpu_numel(&a->out[1]) != j.R ||
+      cpu_numel(&a->out[2]) != j.R)
     return TORC_KERNEL_DECLINED;
   int64_t grain = TORC_CPU_PAR_MIN / 2 / j.K;
   if (j.R > 0)
@@ -242,9 +226,9 @@ static int k_layer_norm_backward(const torc_kernel_args *a) {
       return TORC_KERNEL_DECLINED;
   ln_job j = {.a = a, .dt = dt};
   if (!ln_geometry(&a->in[1], &a->in[2], &j) ||
-      nn_numel(&a->in[0]) != j.R * j.K || nn_numel(&a->in[3]) != j.R ||
-      nn_numel(&a->in[4]) != j.R || nn_numel(&a->out[0]) != j.R * j.K ||
-      nn_numel(&a->out[1]) != j.K || nn_numel(&a->out[2]) != j.K)
+      cpu_numel(&a->in[0]) != j.R * j.K || cpu_numel(&a->in[3]) != j.R ||
+      cpu_numel(&a->in[4]) != j.R || cpu_numel(&a->out[0]) != j.R * j.K ||
+      cpu_numel(&a->out[1]) != j.K || cpu_numel(&a->out[2]) != j.K)
     return TORC_KERNEL_DECLINED;
   /* At most 256 chunks of at least 16 rows: the partial sums stay small. */
   j.rc = (j.R + 255) / 256 > 16 ? (j.R + 255) / 256 : 16;
@@ -361,7 +345,7 @@ static void emb_task(void *ctx, int64_t lo, int64_t hi) {
 }
 
 static int emb_index_ok(const torc_ktensor *ix) {
-  return (ix->dtype == TORC_I64 || ix->dtype == TORC_I32) && nn_rowmajor(ix);
+  return (ix->dtype == TORC_I64 || ix->dtype == TORC_I32) && cpu_rowmajor(ix);
 }
 
 static int k_embedding(const torc_kernel_args *a) {
@@ -374,10 +358,10 @@ static int k_embedding(const torc_kernel_args *a) {
   emb_job j = {.ix = ix,
                .w = w,
                .y = y,
-               .n = nn_numel(ix),
+               .n = cpu_numel(ix),
                .num = w->shape[0],
                .D = w->shape[1]};
-  if (nn_numel(y) != j.n * j.D)
+  if (cpu_numel(y) != j.n * j.D)
     return TORC_KERNEL_DECLINED;
   atomic_init(&j.bad, 0);
   int64_t grain = TORC_CPU_PAR_MIN / (j.D > 0 ? j.D : 1);
@@ -443,10 +427,10 @@ static int k_embedding_backward(const torc_kernel_args *a) {
   emb_job j = {.ix = ix,
                .w = gy,
                .y = gw,
-               .n = nn_numel(ix),
+               .n = cpu_numel(ix),
                .num = gw->shape[0],
                .D = gw->shape[1]};
-  if (nn_numel(gy) != j.n * j.D)
+  if (cpu_numel(gy) != j.n * j.D)
     return TORC_KERNEL_DECLINED;
   atomic_init(&j.bad, 0);
   for (int64_t i = 0; i < j.n; i++) {
@@ -567,13 +551,13 @@ static int k_norm(const torc_kernel_args *a) {
     return TORC_KERNEL_DECLINED;
   const torc_ktensor *x = &a->in[0], *y = &a->out[0];
   int32_t dt = x->dtype;
-  if (!nn_plain(x, dt) || y->dtype != dt || nn_numel(y) != 1 ||
+  if (!nn_plain(x, dt) || y->dtype != dt || cpu_numel(y) != 1 ||
       y->ndim != x->ndim)
     return TORC_KERNEL_DECLINED;
   for (int d = 0; d < x->ndim; d++)
     if (x->shape[d] != 1 && !((p->dims_mask >> d) & 1u))
       return TORC_KERNEL_DECLINED;
-  int64_t n = nn_numel(x);
+  int64_t n = cpu_numel(x);
   if (n == 0 && isinf(p->p))
     return TORC_KERNEL_DECLINED; /* ref's error */
   double r = dt == TORC_F32 ? norm_f32(cpu_ptr(x, 0), n, p->p)

@@ -1,8 +1,8 @@
 /* plugins/onednn/pool.c — "max_pool2d", "avg_pool2d" and their backwards
  * for f32; max_pool2d, its backward and avg_pool2d also for bf16 (the
  * backward summing each plane in f32). The 2x2, stride-2 max pool of most
- * CNNs has its own vector loop (oneDNN's plain-layout pooling, its NaN scan and the index
- * conversion took over twice its time). Elsewhere oneDNN's pooling runs
+ * CNNs has its own vector loop (oneDNN's plain-layout pooling, its NaN
+ * scan and the index conversion took over twice its time). Elsewhere oneDNN's pooling runs
  * where its semantics are torc's (which are PyTorch's):
  *  - max_pool2d: always; its workspace (the argmax's position within the
  *    window, kh * kW + kw, in y's layout) becomes torc's i64 index
@@ -507,7 +507,8 @@ int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
 #pragma omp parallel for schedule(static) reduction(| : bad, oom)
     for (int64_t nc = 0; nc < g.NC; nc++) {
       float small[MP_PLANE];
-      float *plane = HW <= MP_PLANE ? small : malloc(sizeof(float) * (size_t)HW);
+      float *plane =
+          HW <= MP_PLANE ? small : malloc(sizeof(float) * (size_t)HW);
       if (plane == NULL) {
         oom = 1;
         continue;
