@@ -247,9 +247,9 @@ static inline float dnn_bf16_to_f32(uint16_t h) {
 }
 static inline uint16_t dnn_f32_to_bf16(float f) {
   union { float f; uint32_t u; } v = {f};
-  if ((v.u & 0x7fffffffu) > 0x7f800000u)
-    return (uint16_t)((v.u >> 16) | 0x40);
-  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
+  uint32_t r = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;
+  uint32_t q = (v.u >> 16) | 0x40u; /* without branches: loops vectorise */
+  return (uint16_t)((v.u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
 /* Element c of a float vector of dtype f32, f64 or bf16, and its store. */

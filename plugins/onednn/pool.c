@@ -2,8 +2,8 @@
  * for f32; max_pool2d, its backward and avg_pool2d also for bf16 (the
  * backward summing each plane in f32). The 2x2, stride-2 max pool of most
  * CNNs has its own vector loop (oneDNN's plain-layout pooling, its NaN
- * scan and the index conversion took over twice its time). Elsewhere oneDNN's pooling runs
- * where its semantics are torc's (which are PyTorch's):
+ * scan and the index conversion took over twice its time). Elsewhere
+ * oneDNN's pooling runs where its semantics are torc's (which are PyTorch's):
  *  - max_pool2d: always; its workspace (the argmax's position within the
  *    window, kh * kW + kw, in y's layout) becomes torc's i64 index
  *    ih * W + iw. Ties pick the first maximum, as ref. oneDNN's max
@@ -472,16 +472,6 @@ int torc_dnn__k_max_pool2d(const torc_kernel_args *a) {
 /* The largest plane max_pool2d_backward sums on the stack in bf16. */
 enum { MP_PLANE = 4096 };
 
-/* f32 -> bf16 as dnn_f32_to_bf16, without branches (its loop
- * vectorises). */
-static inline uint16_t mp_bf16_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  uint32_t q = (u >> 16) | 0x40u;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
-}
-
 /* in gy, indices; out gx (zeroed, then each gy added at its index). */
 int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
   int st = check_io(a, 2, 1);
@@ -523,7 +513,7 @@ int torc_dnn__k_max_pool2d_backward(const torc_kernel_args *a) {
       }
       uint16_t *out = gxp + nc * HW;
       for (int64_t i = 0; i < HW; i++)
-        out[i] = mp_bf16_bits(plane[i]);
+        out[i] = dnn_f32_to_bf16(plane[i]);
       if (plane != small)
         free(plane);
     }
