@@ -16,11 +16,24 @@ static _Thread_local int tl_anomaly;
 static _Thread_local torc__grad_scope tl_scope; /* innermost open scope */
 static _Atomic uint64_t node_seq;
 
+/* A hook on a tensor: a gradient hook (fn), or a post-accumulate hook
+ * (post), run after the leaf's .grad took the gradient. */
 typedef struct hook_entry {
   int id;
   torc_grad_hook fn;
+  torc_post_accumulate_hook post;
   void *user;
 } hook_entry;
+
+/* End-of-backward callbacks queued by hooks of the running backward
+ * (torc_autograd_queue_callback), run once the walk is done. */
+typedef struct queued_cb {
+  torc_backward_callback fn;
+  void *user;
+} queued_cb;
+static _Thread_local queued_cb tl_cbs[16];
+static _Thread_local int tl_n_cbs;
+static _Thread_local int tl_in_backward;
 
 struct torc__hooks {
   int n, cap, next_id;
@@ -393,17 +406,18 @@ torc_status torc_retain_grad(torc_tensor *t) {
   return TORC_OK;
 }
 
-int torc_register_hook(torc_tensor *t, torc_grad_hook hook, void *user) {
+/* Appends a hook entry to t; its id, or -1. */
+static int add_hook(torc_tensor *t, const char *fn, hook_entry e,
+                    int given) {
   if (t == NULL) {
-    torc__null_input("torc_register_hook");
+    torc__null_input(fn);
     return -1;
   }
-  if (!t->requires_grad || hook == NULL) {
-    torc_set_error(TORC_ERR_AUTOGRAD,
-                   "torc_register_hook: %s",
-                   hook ? "the tensor does not require grad, so no gradient "
-                          "will flow into it"
-                        : "the hook is NULL");
+  if (!t->requires_grad || !given) {
+    torc_set_error(TORC_ERR_AUTOGRAD, "%s: %s", fn,
+                   given ? "the tensor does not require grad, so no "
+                           "gradient will flow into it"
+                         : "the hook is NULL");
     return -1;
   }
   if (t->hooks == NULL && (t->hooks = torc__calloc(1, sizeof *t->hooks)) == NULL) {
@@ -421,9 +435,50 @@ int torc_register_hook(torc_tensor *t, torc_grad_hook hook, void *user) {
     h->h = p;
     h->cap = cap;
   }
-  hook_entry e = {++h->next_id, hook, user};
+  e.id = ++h->next_id;
   h->h[h->n++] = e;
   return e.id;
+}
+
+int torc_register_hook(torc_tensor *t, torc_grad_hook hook, void *user) {
+  return add_hook(t, "torc_register_hook",
+                  (hook_entry){.fn = hook, .user = user}, hook != NULL);
+}
+
+int torc_register_post_accumulate_grad_hook(torc_tensor *t,
+                                            torc_post_accumulate_hook hook,
+                                            void *user) {
+  if (t && t->grad_fn) {
+    torc_set_error(TORC_ERR_AUTOGRAD,
+                   "torc_register_post_accumulate_grad_hook: the tensor is "
+                   "not a leaf (it was made by op %s), so nothing "
+                   "accumulates into its .grad; register it on a parameter",
+                   torc_grad_fn_name(t));
+    return -1;
+  }
+  return add_hook(t, "torc_register_post_accumulate_grad_hook",
+                  (hook_entry){.post = hook, .user = user}, hook != NULL);
+}
+
+torc_status torc_autograd_queue_callback(torc_backward_callback fn,
+                                         void *user) {
+  if (fn == NULL)
+    return torc__null_input("torc_autograd_queue_callback");
+  if (!tl_in_backward)
+    return torc_set_error(TORC_ERR_AUTOGRAD,
+                          "torc_autograd_queue_callback: no backward is "
+                          "running on this thread; queue the callback from "
+                          "a hook that backward calls");
+  for (int i = 0; i < tl_n_cbs; i++)
+    if (tl_cbs[i].fn == fn && tl_cbs[i].user == user)
+      return TORC_OK;
+  if (tl_n_cbs == (int)(sizeof tl_cbs / sizeof tl_cbs[0]))
+    return torc_set_error(TORC_ERR_INVALID,
+                          "torc_autograd_queue_callback: at most %d "
+                          "callbacks per backward",
+                          (int)(sizeof tl_cbs / sizeof tl_cbs[0]));
+  tl_cbs[tl_n_cbs++] = (queued_cb){fn, user};
+  return TORC_OK;
 }
 
 torc_status torc_remove_hook(torc_tensor *t, int id) {
@@ -523,6 +578,8 @@ static torc_status run_hooks(const torc_tensor *t, torc_tensor **g) {
   if (t == NULL || t->hooks == NULL)
     return TORC_OK;
   for (int i = 0; i < t->hooks->n; i++) {
+    if (t->hooks->h[i].fn == NULL)
+      continue;
     torc_tensor *r = t->hooks->h[i].fn(*g, t->hooks->h[i].user);
     if (r == NULL)
       continue;
@@ -539,6 +596,18 @@ static torc_status run_hooks(const torc_tensor *t, torc_tensor **g) {
     }
     torc_release(*g);
     *g = r;
+  }
+  return TORC_OK;
+}
+
+/* The post-accumulate hooks of leaf t, after its .grad took a gradient. */
+static torc_status run_post_hooks(torc_tensor *t) {
+  for (int i = 0; t->hooks && i < t->hooks->n; i++) {
+    if (t->hooks->h[i].post == NULL)
+      continue;
+    torc_status st = t->hooks->h[i].post(t, t->hooks->h[i].user);
+    if (st != TORC_OK)
+      return st;
   }
   return TORC_OK;
 }
@@ -773,6 +842,8 @@ static torc_status engine(torc_tensor *const *roots, torc_tensor **root_grads,
     if (n->leaf) {
       if (n_caps == 0)
         st = accumulate_grad(n->leaf, gout[0], 1);
+      if (n_caps == 0 && st == TORC_OK)
+        st = run_post_hooks(n->leaf);
       continue;
     }
     if (n->freed && n->n_saved > 0) {
@@ -954,8 +1025,22 @@ torc_status torc_backward(torc_tensor *root, const torc_tensor *grad,
   torc_status st;
   ENGINE_CALL({
     st = root_grads("torc_backward", &root, grad ? &grad : NULL, 1, &g0);
-    if (st == TORC_OK)
+    if (st == TORC_OK) {
+      /* End-of-backward callbacks: queued by this walk's hooks, run after
+       * it (even when it failed, so that a callback can end what its hooks
+       * began; the walk's error is kept). */
+      int outer = tl_in_backward;
+      int n0 = tl_n_cbs;
+      tl_in_backward = 1;
       st = engine(&root, &g0, 1, retain_graph, NULL, 0);
+      for (int i = n0; i < tl_n_cbs; i++) {
+        torc_status cs = tl_cbs[i].fn(tl_cbs[i].user);
+        if (st == TORC_OK)
+          st = cs;
+      }
+      tl_n_cbs = n0;
+      tl_in_backward = outer;
+    }
     torc_release(g0);
   });
   return st;

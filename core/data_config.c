@@ -11,6 +11,7 @@
 #include "data_internal.h"
 #include "internal.h"
 #include "torc/config.h"
+#include "torc/dist.h"
 #include "torc/philox.h"
 
 const torc__config_row torc__data_rows[] = {
@@ -315,6 +316,24 @@ torc_loader *torc_loader_from_config(const torc_config *cfg, const char *name,
   if (part == 1) /* validation: every sample once, in order */
     o.shuffle = 0, o.drop_last = 0;
   o.batch_size = batch;
+  /* Several processes: batch_size is the global batch, and each rank
+   * loads its share of every batch (every world-th sample, as PyTorch's
+   * DistributedSampler), so N ranks step as one process would. */
+  int world = torc_dist_world_size();
+  if (world > 1 && strcmp(name, "train") == 0) {
+    if (batch % world != 0) {
+      torc__config_error(cfg, i, "batch_size", TORC_ERR_CONFIG,
+                         "batch_size = %lld (the global batch) does not "
+                         "divide among %d ranks; use a multiple of %d, "
+                         "e.g. %lld",
+                         (long long)batch, world, world,
+                         (long long)((batch + world - 1) / world * world));
+      return NULL;
+    }
+    o.batch_size = batch / world;
+    o.world_size = world;
+    o.rank = torc_dist_rank();
+  }
   o.workers = (int)workers;
   o.prefetch = (int)prefetch;
   const char *pin = torc__config_value(cfg, i, "pin_memory");

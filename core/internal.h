@@ -152,6 +152,11 @@ int torc__devtype_register(torc__plugin *owner, const torc_device_ops *ops);
 /* Removes every device type `owner` registered. */
 void torc__devtype_unregister_owner(torc__plugin *owner);
 
+/* Communicator types (dist.c): registered by plugins, dropped with them. */
+torc_status torc__comm_register(torc__plugin *owner,
+                                const torc_comm_type *type);
+void torc__comm_unregister_owner(torc__plugin *owner);
+
 /* Validates that dev names a registered type and an existing index. */
 torc_status torc__device_check(torc_device dev, const char *what);
 

@@ -41,5 +41,6 @@ include core/module.mk
 include core/data.mk
 include core/optim.mk
 include core/amp.mk
+include core/dist.mk
 include core/fused.mk
 include core/support.mk

@@ -267,8 +267,32 @@ static int host_register_scheduler(torc_plugin *self,
                              "torc_scheduler_type_register", reg_scheduler);
 }
 
+static int host_register_comm(torc_plugin *self, const torc_comm_type *type) {
+  torc__plugin *p = (torc__plugin *)self;
+  if (p == NULL)
+    return torc_set_error(TORC_ERR_NULL,
+                          "register_comm: the plugin handle is NULL; pass "
+                          "the one given to init");
+  const char *name = type && type->name ? type->name : "(unnamed)";
+  if (!(p->provides & TORC_PROVIDES_COMM))
+    torc_logf(TORC_LOG_WARN,
+              "plugin '%s' registers communicator '%s' but its "
+              "info.provides lacks TORC_PROVIDES_COMM; add it so listings "
+              "show what the plugin provides",
+              p->name, name);
+  torc_status st = torc__comm_register(p, type);
+  if (st != TORC_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", torc_last_error());
+    torc_set_error(st, "plugin '%s' cannot register communicator '%s': %s",
+                   p->name, name, msg);
+  }
+  return st;
+}
+
 /* Everything a plugin registered, undone (failed init, unload). */
 static void unregister_all(torc__plugin *p) {
+  torc__comm_unregister_owner(p);
   torc__optim_types_unregister_owner(p);
   torc__data_sources_unregister_owner(p);
   torc__module_types_unregister_owner(p);
@@ -296,6 +320,7 @@ const torc_host torc__host = {
     .register_scheduler = host_register_scheduler,
     .kernel_scratch = torc__kernel_scratch,
     .deterministic_algorithms = torc_deterministic_algorithms_enabled,
+    .register_comm = host_register_comm,
 };
 
 /* ---- helpers ---- */

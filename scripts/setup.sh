@@ -34,13 +34,16 @@ case $build in /*) ;; *) build="$top/$build" ;; esac
 # libonnx-dev (onnx.proto): libtorc's ONNX import and export;
 # libonnx-testdata: ONNX's backend test cases, which torc onnx-test runs
 # in make check; python3-onnx: onnx.checker on exported models; fortunes:
-# the text of examples/text (test_examples.sh trains on it briefly).
+# the text of examples/text (test_examples.sh trains on it briefly);
+# libopenmpi-dev, openmpi-bin: the mpi plugin and mpirun (training in
+# several processes, test_dist).
 packages=(gcc make autoconf automake libtool pkg-config
           libprotobuf-c-dev protobuf-c-compiler libonnx-dev
           libonnx-testdata python3-onnx
           libinih-dev libjansson-dev libcmocka-dev valgrind
           zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist
-          libopenblas-dev libdnnl-dev librsvg2-bin fortunes)
+          libopenblas-dev libdnnl-dev librsvg2-bin fortunes
+          libopenmpi-dev openmpi-bin)
 # --fuzz: clang with libFuzzer and the sanitizer runtimes, and
 # llvm-symbolizer (llvm-14) for the stacks of its reports.
 [ $fuzz = no ] || packages+=(clang-14 libclang-rt-14-dev llvm-14)

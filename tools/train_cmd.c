@@ -3,9 +3,11 @@
  * output the docs fix, and the status-to-exit-status table every command
  * shares. The work is torc_train / torc_evaluate / torc_bench.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -31,6 +33,10 @@ const char torc_tool__usage_train[] =
     "                     raise [train] epochs to go on)\n"
     "  --overwrite        replace the earlier run in the run folder\n"
     "  --progress bar|lines  force the progress style\n"
+    "  --nproc N          train in N processes on this machine, started\n"
+    "                     through mpirun (data-parallel: [data.train]\n"
+    "                     batch_size is split among them; see `torc help\n"
+    "                     config`, [dist]); under mpirun -np N, leave it out\n"
     "\n"
     "Ctrl-C writes a checkpoint at the end of the current step and exits\n"
     "130. Exit status: 0 done; 1 a failure once training has started (out\n"
@@ -67,6 +73,7 @@ int torc_tool__exit_status(torc_status st) {
   case TORC_ERR_NULL:
   case TORC_ERR_AUTOGRAD:
   case TORC_ERR_INTERNAL:
+  case TORC_ERR_DIST:
     return TORC_TOOL_EXIT_RUNTIME;
   case TORC_ERR_INVALID:
   case TORC_ERR_SHAPE:
@@ -133,10 +140,88 @@ static void print_wrote(const char *dir) {
   printf("\n");
 }
 
+/* torc train --nproc N: this command again under `mpirun -np N` (or
+ * $TORC_MPIRUN), without --nproc; mpirun's status, with a rank killed by a
+ * signal (mpirun's 128 + N) reported as a failure, status 1. */
+static int run_nproc(int argc, char **argv, long nproc) {
+  int r, w;
+  if (torc_dist_env(&r, &w) != TORC_OK || w > 1) {
+    fprintf(stderr, "torc train: --nproc %ld under a launcher that already "
+                    "started %d ranks; leave --nproc out under mpirun\n",
+            nproc, w);
+    return TORC_TOOL_EXIT_USAGE;
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    fprintf(stderr, "torc train: cannot find this program's path to start "
+                    "its ranks (/proc/self/exe)\n");
+    return TORC_TOOL_EXIT_RUNTIME;
+  }
+  self[n] = '\0';
+  const char *mpirun = getenv("TORC_MPIRUN");
+  if (mpirun == NULL || *mpirun == '\0')
+    mpirun = "mpirun";
+  char np[32];
+  snprintf(np, sizeof np, "%ld", nproc);
+  char **av = calloc((size_t)argc + 8, sizeof *av);
+  if (av == NULL)
+    return TORC_TOOL_EXIT_RUNTIME;
+  int k = 0;
+  av[k++] = (char *)mpirun;
+  av[k++] = "-np";
+  av[k++] = np;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (nproc > cpus) /* more ranks than cores: Open MPI asks to be told */
+    av[k++] = "--oversubscribe";
+  av[k++] = self;
+  av[k++] = "train";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--nproc") == 0) {
+      i++;
+      continue;
+    }
+    av[k++] = argv[i];
+  }
+  /* Open MPI refuses root unless told; a one-machine run as root (a
+   * container) is what --nproc is for. */
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execvp(mpirun, av);
+    fprintf(stderr, "torc train: cannot run %s for --nproc (%s): apt-get "
+                    "install openmpi-bin, or set TORC_MPIRUN\n",
+            mpirun, strerror(errno));
+    _exit(TORC_TOOL_EXIT_USAGE);
+  }
+  free(av);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+    fprintf(stderr, "torc train: cannot start %s: %s\n", mpirun,
+            strerror(errno));
+    return TORC_TOOL_EXIT_RUNTIME;
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code >= 128) {
+    fprintf(stderr, "torc train: a rank of the %ld ended abnormally (status "
+                    "%d; mpirun's message above names it) and the others "
+                    "were stopped. The newest checkpoint is intact: go on "
+                    "with torc train --resume (on any number of ranks)\n",
+            nproc, code);
+    return TORC_TOOL_EXIT_RUNTIME;
+  }
+  return code;
+}
+
 int torc_tool__cmd_train(int argc, char **argv) {
   const char *file = NULL, *resume = NULL;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   int n_sets = 0, bar = isatty(STDOUT_FILENO), overwrite = 0;
+  long nproc = 0;
   if (sets == NULL)
     return TORC_TOOL_EXIT_RUNTIME;
   int rc = -1;
@@ -158,6 +243,12 @@ int torc_tool__cmd_train(int argc, char **argv) {
         resume = argv[++i];
     } else if (strcmp(a, "--overwrite") == 0) {
       overwrite = 1;
+    } else if (strcmp(a, "--nproc") == 0 && i + 1 < argc) {
+      char *end;
+      nproc = strtol(argv[++i], &end, 10);
+      if (*end || nproc < 1 || nproc > 4096)
+        rc = usage_error("train", "--nproc takes a count of processes "
+                         "(1..4096), not", argv[i]);
     } else if (strcmp(a, "--progress") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
       if (strcmp(v, "bar") == 0)
@@ -179,6 +270,10 @@ int torc_tool__cmd_train(int argc, char **argv) {
   if (rc < 0 && overwrite && resume)
     rc = usage_error("train", "--overwrite and --resume exclude each other; "
                      "choose one", NULL);
+  if (rc < 0 && nproc > 0) {
+    free(sets);
+    return run_nproc(argc, argv, nproc);
+  }
   torc_config *cfg = NULL;
   if (rc < 0)
     cfg = config_with_sets("train", file, sets, n_sets, &rc);
@@ -194,20 +289,37 @@ int torc_tool__cmd_train(int argc, char **argv) {
                                .flags = overwrite ? 0u
                                                   : TORC_TRAIN_KEEP_EARLIER};
   torc_status st = torc_train_ex(cfg, &o, &keep, &res);
+  /* Several processes: rank 0 prints the run's lines, the others only
+   * their errors. */
+  int quiet = torc_dist_rank() != 0;
   char dir[1024];
-  if (st == TORC_OK && torc_train_run_dir(cfg, dir, sizeof dir) == TORC_OK)
+  if (st == TORC_OK && !quiet &&
+      torc_train_run_dir(cfg, dir, sizeof dir) == TORC_OK)
     print_wrote(dir);
   torc_config_free(cfg);
   if (st == TORC_ERR_INTERRUPTED)
     return TORC_TOOL_EXIT_INTERRUPTED;
   if (st != TORC_OK) {
-    fprintf(stderr, "torc train: %s\n", torc_last_error());
+    if (torc_dist_world_size() > 1)
+      fprintf(stderr, "torc train: rank %d: %s\n", torc_dist_rank(),
+              torc_last_error());
+    else
+      fprintf(stderr, "torc train: %s\n", torc_last_error());
     /* Before the first step: the file, its data, plugins or a checkpoint,
      * as for every command. After it, a failure while running (a NaN
      * loss, a checkpoint that cannot be written). */
-    return res.steps > 0 ? TORC_TOOL_EXIT_RUNTIME
-                         : torc_tool__exit_status(st);
+    int code = res.steps > 0 ? TORC_TOOL_EXIT_RUNTIME
+                             : torc_tool__exit_status(st);
+    /* A failure in training on one rank ends the others now, not at
+     * their timeout (before training every rank knew, and the trainer
+     * left the world). */
+    if (torc_dist_world_size() > 1)
+      torc_dist_finalize(1);
+    return code;
   }
+  torc_dist_finalize(0);
+  if (quiet)
+    return TORC_TOOL_EXIT_OK;
   /* The run's last line; no accuracy for regression, no test figures
    * without [data.test]. */
   printf("done: epochs=%lld", (long long)res.epochs);

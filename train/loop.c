@@ -52,6 +52,82 @@ static void on_sigint(int sig) {
   interrupted = 1;
 }
 
+/* ---- several processes ---- */
+
+/* mpirun ends every rank with SIGTERM when one fails: the message, made
+ * before the run starts, and an exit status below 128. */
+static char term_msg[1400];
+static torc_device dist_dev; /* the communicator's tensors' device */
+static void on_sigterm(int sig) {
+  (void)sig;
+  ssize_t w = write(2, term_msg, strlen(term_msg));
+  (void)w;
+  _exit(1);
+}
+
+torc_status torc_train__dist_start(const torc_config *cfg) {
+  int rank, world;
+  torc_status st = torc_dist_env(&rank, &world);
+  int k = torc_config_find(cfg, "dist");
+  if (st || (world == 1 && k < 0))
+    return st;
+  torc_dist_opts o = {0};
+  if (k >= 0) {
+    o.backend = torc_config_value(cfg, k, "backend");
+    if ((st = torc_config_get_double(cfg, k, "timeout", &o.timeout_s)))
+      return st;
+  }
+  if ((st = torc_config_device(cfg, &o.device)))
+    return st;
+  dist_dev = o.device;
+  return torc_dist_init(&o);
+}
+
+torc_status torc_train__dist_sum(double *v, int n) {
+  if (torc_dist_world_size() == 1)
+    return TORC_OK;
+  const char *b = torc_dist_backend();
+  torc_device dev = b && strcmp(b, "mpi") != 0 ? dist_dev : TORC_CPU;
+  int scope = torc_scope_begin();
+  int64_t len = n;
+  torc_tensor *t = torc_from_host(v, &len, 1, TORC_F64, dev);
+  torc_status st = t ? torc_dist_all_reduce(&t, 1, TORC_DIST_SUM)
+                     : torc_last_status();
+  if (st == TORC_OK)
+    st = torc_to_host(t, v, sizeof(double) * (size_t)n);
+  torc_scope_end(scope);
+  return st;
+}
+
+/* Every rank's setup outcome: a rank that failed has said why; the others
+ * stop with TORC_ERR_DIST naming it, so that none waits in a collective
+ * for a rank that is gone. */
+static torc_status dist_agree(const run *r, torc_status st) {
+  if (r->world == 1)
+    return st;
+  double v[2] = {st != TORC_OK, st != TORC_OK ? r->rank + 1.0 : 0};
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", torc_last_error());
+  torc_status as = torc_train__dist_sum(v, 2);
+  if (as)
+    return as;
+  if (st) {
+    torc_set_error(st, "%s", msg);
+    return st;
+  }
+  if (v[0] > 0)
+    return v[0] == 1
+               ? torc_set_error(TORC_ERR_DIST,
+                                "rank %d: rank %d failed before training; "
+                                "its message says why",
+                                r->rank, (int)v[1] - 1)
+               : torc_set_error(TORC_ERR_DIST,
+                                "rank %d: %d ranks failed before training; "
+                                "their messages say why",
+                                r->rank, (int)v[0]);
+  return TORC_OK;
+}
+
 
 /* ---- the parts of a run ---- */
 
@@ -96,6 +172,8 @@ static torc_status outputs_ok(const run *r) {
 }
 
 static void run_free(run *r) {
+  torc_ddp_free(r->ddp);
+  r->ddp = NULL;
   free(r->warm_lr);
   torc_grad_scaler_free(r->scaler);
   torc_scheduler_free(r->sched);
@@ -190,6 +268,8 @@ static torc_status check_vocabulary(const run *r, const torc_loader *ld) {
 static torc_status run_build(run *r, const torc_config *cfg, int for_train) {
   memset(r, 0, sizeof *r);
   r->cfg = cfg;
+  r->rank = torc_dist_rank();
+  r->world = torc_dist_world_size();
   r->started = time(NULL);
   torc_status st = torc_train__check_data_sections(cfg);
   if (st == TORC_OK)
@@ -491,24 +571,44 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
                                                 : sizeof user);
   }
   run r;
-  torc_status st = run_build(&r, cfg, 1);
+  /* Several processes: the world first (the loaders shard by rank). */
+  torc_status st = torc_train__dist_start(cfg);
+  if (st)
+    return st;
+  st = run_build(&r, cfg, 1);
+  r.rank = torc_dist_rank(), r.world = torc_dist_world_size();
   position pos = {0};
   if (st == TORC_OK && o.resume)
     st = torc_train__load_ckpt(&r, o.resume, &pos);
   if (st == TORC_OK)
     st = torc_module_check_device(r.model, r.dev);
-  if (st == TORC_OK && !o.resume && (user.flags & TORC_TRAIN_KEEP_EARLIER))
-    st = torc_train_check_fresh(cfg);
-  if (st == TORC_OK)
-    st = outputs_ok(&r);
-  if (st == TORC_OK && !o.resume)
-    torc_train__clear_outputs(&r);
-  if (st == TORC_OK)
-    st = torc_train__write_config(&r);
+  /* Rank 0 alone checks and writes the run's files. */
+  if (r.rank == 0) {
+    if (st == TORC_OK && !o.resume &&
+        (user.flags & TORC_TRAIN_KEEP_EARLIER))
+      st = torc_train_check_fresh(cfg);
+    if (st == TORC_OK)
+      st = outputs_ok(&r);
+    if (st == TORC_OK && !o.resume)
+      torc_train__clear_outputs(&r);
+    if (st == TORC_OK)
+      st = torc_train__write_config(&r);
+  }
+  st = dist_agree(&r, st);
+  if (st == TORC_OK && r.world > 1 &&
+      (r.ddp = torc_ddp_new(r.model, &(torc_ddp_opts){
+                                         .bucket_mb = r.s.bucket_mb})) ==
+          NULL)
+    st = torc_last_status();
   if (st) {
+    /* Every rank knows and stops: the world ends in order. */
+    torc_dist_finalize(0);
     run_free(&r);
     return st;
   }
+  /* The other ranks print only errors. */
+  if (r.rank != 0)
+    user.flags |= TORC_TRAIN_NO_PROGRESS | TORC_TRAIN_NO_METRICS;
   if (!(user.flags & TORC_TRAIN_NO_PROGRESS))
     torc_train__header(o.out ? o.out : stdout, &r, "train");
   torc_train__report rp;
@@ -536,12 +636,25 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     best_v = torc_train__best_so_far(&r);
   if (callbacks)
     cbs.cb[cbs.n++] = user;
-  struct sigaction old_sa, sa;
+  struct sigaction old_sa, sa, old_term;
   if (o.handle_sigint) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_sa);
+  }
+  if (o.handle_sigint && r.world > 1) {
+    snprintf(term_msg, sizeof term_msg,
+             "torc train: rank %d of %d: stopped by SIGTERM: the launcher "
+             "ends every rank when one fails (its message names the rank). "
+             "Checkpoints are written whole or not at all, so the newest "
+             "one in %s is intact: go on with torc train --resume, on any "
+             "number of ranks\n",
+             r.rank, r.world, r.s.ck_dir ? r.s.ck_dir : r.s.dir);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term);
   }
   interrupted = 0;
   double t_start = now_s() - pos.seconds, t_proc = now_s();
@@ -614,16 +727,22 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
             st = torc_train__accum_check(&acc, epoch, ep_step0);
           break;
         }
-        double lv = v[0], wlv = v[1], cv = v[2], wcv = v[3];
+        double lv = v[0], wlv = v[1], cv = v[2], wcv = v[3], wnv = wn;
+        if (r.world > 1 && ev.logged) { /* the window of every rank */
+          double g[3] = {wlv, classify ? wcv : 0, wnv};
+          if ((st = torc_train__dist_sum(g, 3)))
+            break;
+          wlv = g[0], wcv = g[1], wnv = g[2];
+        }
         ev.loss = lv;
         ev.accuracy = classify ? cv / (double)bs : NAN;
-        ev.window_loss = wlv / wn;
-        ev.window_accuracy = classify ? wcv / wn : NAN;
+        ev.window_loss = wlv / wnv;
+        ev.window_accuracy = classify ? wcv / wnv : NAN;
         if (r.scaler)
           ev.skipped_steps = torc_grad_scaler_skipped(r.scaler);
         t_read = t;
       }
-      ev.samples_per_sec = wn / (t - t_win);
+      ev.samples_per_sec = (double)wn * r.world / (t - t_win);
       ev.eta_seconds = (double)(nb - bi) * (t - t_ep) / (double)(bi - first);
       int rc = fire(&cbs, ON_STEP, &ev);
       if (ev.logged) {
@@ -650,6 +769,13 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
           st = torc_train__accum_check(&acc, epoch, ep_step0);
         break;
       }
+      if (r.world > 1 && !interrupted && !stop) { /* every rank's */
+        double g[6] = {v[0], v[1], v[2], v[3], (double)wn, (double)ep_n};
+        if ((st = torc_train__dist_sum(g, 6)))
+          break;
+        memcpy(v, g, sizeof v);
+        wn = (int64_t)g[4], ep_n = (int64_t)g[5];
+      }
       wl = v[0], ep_l = v[1], wc = (int64_t)v[2], ep_c = (int64_t)v[3];
     }
     if (st == TORC_OK && got < 0)
@@ -658,7 +784,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       break;
     if (interrupted || stop) {
       ended = interrupted ? TORC_TRAIN_INTERRUPTED : TORC_TRAIN_STOPPED;
-      if (r.s.ck_dir) {
+      if (r.s.ck_dir && r.rank == 0) {
         position now = {.epoch = epoch, .batch = bi, .gstep = gstep,
                         .seconds = now_s() - t_start, .wl = wl, .el = ep_l,
                         .wc = wc, .wn = wn, .ws = ws, .ec = ep_c, .en = ep_n,
@@ -750,7 +876,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
       if (!isnan(v) &&
           (isnan(best_v) || (higher ? v > best_v : v < best_v))) {
         char bp[1100];
-        if ((st = torc_train__save_weights(&r, "best.safetensors", v, bp,
+        if (r.rank == 0 && (st = torc_train__save_weights(&r, "best.safetensors", v, bp,
                                            sizeof bp)))
           break;
         best_v = v;
@@ -761,7 +887,7 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
         (r.s.ck_every > 0 && (epoch + 1) % r.s.ck_every == 0) || last_epoch;
     int stopping = stop_after && !last_epoch;
     if (r.s.ck_dir && (due || stopping)) {
-      if ((st = torc_train__save_ckpt(&r,
+      if (r.rank == 0 && (st = torc_train__save_ckpt(&r,
                                       &(position){.epoch = epoch + 1,
                                                   .gstep = gstep,
                                                   .seconds = now_s() - t_start,
@@ -787,8 +913,22 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
   torc_train__accum_free(&acc);
   if (o.handle_sigint)
     sigaction(SIGINT, &old_sa, NULL);
+  if (o.handle_sigint && r.world > 1)
+    sigaction(SIGTERM, &old_term, NULL);
+  if (st == TORC_OK && r.ddp && !(user.flags & TORC_TRAIN_NO_PROGRESS)) {
+    torc_ddp_stats ds;
+    torc_ddp_get_stats(r.ddp, &ds);
+    fprintf(o.out ? o.out : stdout,
+            "dist: %d ranks on %s, %d gradient bucket(s) per step, %d "
+            "started during backward; all-reduce wait %.3f ms per step "
+            "(%lld steps)\n",
+            r.world, torc_dist_backend(), ds.buckets,
+            ds.started_in_backward,
+            ds.steps ? 1e3 * ds.comm_seconds / (double)ds.steps : 0.0,
+            (long long)ds.steps);
+  }
   /* The weights at the end, always: with no [checkpoint] section too. */
-  if (st == TORC_OK) {
+  if (st == TORC_OK && r.rank == 0) {
     char fp[1100];
     st = torc_train__save_weights(&r, "final.safetensors", NAN, fp,
                                   sizeof fp);

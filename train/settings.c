@@ -64,6 +64,17 @@ static const torc_config_row train_rows[] = {
     {"checkpoint", "best", TORC_CONFIG_ENUM, "none", WATCHED, 0,
      "also keep the weights of the best epoch by this metric as "
      "best.safetensors (accuracy: highest, loss: lowest)"},
+    {"dist", NULL, TORC_CONFIG_SECTION, NULL, NULL, 0,
+     "training in several processes (mpirun -np N torc train, or torc "
+     "train --nproc N): the communicator and its limits"},
+    {"dist", "backend", TORC_CONFIG_ENUM, "auto", "auto|mpi|nccl", 0,
+     "the communicator: mpi (cpu tensors, Open MPI), nccl (cuda tensors), "
+     "auto (nccl on a cuda device, else mpi)"},
+    {"dist", "timeout", TORC_CONFIG_FLOAT, "300", "1..", 0,
+     "seconds a collective may take before the run stops, naming the "
+     "cause (a rank that died or hangs)"},
+    {"dist", "bucket_mb", TORC_CONFIG_FLOAT, "25", "0.001..", 0,
+     "MiB of gradients per all-reduce; buckets start while backward runs"},
     {NULL, NULL, TORC_CONFIG_SECTION, NULL, NULL, 0, NULL}};
 
 /* The trainer's sections join the schema when libtorc loads, before any
@@ -211,6 +222,11 @@ torc_status torc_train__read_settings(const torc_config *cfg, settings *s) {
     s->ck_dir = s->ck_buf;
     s->best = metric_parse(torc_config_value(cfg, c, "best"));
   }
+  s->bucket_mb = 25;
+  int dk = torc_config_find(cfg, "dist");
+  if (dk >= 0 &&
+      (st = torc_config_get_double(cfg, dk, "bucket_mb", &s->bucket_mb)))
+    return st;
   int k = torc_config_find(cfg, "scheduler");
   if (k >= 0) {
     const char *iv = torc_config_value(cfg, k, "interval");

@@ -39,6 +39,7 @@ typedef struct torc_train__settings {
   int allow_emulated;   /* [train] allow_emulated */
   double loss_scale;    /* [train] loss_scale (fp16) */
   int64_t scale_growth; /* [train] loss_scale_growth_interval (fp16) */
+  double bucket_mb;     /* [dist] bucket_mb */
 } torc_train__settings;
 
 /* Reads [train], [checkpoint] and [scheduler] interval of cfg into s
@@ -72,7 +73,19 @@ typedef struct torc_train__run {
   int warm_groups;
   time_t started; /* files older than this were left by earlier runs */
   torc_grad_scaler *scaler; /* [train] precision = fp16; else NULL */
+  /* Training in several processes ([dist], a launcher): this process's
+   * rank and the world size (0 and 1 alone), and the DDP that averages
+   * the gradients (NULL alone). Rank 0 alone writes files. */
+  int rank, world;
+  torc_ddp *ddp;
 } torc_train__run;
+
+/* Joins the world a launcher started, or [dist] asks for (loop.c): before
+ * the loaders are built, which shard the training split by rank. */
+torc_status torc_train__dist_start(const torc_config *cfg);
+
+/* Sums v[0..n) across the ranks in place (nothing alone). */
+torc_status torc_train__dist_sum(double *v, int n);
 
 /* Builds the model, data, loss, optimizer and scheduler of cfg into r.
  * With `for_train` 0 only the model, the test data and the loss. */

@@ -83,8 +83,33 @@ typedef torc_tensor *(*torc_grad_hook)(const torc_tensor *grad, void *user);
 TORC_API int torc_register_hook(torc_tensor *t, torc_grad_hook hook,
                                 void *user);
 
-/* Removes a hook by id. */
+/* Removes a hook by id (a gradient hook or a post-accumulate hook). */
 TORC_API torc_status torc_remove_hook(torc_tensor *t, int id);
+
+/* A post-accumulate gradient hook: called by backward right after leaf
+ * t's .grad took its gradient (torc_grad_of(t) is complete for this
+ * backward), as PyTorch's register_post_accumulate_grad_hook. Return
+ * TORC_OK, or an error status (with torc_set_error) to stop backward. */
+typedef torc_status (*torc_post_accumulate_hook)(torc_tensor *t, void *user);
+
+/* Registers a post-accumulate hook on leaf t (which must require grad):
+ * data-parallel training starts a gradient's all-reduce from one while
+ * backward goes on. Returns an id > 0 for torc_remove_hook, or -1. Not
+ * called by torc_grad, which leaves .grad alone. */
+TORC_API int torc_register_post_accumulate_grad_hook(
+    torc_tensor *t, torc_post_accumulate_hook hook, void *user);
+
+/* An end-of-backward callback: TORC_OK or an error status. */
+typedef torc_status (*torc_backward_callback)(void *user);
+
+/* Queues fn(user) to run once the running torc_backward has walked the
+ * whole graph (PyTorch's Variable._execution_engine.queue_callback). Call
+ * it from a hook during backward; queuing the same fn and user twice in
+ * one backward queues it once. Callbacks run in the order queued, also
+ * when backward failed (the first error is returned). TORC_ERR_AUTOGRAD
+ * outside a backward; at most 16 per backward. */
+TORC_API torc_status torc_autograd_queue_callback(torc_backward_callback fn,
+                                                  void *user);
 
 /* ---- modes (thread-local) ---- */
 

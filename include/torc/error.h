@@ -52,7 +52,8 @@ TORC_BEGIN_DECLS
   X(ERR_UNSUPPORTED, 14, "not supported")                                      \
   X(ERR_AUTOGRAD, 15, "autograd error")                                        \
   X(ERR_INTERNAL, 16, "internal error")                                       \
-  X(ERR_INTERRUPTED, 17, "interrupted")
+  X(ERR_INTERRUPTED, 17, "interrupted")                                       \
+  X(ERR_DIST, 18, "distributed run failed (a rank stopped or timed out)")
 
 /* A status: TORC_OK (0) or one of the TORC_ERR_* codes above. */
 typedef enum torc_status {

@@ -45,8 +45,9 @@ TORC_BEGIN_DECLS
  *      torc_optimizer_type.fused (multi-tensor steps);
  *      torc_device_ops.no_device_reason.
  * 1.8: torc_host.kernel_scratch (device scratch for a running kernel),
- *      torc_host.deterministic_algorithms. */
-#define TORC_ABI_MINOR 8
+ *      torc_host.deterministic_algorithms.
+ * 1.9: torc_host.register_comm (communicators, torc_comm_type). */
+#define TORC_ABI_MINOR 9
 
 /* Name of the one symbol a plugin exports. */
 #define TORC_PLUGIN_ENTRY_SYMBOL "torc_plugin_entry"
@@ -489,6 +490,77 @@ typedef struct torc_device_ops {
 } torc_device_ops;
 
 /* ------------------------------------------------------------------------
+ * Communicators (ABI 1.9): the collectives of data-parallel training, on
+ * an engine the field runs (MPI, NCCL). The core calls them from one
+ * thread at a time.
+ * ---------------------------------------------------------------------- */
+
+/* Reductions, fixed integers (torc_dist_op in torc/dist.h). */
+enum { TORC_COMM_SUM = 0, TORC_COMM_AVG = 1, TORC_COMM_MAX = 2 };
+
+/* What a communicator's init gets. */
+typedef struct torc_comm_init_args {
+  size_t struct_size;
+  int rank, world; /* as the launcher set them */
+  int device_index; /* the device this rank computes on (its GPU) */
+  /* The bytes rank 0's get_unique_id made, the same on every rank (the
+   * core sends them over the bootstrap communicator); NULL for a backend
+   * without get_unique_id. */
+  const void *unique_id;
+  size_t unique_id_size;
+  double timeout_s; /* [dist] timeout: a collective that has not completed
+                       by then fails */
+} torc_comm_init_args;
+
+/* A communicator type. Buffers are a device memory handle (as the device's
+ * alloc gave it; the host pointer on the cpu) and a byte offset into it;
+ * `stream` is the device's stream the collective runs on (NULL on the
+ * cpu). A collective with `work` non-NULL may return before it completes,
+ * with a handle in *work for test and wait; with `work` NULL it completes
+ * before returning. Every rank calls the collectives in the same order. */
+typedef struct torc_comm_type {
+  size_t struct_size;
+  const char *name;        /* "mpi", "nccl": [dist] backend */
+  const char *device_type; /* the tensors it moves: "cpu", "cuda" */
+  const char *description; /* one line */
+  /* (optional) Writes a new unique id into buf (at most *size bytes) and
+   * its length into *size; rank 0 calls it before init. */
+  int (*get_unique_id)(void *buf, size_t *size);
+  /* Joins the world: rank and world from args, or the backend's own (MPI
+   * knows them); returns the handle in *comm. */
+  int (*init)(const torc_comm_init_args *args, void **comm);
+  /* The rank and world size the backend sees. */
+  int (*rank)(void *comm);
+  int (*world)(void *comm);
+  /* In place: buf[0..count) of dtype dt reduced across ranks with op
+   * (TORC_COMM_*). */
+  int (*all_reduce)(void *comm, void *buf, size_t offset, size_t count,
+                    torc_dtype dt, int op, void *stream, void **work);
+  /* nbytes of root's buf to every rank's. */
+  int (*broadcast)(void *comm, void *buf, size_t offset, size_t nbytes,
+                   int root, void *stream, void **work);
+  /* Rank r's nbytes of send to recv + r * nbytes, on every rank. */
+  int (*all_gather)(void *comm, const void *send, size_t send_offset,
+                    void *recv, size_t recv_offset, size_t nbytes,
+                    void *stream, void **work);
+  /* send (world * count elements) reduced across ranks with op; rank r
+   * keeps block r in recv (count elements). */
+  int (*reduce_scatter)(void *comm, const void *send, size_t send_offset,
+                        void *recv, size_t recv_offset, size_t count,
+                        torc_dtype dt, int op, void *stream, void **work);
+  /* Progress: *done = 1 when work completed (work is then released). */
+  int (*test)(void *comm, void *work, int *done);
+  /* Waits for work at most timeout_s seconds: TORC_OK (work released), or
+   * TORC_ERR_DIST naming the collective and the timeout, or another error. */
+  int (*wait)(void *comm, void *work, double timeout_s);
+  /* Every rank reaches it, within timeout_s. */
+  int (*barrier)(void *comm, double timeout_s);
+  /* Leaves the world. With `abort`, after a failure: the other ranks are
+   * stopped too (MPI_Abort, ncclCommAbort), and the process may end. */
+  void (*destroy)(void *comm, int abort);
+} torc_comm_type;
+
+/* ------------------------------------------------------------------------
  * The host table: what the core offers a plugin.
  * ---------------------------------------------------------------------- */
 
@@ -584,6 +656,17 @@ typedef struct torc_host {
    * atomics-ordered sums and algorithms chosen by timing. Read it per
    * call: a program may switch it at any time. */
   int (*deterministic_algorithms)(void);
+
+  /* ---- ABI 1.9 (check TORC_HAS_SLOT(host, torc_host, register_comm)
+   * first) ---- */
+
+  /* Registers a communicator type ([dist] backend, torc_dist_init). The
+   * struct and its strings are borrowed: they live in the plugin.
+   * TORC_ERR_INVALID for a bad name, a missing init, rank, world,
+   * all_reduce, broadcast, wait, barrier or destroy, or a name already
+   * registered. A plugin whose info.provides lacks TORC_PROVIDES_COMM is
+   * accepted with a warning. */
+  int (*register_comm)(torc_plugin *self, const torc_comm_type *type);
 } torc_host;
 
 /* ------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include "torc/amp.h"
 #include "torc/autograd.h"
+#include "torc/dist.h"
 #include "torc/config.h"
 #include "torc/data.h"
 #include "torc/device.h"
