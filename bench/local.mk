@@ -38,3 +38,6 @@ CLEANFILES += bench/gpu/op_overhead
 EXTRA_PROGRAMS += bench/rnn/bench_rnn
 bench_rnn_bench_rnn_SOURCES = bench/rnn/bench_rnn.c
 CLEANFILES += bench/rnn/bench_rnn
+# Training in several processes: 2 ranks x 1 thread against 1 rank x 2
+# threads (bench/dist.sh).
+EXTRA_DIST += bench/dist.sh

@@ -551,8 +551,14 @@ typedef struct bucket {
   void *work;
 } bucket;
 
+typedef struct hook_ctx {
+  struct torc_ddp *d;
+  int i; /* the parameter's index */
+} hook_ctx;
+
 struct torc_ddp {
   torc_module *m;
+  hook_ctx *ctx; /* per parameter: what its hook gets */
   int np;
   torc_tensor **params; /* in bucket order (reverse registration order) */
   torc_tensor **views;  /* params[i]'s slot in its bucket */
@@ -667,13 +673,9 @@ static torc_status ddp_finish(void *user) {
 /* Parameter i's gradient is complete: into its bucket, and the buckets
  * that are full start. */
 static torc_status ddp_hook(torc_tensor *t, void *user) {
-  torc_ddp *d = user;
-  if (d->no_sync || W.t == NULL || d->failed)
-    return TORC_OK;
-  int i = 0;
-  while (i < d->np && d->params[i] != t)
-    i++;
-  if (i == d->np || d->seen[i])
+  torc_ddp *d = ((hook_ctx *)user)->d;
+  int i = ((hook_ctx *)user)->i;
+  if (d->no_sync || W.t == NULL || d->failed || d->seen[i])
     return TORC_OK;
   torc_status st;
   if (!d->queued) {
@@ -715,6 +717,7 @@ void torc_ddp_free(torc_ddp *d) {
   torc__free(d->bucket_of);
   torc__free(d->hook);
   torc__free(d->seen);
+  torc__free(d->ctx);
   torc__free(d);
 }
 
@@ -776,9 +779,10 @@ static torc_ddp *ddp_new(torc_module *m, const torc_ddp_opts *opts) {
   d->hook = torc__calloc((size_t)n + 1, sizeof *d->hook);
   d->seen = torc__calloc((size_t)n + 1, sizeof *d->seen);
   d->b = torc__calloc((size_t)n + 1, sizeof *d->b);
+  d->ctx = torc__calloc((size_t)n + 1, sizeof *d->ctx);
   torc_status st = TORC_OK;
   if (!d->params || !d->views || !d->bucket_of || !d->hook || !d->seen ||
-      !d->b)
+      !d->b || !d->ctx)
     st = torc_set_error(TORC_ERR_OOM, "out of memory in torc_ddp_new");
   /* Reverse registration order: the order gradients arrive in. */
   for (int i = np - 1; i >= 0 && st == TORC_OK; i--)
@@ -825,10 +829,12 @@ static torc_ddp *ddp_new(torc_module *m, const torc_ddp_opts *opts) {
       off += c;
     }
   }
-  for (int i = 0; i < d->np && st == TORC_OK; i++)
+  for (int i = 0; i < d->np && st == TORC_OK; i++) {
+    d->ctx[i] = (hook_ctx){d, i};
     if ((d->hook[i] = torc_register_post_accumulate_grad_hook(
-             d->params[i], ddp_hook, d)) < 0)
+             d->params[i], ddp_hook, &d->ctx[i])) < 0)
       st = torc_last_status();
+  }
   if (st) {
     torc_ddp_free(d);
     return NULL;

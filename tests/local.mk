@@ -134,3 +134,4 @@ clean-local-data-cache:
 .PHONY: clean-local-data-cache
 include tests/onnx_export.mk
 include tests/amp.mk
+include tests/dist.mk

@@ -315,6 +315,85 @@ static void test_hooks_retain_zero_grad(void **state) {
   torc_scope_end(s);
 }
 
+/* Post-accumulate hooks see the complete .grad, once per leaf per
+ * backward, after every contribution was summed; a queued end-of-backward
+ * callback runs once, after all of them. */
+typedef struct post_log {
+  int calls, cb_calls, order[8], n;
+  double seen[8];
+  torc_tensor *leaves[2];
+} post_log;
+
+static torc_status end_cb(void *user) {
+  post_log *l = user;
+  l->cb_calls++;
+  l->order[l->n++] = -1;
+  return TORC_OK;
+}
+
+static torc_status post_hook(torc_tensor *t, void *user) {
+  post_log *l = user;
+  double v = 0;
+  torc_tensor *g = torc_grad_of(t);
+  assert_non_null(g);
+  torc_tensor *s = torc_sum(g, NULL, 0, 0);
+  assert_ok(torc_item(s, &v));
+  torc_release(s);
+  l->seen[l->calls++] = v;
+  l->order[l->n++] = t == l->leaves[0] ? 0 : 1;
+  return torc_autograd_queue_callback(end_cb, l);
+}
+
+static torc_status failing_post_hook(torc_tensor *t, void *user) {
+  (void)t, (void)user;
+  return torc_set_error(TORC_ERR_INVALID, "the hook refuses");
+}
+
+static void test_post_accumulate_hooks(void **state) {
+  (void)state;
+  int s = torc_scope_begin();
+  const double va[] = {1, 2}, vb[] = {3, 4};
+  torc_tensor *a = param(va, TORC_SHAPE(2)), *b = param(vb, TORC_SHAPE(2));
+  post_log l = {.leaves = {a, b}};
+  int ia = torc_register_post_accumulate_grad_hook(a, post_hook, &l);
+  int ib = torc_register_post_accumulate_grad_hook(b, post_hook, &l);
+  assert_true(ia > 0 && ib > 0);
+  /* a is used twice: its hook runs once, with both contributions. */
+  torc_tensor *y = torc_add(torc_mul(a, b), torc_mul(a, a));
+  assert_ok(torc_backward(torc_sum(y, NULL, 0, 0), NULL, 0));
+  assert_int_equal(l.calls, 2);
+  assert_int_equal(l.cb_calls, 1);
+  assert_int_equal(l.order[2], -1); /* the callback came last */
+  /* d/da = b + 2a = {5, 8}: 13; d/db = a = {1, 2}: 3 */
+  for (int i = 0; i < 2; i++)
+    assert_true(l.seen[i] == (l.order[i] == 0 ? 13.0 : 3.0));
+  /* torc_grad leaves .grad alone and runs no post-accumulate hook. */
+  torc_tensor *ga = NULL;
+  torc_tensor *y2 = torc_sum(torc_mul(a, b), NULL, 0, 0);
+  assert_ok(torc_grad(&y2, NULL, 1, &a, 1, &ga, 0, 0));
+  assert_int_equal(l.calls, 2);
+  assert_non_null(ga);
+  /* removed hooks are not called; a failing hook stops backward */
+  assert_ok(torc_remove_hook(a, ia));
+  assert_ok(torc_remove_hook(b, ib));
+  assert_true(torc_register_post_accumulate_grad_hook(a, failing_post_hook,
+                                                      NULL) > 0);
+  assert_int_equal(
+      torc_backward(torc_sum(torc_mul(a, b), NULL, 0, 0), NULL, 0),
+      TORC_ERR_INVALID);
+  assert_int_equal(l.calls, 2);
+  /* Errors: a non-leaf, NULL, a callback queued outside backward. */
+  torc_tensor *h = torc_mul(a, b);
+  assert_int_equal(torc_register_post_accumulate_grad_hook(h, post_hook, &l),
+                   -1);
+  assert_non_null(strstr(torc_last_error(), "not a leaf"));
+  assert_int_equal(torc_register_post_accumulate_grad_hook(a, NULL, &l), -1);
+  assert_int_equal(torc_autograd_queue_callback(end_cb, &l),
+                   TORC_ERR_AUTOGRAD);
+  assert_non_null(strstr(torc_last_error(), "no backward is running"));
+  torc_scope_end(s);
+}
+
 /* ---- the safety rules ---- */
 
 static void test_inplace_on_leaf_is_refused(void **state) {
@@ -491,6 +570,7 @@ int main(void) {
       cmocka_unit_test(test_backward_errors),
       cmocka_unit_test(test_torc_grad_and_unused),
       cmocka_unit_test(test_hooks_retain_zero_grad),
+      cmocka_unit_test(test_post_accumulate_hooks),
       cmocka_unit_test(test_inplace_on_leaf_is_refused),
       cmocka_unit_test(test_modified_after_save_is_caught),
       cmocka_unit_test(test_inplace_on_nonleaf_is_tracked),
