@@ -95,6 +95,21 @@ static int op_of(int op, MPI_Op *out) {
   }
 }
 
+/* A reduction's MPI type and op, and its count checked against MPI's int
+ * counts; `what` words the message. */
+static int reduction(torc_dtype dt, int op, size_t count, const char *what,
+                     MPI_Datatype *t, MPI_Op *o) {
+  int rc;
+  if ((rc = dtype_of(dt, t)) || (rc = op_of(op, o)))
+    return rc;
+  if (count > (size_t)0x7fffffff)
+    return host->set_error(TORC_ERR_INVALID,
+                           "%s of %zu elements: the mpi communicator takes "
+                           "at most 2^31 - 1 per call",
+                           what, count);
+  return TORC_OK;
+}
+
 static void divide(void *buf, size_t n, torc_dtype dt, int world) {
   if (dt == TORC_F32) {
     float *p = buf, s = 1.0f / (float)world;
@@ -196,14 +211,9 @@ static int c_all_reduce(void *h, void *buf, size_t offset, size_t count,
   (void)stream;
   MPI_Datatype t = MPI_FLOAT;
   MPI_Op o = MPI_SUM;
-  int rc;
-  if ((rc = dtype_of(dt, &t)) || (rc = op_of(op, &o)))
+  int rc = reduction(dt, op, count, "all-reduce", &t, &o);
+  if (rc)
     return rc;
-  if (count > (size_t)0x7fffffff)
-    return host->set_error(TORC_ERR_INVALID,
-                           "all-reduce of %zu elements: the mpi "
-                           "communicator takes at most 2^31 - 1 per call",
-                           count);
   char *p = (char *)buf + offset;
   MPI_Request req;
   pthread_mutex_lock(&mu);
@@ -262,14 +272,9 @@ static int c_reduce_scatter(void *h, const void *send, size_t so, void *recv,
   (void)stream;
   MPI_Datatype t = MPI_FLOAT;
   MPI_Op o = MPI_SUM;
-  int rc;
-  if ((rc = dtype_of(dt, &t)) || (rc = op_of(op, &o)))
+  int rc = reduction(dt, op, count, "reduce-scatter", &t, &o);
+  if (rc)
     return rc;
-  if (count > (size_t)0x7fffffff)
-    return host->set_error(TORC_ERR_INVALID,
-                           "reduce-scatter of %zu elements per rank: the "
-                           "mpi communicator takes at most 2^31 - 1",
-                           count);
   MPI_Request req;
   char *r = (char *)recv + ro;
   pthread_mutex_lock(&mu);
