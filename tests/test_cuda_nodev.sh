@@ -3,10 +3,11 @@
 # GPU: it loads and registers device type cuda with 0 devices, `torc
 # plugins` lists it, a run asking for a cuda device fails with one message
 # (no device, the CUDA runtime's own words, how to run on the CPU) and
-# status 2, and [plugin.cuda]'s keys are checked at load. Skipped (77) when
-# configure did not build the plugin, or when a CUDA device is present (the
-# zero-device parts cannot run there). TORC_VALGRIND=1 runs torc under
-# valgrind.
+# status 2, [plugin.cuda]'s keys are checked at load, and the nccl
+# communicator is registered when the plugin was built with NCCL (a run
+# on the cpu asking for it is refused). Skipped (77) when configure did
+# not build the plugin, or when a CUDA device is present (the zero-device
+# parts cannot run there). TORC_VALGRIND=1 runs torc under valgrind.
 
 set -u
 
@@ -54,6 +55,32 @@ run_torc plugins
 expect_rc 0
 expect_has out "  cuda 0.1.0"
 expect_has out "      provides: device, kernels"
+pass "torc plugins lists cuda as a device and kernel provider"
+cp "$tmp/out" "$tmp/plugins.out"
+
+# Built with NCCL, the plugin registers the "nccl" communicator at load,
+# GPU or not: the core finds it and refuses it for a run on the cpu (its
+# tensors are cuda's). Without NCCL the core says where it comes from.
+src=$TORC_TOP_SRCDIR/examples/tabular
+sed -e "s|^path = |path = $src/|" -e "s|^metrics = .*|metrics = $tmp/m.csv|" \
+  "$src/diabetes.ini" >"$tmp/tab.ini"
+if grep -E '^      provides: device, kernels, communicators$' \
+  "$tmp/plugins.out" >/dev/null; then
+  run_torc train "$tmp/tab.ini" --set plugin.cuda.module=cuda \
+    --set dist.backend=nccl --set train.epochs=1
+  expect_rc 2
+  expect_has err "[dist] backend = nccl moves cuda tensors, but the run computes on cpu; use backend = mpi"
+  pass "the nccl communicator is registered (refused for a run on the cpu)"
+else
+  run_torc train "$tmp/tab.ini" --set plugin.cuda.module=cuda \
+    --set dist.backend=nccl --set train.epochs=1
+  expect_rc 2
+  expect_has err "no plugin registered the communicator 'nccl'"
+  pass "without NCCL there is no nccl communicator, and the message says why"
+fi
+# The listing again, for the checks below.
+cp "$tmp/plugins.out" "$tmp/out"
+what="torc plugins"
 if ! grep -E '^  cuda +0 devices' "$tmp/out" >/dev/null; then
   echo "SKIP: this machine has a CUDA device (torc plugins lists:" \
     "$(grep -E '^  cuda ' "$tmp/out")); the zero-device behaviour is" \
@@ -67,9 +94,7 @@ pass "torc plugins lists cuda with 0 devices and the plugin's reason"
 # (cudaGetDeviceCount's error, e.g. "CUDA driver version is insufficient
 # for CUDA runtime version"), the way to run on the CPU; status 2 (bad
 # input: a device that does not exist), before any data is read.
-src=$TORC_TOP_SRCDIR/examples/tabular
-sed -e "s|^path = |path = $src/|" -e "s|^metrics = .*|metrics = $tmp/m.csv|" \
-  "$src/diabetes.ini" >"$tmp/cuda.ini"
+cp "$tmp/tab.ini" "$tmp/cuda.ini"
 printf '\n[device]\ntype = cuda\n' >>"$tmp/cuda.ini"
 check_message() { # DEVICE
   expect_rc 2

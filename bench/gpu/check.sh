@@ -8,7 +8,9 @@
 # accuracy within 0.3 points, step time), per-op overhead and step time
 # beside PyTorch on CUDA where it is installed, and mixed precision on
 # cuda:0 (both examples trained and timed in bf16 and fp16 beside f32, the
-# bf16 checkpoint evaluated in f32 and bf16). Every step has its own
+# bf16 checkpoint evaluated in f32 and bf16), and on a machine with two
+# GPUs the MLP trained in two processes with NCCL (mpirun -np 2, one GPU
+# per rank). Every step has its own
 # timeout; a part that cannot run is a SKIP with the reason, one that
 # fails a FAIL with the error, and the run goes on. The report is
 # $OUT/report.md (written as the run goes, so it is there even if the run
@@ -753,6 +755,67 @@ row "time of part 6" INFO "$(($(date +%s) - t_mp)) s (meant to be under 90 s on 
     "differences in points. Step times: \`torc bench\` over $steps steps of" \
     "batch 64 (f32: part 5's run); f32/bf16 > 1: bf16 is faster."
 } >>"$report"
+
+# ---- 7. data-parallel training on two GPUs with NCCL ----
+# The MLP on part 4's schedule in two processes (mpirun -np 2), one GPU
+# each, the gradients all-reduced by the cuda plugin's nccl communicator.
+# Each rank sees only its own GPU: a wrapper sets CUDA_VISIBLE_DEVICES to
+# the rank's place on this machine (OMPI_COMM_WORLD_LOCAL_RANK; the Nth
+# entry of an existing CUDA_VISIBLE_DEVICES list), so both run on cuda:0.
+section "7. Data-parallel training: 2 GPUs with NCCL"
+ngpu=0
+command -v nvidia-smi >/dev/null 2>&1 &&
+  ngpu=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+nccl_cfg=$(sed -n 's/^ *NCCL *(cuda communicator) *//p' "$out/configure.log" 2>/dev/null | head -n 1)
+# The cuda plugin's provides line in part 3's listing: "communicators"
+# when it was built with NCCL.
+cuda_provides=$(awk '/^  [a-z]/ { p = $1 } p == "cuda" && /^      provides:/ { print; exit }' "$out/plugins.log" 2>/dev/null)
+mpirun_bin=$(command -v mpirun 2>/dev/null)
+if [ "$plugin" != cuda ]; then
+  row "mlp on 2 GPUs, nccl" SKIP "NCCL runs on cuda devices only (the device parts ran on $dev)"
+elif [ "$ngpu" -lt 2 ]; then
+  row "mlp on 2 GPUs, nccl" SKIP "the NCCL part needs 2 GPUs and this machine has $ngpu"
+elif [ "$gpu_ok" = 0 ]; then
+  row "mlp on 2 GPUs, nccl" SKIP "$nodev"
+elif ! echo "$cuda_provides" | grep -q communicators; then
+  row "mlp on 2 GPUs, nccl" SKIP "the cuda plugin was built without NCCL (configure: NCCL ${nccl_cfg:-unknown}; it needs nccl.h and libnccl in $cuda_dir)"
+elif [ ! -f "$build/plugins/.libs/mpi.so" ]; then
+  row "mlp on 2 GPUs, nccl" SKIP "the mpi plugin, which carries NCCL's unique id to the ranks, was not built (Open MPI: libopenmpi-dev)"
+elif [ -z "$mpirun_bin" ]; then
+  row "mlp on 2 GPUs, nccl" SKIP "no mpirun (Open MPI: openmpi-bin)"
+else
+  n=mlp-nccl
+  # Half the CPUs per rank.
+  rjobs=$(((jobs + 1) / 2))
+  # shellcheck disable=SC2016 # expanded by the rank's bash, not here
+  step "train-$n" 150 env OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" \
+    "$mpirun_bin" -np 2 --oversubscribe \
+    bash -c 'IFS=, read -r -a v <<<"${CUDA_VISIBLE_DEVICES:-}"
+      r=${OMPI_COMM_WORLD_LOCAL_RANK:?not started by Open MPI}
+      CUDA_VISIBLE_DEVICES=${v[$r]:-$r} exec "$0" "$@"' \
+    "$torc" train "$out/ini/mlp.ini" --overwrite --progress lines \
+    --set device.type=cuda --set plugin.cuda.module=cuda \
+    --set dist.backend=nccl --set dist.timeout=60 \
+    --set torc.threads="$rjobs" --set train.epochs=1 \
+    --set data.train.limit="$samples" --set data.test.limit="$test" \
+    --set train.dir="$out/runs/$n"
+  dline=$(grep '^dist: ' "$out/train-$n.log" | head -n 1)
+  acc=$(sed -n 's/^done:.*test_accuracy=\([0-9.]*\).*/\1/p' "$out/train-$n.log" | head -n 1)
+  # mpirun's own lines come last: the reason is a rank's first error.
+  err=$(grep -m 1 -E '^torc train|NCCL WARN' "$out/train-$n.log")
+  if [ "$rc" != 0 ]; then
+    case $rc in
+    124 | 137 | 125) ;;
+    *) [ -z "$err" ] || why="exit $rc: $err" ;;
+    esac
+    row "mlp on 2 GPUs, nccl" FAIL "$why"
+  elif ! echo "$dline" | grep -q '^dist: 2 ranks on nccl'; then
+    row "mlp on 2 GPUs, nccl" FAIL "finished, but no \"dist: 2 ranks on nccl\" line in train-$n.log (${dline:-none})"
+  else
+    row "mlp on 2 GPUs, nccl" PASS "test accuracy ${acc:--}; $dline"
+  fi
+fi
 
 finish
 exit 0

@@ -2,7 +2,8 @@
  * runtime (a default stream per device plus CUDA streams and events
  * through the core's stream API, memory cached by the core's block
  * allocator, pinned host memory, asynchronous errors named by the op that
- * launched them), its entry point and init. Kernels: ew.cu.
+ * launched them), its entry point and init. Kernels: ew.cu. With NCCL,
+ * the "nccl" communicator (nccl.c).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -727,10 +728,22 @@ static int cuda_init(const torc_host *host, torc_plugin *self) {
     st = torc_cuda__register_rand(host, self);
   if (st == TORC_OK)
     st = torc_cuda__register_tiled_mm(host, self);
+#ifdef TORC_HAVE_NCCL
+  /* The "nccl" communicator, on a core that takes communicators (1.9). */
+  if (st == TORC_OK && TORC_HAS_SLOT(host, torc_host, register_comm))
+    st = torc_cuda__register_nccl(host, self);
+#endif
   if (st != TORC_OK)
     cuda_fini(self);
   return st;
 }
+
+/* Built with NCCL, the plugin also provides the "nccl" communicator. */
+#ifdef TORC_HAVE_NCCL
+#define CUDA_PROVIDES_COMM TORC_PROVIDES_COMM
+#else
+#define CUDA_PROVIDES_COMM 0
+#endif
 
 static const torc_plugin_info cuda_info = {
     .struct_size = sizeof(torc_plugin_info),
@@ -741,7 +754,8 @@ static const torc_plugin_info cuda_info = {
     .description = "NVIDIA GPUs through the CUDA runtime: device type cuda "
                    "(cached memory, pinned host memory, streams and "
                    "events), its kernels on cuBLAS, cuDNN and its own",
-    .provides = TORC_PROVIDES_DEVICE | TORC_PROVIDES_KERNELS,
+    .provides = TORC_PROVIDES_DEVICE | TORC_PROVIDES_KERNELS |
+                CUDA_PROVIDES_COMM,
     /* The CUDA runtime does not survive dlclose. */
     .flags = TORC_PLUGIN_NO_UNLOAD,
     .keys = torc_cuda__keys,

@@ -132,6 +132,12 @@ int torc_cuda__register_nn(const torc_host *host, torc_plugin *self);
  * foreach_sgd_step_, foreach_adam_step_) for f32, f64, f16 and bf16. */
 int torc_cuda__register_optim(const torc_host *host, torc_plugin *self);
 
+#ifdef TORC_HAVE_NCCL
+/* Registers the "nccl" communicator (nccl.c): collectives on cuda tensors.
+ * Needs a core of ABI 1.9 (host->register_comm). */
+int torc_cuda__register_nccl(const torc_host *host, torc_plugin *self);
+#endif
+
 /* Destroys the cuBLAS handles (blas.c), at the plugin's fini. */
 void torc_cuda__blas_shutdown(void);
 

@@ -1,6 +1,7 @@
 # plugins/cuda/local.mk — the cuda plugin (device type "cuda"), built only
-# when configure found nvcc, the CUDA runtime, cuBLAS and cuDNN. Host code
-# is C; the kernels (.cu) go through nvcc by the .cu.lo rule below.
+# when configure found nvcc, the CUDA runtime, cuBLAS and cuDNN; with NCCL
+# it also has the "nccl" communicator (nccl.c). Host code is C; the
+# kernels (.cu) go through nvcc by the .cu.lo rule below.
 EXTRA_DIST += plugins/cuda/cuda_internal.h plugins/cuda/kerr.h \
 	plugins/cuda/ew.cu plugins/cuda/ew2.cu plugins/cuda/ew_body.h \
 	plugins/cuda/ew_launch.h \
@@ -52,6 +53,12 @@ CUDA_KERNEL_OBJS += plugins/cuda/optim.lo
 plugins_cuda_la_LIBADD = $(CUDA_KERNEL_OBJS) $(CUDA_LIBS)
 plugins_cuda_la_DEPENDENCIES = $(CUDA_KERNEL_OBJS)
 CLEANFILES += $(CUDA_KERNEL_OBJS) $(CUDA_KERNEL_OBJS:.lo=.o)
+# The "nccl" communicator, when configure found NCCL beside the toolkit.
+if HAVE_NCCL
+plugins_cuda_la_SOURCES += plugins/cuda/nccl.c
+plugins_cuda_la_CPPFLAGS += -DTORC_HAVE_NCCL
+plugins_cuda_la_LIBADD += $(NCCL_LIBS)
+endif
 # What each kernel file includes besides itself.
 CUDA_KERNEL_DEPS = $(srcdir)/plugins/cuda/cuda_internal.h \
 	$(srcdir)/plugins/cuda/kerr.h $(top_srcdir)/include/torc/plugin.h \
