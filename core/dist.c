@@ -541,6 +541,46 @@ torc_status torc_dist_barrier(void) {
   return st ? comm_status(st, "barrier") : TORC_OK;
 }
 
+/* ---- a differentiable all-reduce (synchronised batch norm) ---- */
+
+/* y = the sum of x over the ranks; dL/dx on each rank is the sum over the
+ * ranks of dL/dy, since every rank's loss depends on every rank's x. */
+static torc_status all_reduce_backward(torc__node *n, torc_tensor *const *gout,
+                                       torc_tensor **gin) {
+  (void)n;
+  gin[0] = torc_clone(gout[0]);
+  if (gin[0] == NULL)
+    return torc_last_status();
+  return torc_dist_all_reduce(&gin[0], 1, TORC_DIST_SUM);
+}
+
+torc_tensor *torc_dist_all_reduce_sum_grad(const torc_tensor *x) {
+  if (x == NULL) {
+    torc__null_input("torc_dist_all_reduce_sum_grad");
+    return NULL;
+  }
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  torc__scope_suspend(1);
+  torc_tensor *y = torc_clone(x);
+  torc_status st = y ? torc_dist_all_reduce(&y, 1, TORC_DIST_SUM)
+                     : torc_last_status();
+  torc__scope_suspend(-1);
+  torc_set_grad_mode(gm);
+  if (st == TORC_OK && torc__should_record(&x, 1)) {
+    torc__node *n = torc__node_new("AllReduceBackward", "dist_all_reduce",
+                                   all_reduce_backward, &x, 1);
+    if (n == NULL)
+      st = torc_last_status();
+    else
+      torc__node_attach(n, &y, 1);
+  }
+  if (st) {
+    torc_release(y);
+    return NULL;
+  }
+  return torc__ret(y);
+}
+
 /* ---- DDP ---- */
 
 typedef struct bucket {

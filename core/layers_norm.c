@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "layers_internal.h"
+#include "torc/dist.h"
 
 static char *shape_of(const torc_tensor *x, char *buf, size_t size) {
   return torc__shape_str(torc_shape(x), torc_ndim(x), buf, size);
@@ -46,6 +47,7 @@ typedef struct bn_state {
   int image; /* 0: batchnorm1d ([N, C] or [N, C, L]); 1: batchnorm2d */
   int64_t c; /* 0 until inferred */
   double eps, momentum;
+  int sync; /* torc_module_sync_batchnorm: statistics over every rank */
 } bn_state;
 
 static const char *bn_type(const bn_state *s) {
@@ -62,6 +64,99 @@ static torc_status bn_create(torc_module *m, int64_t c) {
       !torc__layer_buffer(m, "num_batches_tracked", NULL, 0, TORC_I64, 0))
     return torc_last_status();
   torc__module_set_lazy(m, 0);
+  return TORC_OK;
+}
+
+/* Training with statistics over every rank (PyTorch's SyncBatchNorm):
+ * the per-channel sum, then the sum of squared deviations, each summed
+ * across the ranks by an all-reduce that autograd follows, so the
+ * gradient through the statistics is the whole world's. Computed in f32
+ * (x cast up, y cast back); the running statistics take the global mean
+ * and the unbiased global variance. */
+static torc_tensor *bn_sync_forward(torc_module *m, const bn_state *s,
+                                    const torc_tensor *x) {
+  int nd = torc_ndim(x), dims[TORC_MAX_DIMS], nr = 0;
+  int64_t c = torc_size(x, 1), view[TORC_MAX_DIMS];
+  for (int d = 0; d < nd; d++) {
+    if (d != 1)
+      dims[nr++] = d;
+    view[d] = d == 1 ? c : 1;
+  }
+  int scope = torc_scope_begin();
+  torc_tensor *y = NULL;
+  double n_all = (double)(torc_numel(x) / (c ? c : 1));
+  torc_tensor *cnt = torc_full(NULL, 0, n_all, TORC_F64, TORC_CPU);
+  const char *be = torc_dist_backend();
+  if (cnt && be && strcmp(be, "mpi") != 0) /* the communicator's device */
+    cnt = torc_to(cnt, torc_device_of(x));
+  if (cnt == NULL || torc_dist_all_reduce(&cnt, 1, TORC_DIST_SUM) ||
+      torc_item(cnt, &n_all))
+    goto out;
+  if (n_all < 2) {
+    torc_set_error(TORC_ERR_SHAPE,
+                   "%s: synchronised batch norm over all ranks has %g "
+                   "value(s) per channel; training needs more than one",
+                   bn_type(s), n_all);
+    goto out;
+  }
+  torc_tensor *xf = torc_dtype_of(x) == TORC_F32 ? (torc_tensor *)x
+                                                  : torc_to_dtype(x, TORC_F32);
+  torc_tensor *mean = xf ? torc_div_scalar(torc_dist_all_reduce_sum_grad(
+                                               torc_sum(xf, dims, nr, 0)),
+                                           n_all)
+                         : NULL;
+  torc_tensor *xc = mean ? torc_sub(xf, torc_reshape(mean, view, nd)) : NULL;
+  torc_tensor *var =
+      xc ? torc_div_scalar(torc_dist_all_reduce_sum_grad(
+                               torc_sum(torc_mul(xc, xc), dims, nr, 0)),
+                           n_all)
+         : NULL;
+  torc_tensor *rstd = var ? torc_rsqrt(torc_add_scalar(var, s->eps)) : NULL;
+  torc_tensor *w = torc_module_parameter(m, "weight"),
+              *b = torc_module_parameter(m, "bias");
+  torc_tensor *yf = rstd ? torc_mul(xc, torc_reshape(rstd, view, nd)) : NULL;
+  if (yf && w)
+    yf = torc_mul(yf, torc_reshape(torc_to_dtype(w, TORC_F32), view, nd));
+  if (yf && b)
+    yf = torc_add(yf, torc_reshape(torc_to_dtype(b, TORC_F32), view, nd));
+  if (yf == NULL)
+    goto out;
+  /* running = (1 - momentum) * running + momentum * batch, no grad */
+  torc_grad_mode gm = torc_set_grad_mode(TORC_NO_GRAD);
+  torc_tensor *rm = torc_module_buffer(m, "running_mean"),
+              *rv = torc_module_buffer(m, "running_var");
+  double mo = s->momentum;
+  torc_status st = TORC_OK;
+  if (rm)
+    st = torc_copy_(rm, torc_add(torc_mul_scalar(rm, 1 - mo),
+                                 torc_mul_scalar(torc_detach(mean), mo)));
+  if (st == TORC_OK && rv)
+    st = torc_copy_(rv, torc_add(torc_mul_scalar(rv, 1 - mo),
+                                 torc_mul_scalar(torc_detach(var),
+                                                 mo * n_all / (n_all - 1))));
+  if (st == TORC_OK)
+    st = torc_add_scalar_(torc_module_buffer(m, "num_batches_tracked"), 1);
+  torc_set_grad_mode(gm);
+  if (st == TORC_OK)
+    y = torc_dtype_of(x) == TORC_F32 ? yf : torc_to_dtype(yf, torc_dtype_of(x));
+  if (y)
+    torc_scope_keep(y);
+out:
+  torc_scope_end(scope);
+  return y;
+}
+
+torc_status torc_module_sync_batchnorm(torc_module *m, int on) {
+  if (m == NULL)
+    return torc__null_input("torc_module_sync_batchnorm");
+  const char *t = torc_module_type_name(m);
+  if (t && (strcmp(t, "batchnorm1d") == 0 || strcmp(t, "batchnorm2d") == 0))
+    ((bn_state *)torc_module_state(m))->sync = on != 0;
+  for (int i = 0; i < torc_module_child_count(m); i++) {
+    torc_status st = torc_module_sync_batchnorm(torc_module_child_at(m, i), on);
+    if (st)
+      return st;
+  }
   return TORC_OK;
 }
 
@@ -106,6 +201,8 @@ static torc_tensor *bn_forward(torc_module *m, const torc_tensor *const *in,
     return NULL;
   }
   int training = torc_module_is_training(m);
+  if (s->sync && training && torc_dist_world_size() > 1)
+    return bn_sync_forward(m, s, x);
   int scope = torc_scope_begin();
   torc_tensor *y = torc_batch_norm(
       x, torc_module_buffer(m, "running_mean"),

@@ -80,6 +80,67 @@ rc=$?
 [ $rc -eq 0 ] || fail "the weights after 50 steps differ"
 pass "2 ranks x 32 = 1 process x 64 after 50 steps: $(cat "$tmp/out")"
 
+# 1b. Batch norm: with [dist] sync_batchnorm the 2 ranks' statistics are
+# the whole batch's, so 5 steps give one process's weights; without it,
+# each rank's half-batch statistics put them far apart.
+cat >"$tmp/bn.ini" <<INI
+[torc]
+seed = 3
+threads = 1
+deterministic = yes
+[data.train]
+source = idx
+images = $fm/train-images-idx3-ubyte.gz
+labels = $fm/train-labels-idx1-ubyte.gz
+transform = scale(0.00392156862745098), normalize(0.2860, 0.3530)
+batch_size = 64
+limit = 320
+shuffle = yes
+[model]
+input = 1,28,28
+[layer]
+type = conv2d
+out_channels = 8
+kernel_size = 3
+[layer]
+type = batchnorm2d
+[layer]
+type = relu
+[layer]
+type = maxpool2d
+kernel_size = 2
+[layer]
+type = flatten
+[layer]
+type = linear
+out_features = 10
+[loss]
+type = cross_entropy
+[optimizer]
+type = sgd
+lr = 0.05
+momentum = 0.9
+[train]
+epochs = 1
+INI
+run_torc train "$tmp/bn.ini" --progress lines --set train.dir="$tmp/bn1"
+[ $rc -eq 0 ] || fail "status $rc"
+for sync in yes no; do
+  what="mpirun -np 2 torc train bn.ini, sync_batchnorm = $sync"
+  $MPIRUN 2 "$TORC_BIN" train "$tmp/bn.ini" --progress lines \
+    --set dist.sync_batchnorm=$sync --set train.dir="$tmp/bn-$sync" \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "status $rc"
+  "$DIST_CHECK" compare "$tmp/bn1/final.safetensors" \
+    "$tmp/bn-$sync/final.safetensors" 1e-5 >"$tmp/cmp-$sync" 2>&1
+  eval "same_$sync=\$?"
+done
+what="sync_batchnorm"
+[ "$same_yes" = 0 ] || { cat "$tmp/cmp-yes" >>"$tmp/err"; fail "with sync, the weights differ"; }
+[ "$same_no" != 0 ] || fail "without sync the weights were the same: the check cannot tell"
+pass "batch norm over 2 ranks: with sync_batchnorm one process's weights after 5 steps ($(cat "$tmp/cmp-yes")), without it not"
+
 # 2. An epoch: the test accuracy within 0.2 points (in the plain build:
 # the sanitizers and valgrind check the same code on the 50 steps above).
 if [ "${TORC_VALGRIND:-0}" != 1 ] && [ -z "${LSAN_OPTIONS:-}" ]; then

@@ -600,6 +600,8 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
                                          .bucket_mb = r.s.bucket_mb})) ==
           NULL)
     st = torc_last_status();
+  if (st == TORC_OK && r.world > 1 && r.s.sync_batchnorm)
+    st = torc_module_sync_batchnorm(r.model, 1);
   if (st) {
     /* Every rank knows and stops: the world ends in order. */
     torc_dist_finalize(0);

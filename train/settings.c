@@ -75,6 +75,9 @@ static const torc_config_row train_rows[] = {
      "cause (a rank that died or hangs)"},
     {"dist", "bucket_mb", TORC_CONFIG_FLOAT, "25", "0.001..", 0,
      "MiB of gradients per all-reduce; buckets start while backward runs"},
+    {"dist", "sync_batchnorm", TORC_CONFIG_BOOL, "no", NULL, 0,
+     "batch norm's training statistics over every rank's batch (two "
+     "all-reduces per layer each way); no: per rank, as PyTorch's default"},
     {NULL, NULL, TORC_CONFIG_SECTION, NULL, NULL, 0, NULL}};
 
 /* The trainer's sections join the schema when libtorc loads, before any
@@ -225,7 +228,9 @@ torc_status torc_train__read_settings(const torc_config *cfg, settings *s) {
   s->bucket_mb = 25;
   int dk = torc_config_find(cfg, "dist");
   if (dk >= 0 &&
-      (st = torc_config_get_double(cfg, dk, "bucket_mb", &s->bucket_mb)))
+      ((st = torc_config_get_double(cfg, dk, "bucket_mb", &s->bucket_mb)) ||
+       (st = torc_config_get_bool(cfg, dk, "sync_batchnorm",
+                                  &s->sync_batchnorm))))
     return st;
   int k = torc_config_find(cfg, "scheduler");
   if (k >= 0) {

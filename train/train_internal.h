@@ -40,6 +40,7 @@ typedef struct torc_train__settings {
   double loss_scale;    /* [train] loss_scale (fp16) */
   int64_t scale_growth; /* [train] loss_scale_growth_interval (fp16) */
   double bucket_mb;     /* [dist] bucket_mb */
+  int sync_batchnorm;   /* [dist] sync_batchnorm */
 } torc_train__settings;
 
 /* Reads [train], [checkpoint] and [scheduler] interval of cfg into s

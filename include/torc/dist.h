@@ -103,6 +103,12 @@ TORC_API torc_status torc_dist_reduce_scatter(torc_tensor *out,
                                               const torc_tensor *in,
                                               torc_dist_op op);
 
+/* x summed over the ranks as a new tensor that autograd follows: the
+ * backward of each rank sums the ranks' gradients (PyTorch's
+ * torch.distributed.nn.all_reduce). Synchronised batch norm is built on
+ * it. A world of one gives a copy. NULL on error. */
+TORC_API torc_tensor *torc_dist_all_reduce_sum_grad(const torc_tensor *x);
+
 /* Returns once every rank called it (or TORC_ERR_DIST at the timeout). */
 TORC_API torc_status torc_dist_barrier(void);
 
@@ -143,7 +149,16 @@ typedef struct torc_ddp_stats {
   double comm_seconds; /* their waits, summed */
 } torc_ddp_stats;
 
+/* The last synced backward's figures and the running totals. */
 TORC_API void torc_ddp_get_stats(const torc_ddp *ddp, torc_ddp_stats *out);
+
+/* With on = 1, every batchnorm1d and batchnorm2d below m computes its
+ * training statistics over the whole world's batch (PyTorch's
+ * SyncBatchNorm.convert_sync_batchnorm): an all-reduce of the per-channel
+ * sums in forward, and of their gradients in backward. It costs two
+ * all-reduces per layer and step each way; with a world of one it changes
+ * nothing. The trainer's [dist] sync_batchnorm = yes. */
+TORC_API torc_status torc_module_sync_batchnorm(torc_module *m, int on);
 
 TORC_END_DECLS
 
