@@ -106,6 +106,8 @@ static void plugin_line(FILE *out, const torc_plugin_summary *p,
                 ? "losses, optimizers"
             : (p->provides & TORC_PROVIDES_LOSS) ? "losses"
                                                  : "optimizers, schedulers");
+  else if (p->provides & TORC_PROVIDES_COMM)
+    fprintf(out, " communicator (training in several processes)");
   else
     fprintf(out, " no ops on %s", devtype);
   fputc('\n', out);
@@ -182,6 +184,21 @@ void torc_train__header(FILE *out, const torc_train__run *r,
           grouped(torc_module_parameter_count(r->model, 0), all, sizeof all),
           grouped(torc_module_parameter_count(r->model, 1), trainable,
                   sizeof trainable));
+  if (r->world > 1) {
+    int64_t g = 0; /* the global batch, [data.train] batch_size */
+    int di = torc_config_find(r->cfg, "data.train");
+    if (di < 0 || torc_config_get_int(r->cfg, di, "batch_size", &g))
+      g = 0;
+    torc_clear_error();
+    int64_t b = g / r->world;
+    fprintf(out,
+            "dist: %d ranks on %s (this is rank %d: it prints and writes "
+            "the files), batch %lld per rank of %lld; gradients averaged in "
+            "buckets of %g MB%s\n",
+            r->world, torc_dist_backend(), r->rank, (long long)b,
+            (long long)b * r->world, r->s.bucket_mb,
+            r->s.sync_batchnorm ? "; batch norm synchronised" : "");
+  }
   fprintf(out, "data:\n");
   data_line(out, r->cfg, "train", r->train);
   data_line(out, r->cfg, "test", r->test);

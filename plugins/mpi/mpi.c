@@ -411,7 +411,7 @@ static const torc_plugin_info info = {
     .abi_major = TORC_ABI_MAJOR,
     .abi_minor = TORC_ABI_MINOR,
     .name = "mpi",
-    .version = "1.0",
+    .version = "0.1.0",
     .description = "Open MPI communicator (training in several processes)",
     .provides = TORC_PROVIDES_COMM,
     /* Open MPI cannot be initialised twice in a process. */
