@@ -646,13 +646,21 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
     sigaction(SIGINT, &sa, &old_sa);
   }
   if (o.handle_sigint && r.world > 1) {
-    snprintf(term_msg, sizeof term_msg,
-             "torc train: rank %d of %d: stopped by SIGTERM: the launcher "
-             "ends every rank when one fails (its message names the rank). "
-             "Checkpoints are written whole or not at all, so the newest "
-             "one in %s is intact: go on with torc train --resume, on any "
-             "number of ranks\n",
-             r.rank, r.world, r.s.ck_dir ? r.s.ck_dir : r.s.dir);
+    if (r.s.ck_dir)
+      snprintf(term_msg, sizeof term_msg,
+               "torc train: rank %d of %d: stopped by SIGTERM: the launcher "
+               "ends every rank when one fails (its message names the "
+               "rank). Checkpoints are written whole or not at all, so the "
+               "newest one in %s is intact: go on with torc train --resume, "
+               "on any number of ranks\n",
+               r.rank, r.world, r.s.ck_dir);
+    else
+      snprintf(term_msg, sizeof term_msg,
+               "torc train: rank %d of %d: stopped by SIGTERM: the launcher "
+               "ends every rank when one fails (its message names the "
+               "rank). The run has no [checkpoint] section, so it starts "
+               "over; add one to be able to --resume\n",
+               r.rank, r.world);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigterm;
     sigemptyset(&sa.sa_mask);
