@@ -28,11 +28,17 @@ typedef struct comm_reg {
 static comm_reg regs[8];
 static int n_regs;
 
-static const torc_comm_type *comm_find(const char *name) {
+/* The registration of communicator `name`, or NULL. */
+static const comm_reg *comm_reg_of(const char *name) {
   for (int i = 0; i < n_regs; i++)
     if (strcmp(regs[i].t->name, name) == 0)
-      return regs[i].t;
+      return &regs[i];
   return NULL;
+}
+
+static const torc_comm_type *comm_find(const char *name) {
+  const comm_reg *r = comm_reg_of(name);
+  return r ? r->t : NULL;
 }
 
 torc_status torc__comm_register(torc__plugin *owner, const torc_comm_type *t) {
@@ -51,11 +57,12 @@ torc_status torc__comm_register(torc__plugin *owner, const torc_comm_type *t) {
                           "init, rank, world, all_reduce, broadcast, wait, "
                           "barrier, destroy",
                           t->name);
-  if (comm_find(t->name))
+  const comm_reg *dup = comm_reg_of(t->name);
+  if (dup)
     return torc_set_error(TORC_ERR_INVALID,
                           "register_comm: a communicator named '%s' is "
                           "already registered (by plugin '%s')",
-                          t->name, torc__plugin_name(regs[0].owner));
+                          t->name, torc__plugin_name(dup->owner));
   if (n_regs == (int)(sizeof regs / sizeof regs[0]))
     return torc_set_error(TORC_ERR_INVALID,
                           "register_comm: at most %d communicator types",
@@ -488,22 +495,35 @@ static torc_status check_blocks(const char *fn, const torc_tensor *big,
   return TORC_OK;
 }
 
-torc_status torc_dist_all_gather(torc_tensor *out, const torc_tensor *in) {
-  torc_status st = check_blocks("torc_dist_all_gather", out, in);
+/* The checks and memory of a collective between `out` and `in`, one of
+ * them world blocks of the other (`gather`: out is): TORC_OK with the
+ * buffers set, or an error. With a world of one the caller copies. */
+static torc_status block_call(const char *fn, torc_tensor *out,
+                              const torc_tensor *in, int gather,
+                              int need_float, int has_slot, const char *slot,
+                              void **sd, size_t *so, void **rd, size_t *ro) {
+  torc_status st = gather ? check_blocks(fn, out, in)
+                          : check_blocks(fn, in, out);
   torc_tensor *pair[2] = {out, (torc_tensor *)in};
-  if (st || (st = check_list("torc_dist_all_gather", pair, 2, 0)))
+  if (st || (st = check_list(fn, pair, 2, need_float)) || W.t == NULL)
     return st;
-  if (W.t == NULL)
-    return torc_copy_(out, in);
-  if (W.t->all_gather == NULL)
+  if (!has_slot)
     return torc_set_error(TORC_ERR_UNSUPPORTED,
-                          "torc_dist_all_gather: the %s communicator has "
-                          "no all_gather",
-                          W.t->name);
-  void *sd, *rd, *work = NULL;
-  size_t so, ro;
-  if ((st = buf_of(in, &sd, &so)) || (st = buf_of(out, &rd, &ro)))
-    return st;
+                          "%s: the %s communicator has no %s", fn, W.t->name,
+                          slot);
+  if ((st = buf_of(in, sd, so)) == TORC_OK)
+    st = buf_of(out, rd, ro);
+  return st;
+}
+
+torc_status torc_dist_all_gather(torc_tensor *out, const torc_tensor *in) {
+  void *sd = NULL, *rd = NULL, *work = NULL;
+  size_t so = 0, ro = 0;
+  torc_status st = block_call("torc_dist_all_gather", out, in, 1, 0,
+                              W.t && W.t->all_gather, "all_gather", &sd, &so,
+                              &rd, &ro);
+  if (st || W.t == NULL)
+    return st ? st : torc_copy_(out, in);
   st = W.t->all_gather(W.comm, sd, so, rd, ro,
                        (size_t)torc_numel(in) * torc_dtype_size(in->dtype),
                        stream_of(out->storage->device), &work);
@@ -512,21 +532,13 @@ torc_status torc_dist_all_gather(torc_tensor *out, const torc_tensor *in) {
 
 torc_status torc_dist_reduce_scatter(torc_tensor *out, const torc_tensor *in,
                                      torc_dist_op op) {
-  torc_status st = check_blocks("torc_dist_reduce_scatter", in, out);
-  torc_tensor *pair[2] = {out, (torc_tensor *)in};
-  if (st || (st = check_list("torc_dist_reduce_scatter", pair, 2, 1)))
-    return st;
-  if (W.t == NULL)
-    return torc_copy_(out, in);
-  if (W.t->reduce_scatter == NULL)
-    return torc_set_error(TORC_ERR_UNSUPPORTED,
-                          "torc_dist_reduce_scatter: the %s communicator "
-                          "has no reduce_scatter",
-                          W.t->name);
-  void *sd, *rd, *work = NULL;
-  size_t so, ro;
-  if ((st = buf_of(in, &sd, &so)) || (st = buf_of(out, &rd, &ro)))
-    return st;
+  void *sd = NULL, *rd = NULL, *work = NULL;
+  size_t so = 0, ro = 0;
+  torc_status st = block_call("torc_dist_reduce_scatter", out, in, 0, 1,
+                              W.t && W.t->reduce_scatter, "reduce_scatter",
+                              &sd, &so, &rd, &ro);
+  if (st || W.t == NULL)
+    return st ? st : torc_copy_(out, in);
   st = W.t->reduce_scatter(W.comm, sd, so, rd, ro, (size_t)torc_numel(out),
                            out->dtype, (int)op,
                            stream_of(out->storage->device), &work);

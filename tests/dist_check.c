@@ -40,6 +40,7 @@ static int rank_;
 static double max_abs_diff(const torc_tensor *a, const torc_tensor *b,
                            double *scale) {
   int64_t n = torc_numel(a);
+  int scope = torc_scope_begin(); /* the f64 copies */
   double *x = malloc(sizeof(double) * (size_t)n),
          *y = malloc(sizeof(double) * (size_t)n);
   torc_tensor *ad = torc_to_dtype(a, TORC_F64), *bd = torc_to_dtype(b, TORC_F64);
@@ -55,6 +56,7 @@ static double max_abs_diff(const torc_tensor *a, const torc_tensor *b,
     }
   }
   free(x), free(y);
+  torc_scope_end(scope);
   return d;
 }
 

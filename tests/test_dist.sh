@@ -59,6 +59,18 @@ TORC_BIN=$TORC
 DIST_CHECK=$TORC_TOP_BUILDDIR/tests/dist_check
 
 ini=$TORC_TOP_SRCDIR/examples/fashion-mnist/mlp.ini
+
+# The pid of rank 1 of a running `torc train $ini` job (mpirun puts
+# OMPI_COMM_WORLD_RANK in each rank's environment), or nothing.
+rank1_pid() {
+  for p in $(pgrep -f "torc train $ini"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+       grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+      echo "$p"
+      return
+    fi
+  done
+}
 common="--progress lines --set torc.threads=1 --set train.epochs=1
   --set scheduler.warmup_epochs=0 --set data.train.workers=0"
 
@@ -169,13 +181,7 @@ while ! ls "$tmp/k"/ckpt-*.safetensors >/dev/null 2>&1 && [ $n -lt 600 ]; do
   sleep 0.05
   n=$((n + 1))
 done
-victim=
-for p in $(pgrep -f "torc train $ini"); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-     grep -qx "OMPI_COMM_WORLD_RANK=1"; then
-    victim=$p
-  fi
-done
+victim=$(rank1_pid)
 [ -n "$victim" ] || { kill $launcher; fail "no rank 1 found to kill"; }
 t0=$(date +%s)
 kill -9 "$victim"
@@ -220,12 +226,7 @@ while [ -z "$victim" ] && [ $n -lt 400 ]; do
   sleep 0.05
   n=$((n + 1))
   [ -f "$tmp/h/config.ini" ] || continue
-  for p in $(pgrep -f "torc train $ini"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-       grep -qx "OMPI_COMM_WORLD_RANK=1"; then
-      victim=$p
-    fi
-  done
+  victim=$(rank1_pid)
 done
 [ -n "$victim" ] || { kill $launcher; fail "no rank 1 found"; }
 sleep 0.5

@@ -576,7 +576,6 @@ torc_status torc_train_ex(const torc_config *cfg, const torc_train_opts *opts,
   if (st)
     return st;
   st = run_build(&r, cfg, 1);
-  r.rank = torc_dist_rank(), r.world = torc_dist_world_size();
   position pos = {0};
   if (st == TORC_OK && o.resume)
     st = torc_train__load_ckpt(&r, o.resume, &pos);

@@ -266,6 +266,16 @@ static cudaStream_t stream_for(const ncomm *c, void *stream) {
   return s != NULL && stream != NULL ? (cudaStream_t)stream : s;
 }
 
+/* Takes c->mu and the stream a collective goes on; NULL (the lock not
+ * held, the error set) when the device has none. */
+static cudaStream_t lock_stream(ncomm *c, void *stream) {
+  pthread_mutex_lock(&c->mu);
+  cudaStream_t s = stream_for(c, stream);
+  if (s == NULL)
+    pthread_mutex_unlock(&c->mu);
+  return s;
+}
+
 static int n_wait(void *h, void *wk, double timeout_s);
 
 /* After a collective was queued on s (r: what NCCL returned): waits for
@@ -306,12 +316,9 @@ static int n_all_reduce(void *h, void *buf, size_t offset, size_t count,
   int st;
   if ((st = dtype_of(dt, &t)) || (st = op_of(op, &o)))
     return st;
-  pthread_mutex_lock(&c->mu);
-  cudaStream_t s = stream_for(c, stream);
-  if (s == NULL) {
-    pthread_mutex_unlock(&c->mu);
+  cudaStream_t s = lock_stream(c, stream);
+  if (s == NULL)
     return TORC_ERR_DEVICE;
-  }
   char *p = (char *)buf + offset;
   ncclResult_t r = ncclAllReduce(p, p, count, t, o, c->c, s);
   return finish(c, r, s, "ncclAllReduce", "all-reduce", work_out);
@@ -320,12 +327,9 @@ static int n_all_reduce(void *h, void *buf, size_t offset, size_t count,
 static int n_broadcast(void *h, void *buf, size_t offset, size_t nbytes,
                        int root, void *stream, void **work_out) {
   ncomm *c = h;
-  pthread_mutex_lock(&c->mu);
-  cudaStream_t s = stream_for(c, stream);
-  if (s == NULL) {
-    pthread_mutex_unlock(&c->mu);
+  cudaStream_t s = lock_stream(c, stream);
+  if (s == NULL)
     return TORC_ERR_DEVICE;
-  }
   char *p = (char *)buf + offset;
   ncclResult_t r = ncclBroadcast(p, p, nbytes, ncclUint8, root, c->c, s);
   return finish(c, r, s, "ncclBroadcast", "broadcast", work_out);
@@ -335,12 +339,9 @@ static int n_all_gather(void *h, const void *send, size_t so, void *recv,
                         size_t ro, size_t nbytes, void *stream,
                         void **work_out) {
   ncomm *c = h;
-  pthread_mutex_lock(&c->mu);
-  cudaStream_t s = stream_for(c, stream);
-  if (s == NULL) {
-    pthread_mutex_unlock(&c->mu);
+  cudaStream_t s = lock_stream(c, stream);
+  if (s == NULL)
     return TORC_ERR_DEVICE;
-  }
   ncclResult_t r = ncclAllGather((const char *)send + so, (char *)recv + ro,
                                  nbytes, ncclUint8, c->c, s);
   return finish(c, r, s, "ncclAllGather", "all-gather", work_out);
@@ -355,12 +356,9 @@ static int n_reduce_scatter(void *h, const void *send, size_t so, void *recv,
   int st;
   if ((st = dtype_of(dt, &t)) || (st = op_of(op, &o)))
     return st;
-  pthread_mutex_lock(&c->mu);
-  cudaStream_t s = stream_for(c, stream);
-  if (s == NULL) {
-    pthread_mutex_unlock(&c->mu);
+  cudaStream_t s = lock_stream(c, stream);
+  if (s == NULL)
     return TORC_ERR_DEVICE;
-  }
   ncclResult_t r = ncclReduceScatter((const char *)send + so, (char *)recv + ro,
                                      count, t, o, c->c, s);
   return finish(c, r, s, "ncclReduceScatter", "reduce-scatter", work_out);

@@ -74,9 +74,11 @@ static int dtype_of(torc_dtype dt, MPI_Datatype *out) {
   default:
     return host->set_error(TORC_ERR_DTYPE,
                            "the mpi communicator reduces f32, f64, i32 and "
-                           "i64 tensors, not %d; cast the tensor first (a "
+                           "i64 tensors, not %s; cast the tensor first (a "
                            "bf16 model's gradients are f32)",
-                           (int)dt);
+                           dt == TORC_F16    ? "f16"
+                           : dt == TORC_BF16 ? "bf16"
+                                             : "this dtype");
   }
 }
 
@@ -95,6 +97,16 @@ static int op_of(int op, MPI_Op *out) {
   }
 }
 
+/* MPI counts are ints: n (of `unit`) must fit one. */
+static int fits(size_t n, const char *unit, const char *what) {
+  if (n <= (size_t)0x7fffffff)
+    return TORC_OK;
+  return host->set_error(TORC_ERR_INVALID,
+                         "%s of %zu %s: the mpi communicator takes at most "
+                         "2^31 - 1 per call; split the tensor",
+                         what, n, unit);
+}
+
 /* A reduction's MPI type and op, and its count checked against MPI's int
  * counts; `what` words the message. */
 static int reduction(torc_dtype dt, int op, size_t count, const char *what,
@@ -102,12 +114,7 @@ static int reduction(torc_dtype dt, int op, size_t count, const char *what,
   int rc;
   if ((rc = dtype_of(dt, t)) || (rc = op_of(op, o)))
     return rc;
-  if (count > (size_t)0x7fffffff)
-    return host->set_error(TORC_ERR_INVALID,
-                           "%s of %zu elements: the mpi communicator takes "
-                           "at most 2^31 - 1 per call",
-                           what, count);
-  return TORC_OK;
+  return fits(count, "elements", what);
 }
 
 static void divide(void *buf, size_t n, torc_dtype dt, int world) {
@@ -229,15 +236,13 @@ static int c_broadcast(void *h, void *buf, size_t offset, size_t nbytes,
                        int root, void *stream, void **work_out) {
   comm *c = h;
   (void)stream;
-  if (nbytes > (size_t)0x7fffffff)
-    return host->set_error(TORC_ERR_INVALID,
-                           "broadcast of %zu bytes: the mpi communicator "
-                           "takes at most 2 GiB per call",
-                           nbytes);
+  int rc = fits(nbytes, "bytes", "broadcast");
+  if (rc)
+    return rc;
   MPI_Request req;
   pthread_mutex_lock(&mu);
-  int rc = MPI_Ibcast((char *)buf + offset, (int)nbytes, MPI_BYTE, root, c->c,
-                      &req);
+  rc = MPI_Ibcast((char *)buf + offset, (int)nbytes, MPI_BYTE, root, c->c,
+                  &req);
   pthread_mutex_unlock(&mu);
   if (rc != MPI_SUCCESS)
     return mpi_error(rc, "MPI_Ibcast");
@@ -249,16 +254,13 @@ static int c_all_gather(void *h, const void *send, size_t so, void *recv,
                         void **work_out) {
   comm *c = h;
   (void)stream;
-  if (nbytes > (size_t)0x7fffffff)
-    return host->set_error(TORC_ERR_INVALID,
-                           "all-gather of %zu bytes per rank: the mpi "
-                           "communicator takes at most 2 GiB",
-                           nbytes);
+  int rc = fits(nbytes, "bytes per rank", "all-gather");
+  if (rc)
+    return rc;
   MPI_Request req;
   pthread_mutex_lock(&mu);
-  int rc = MPI_Iallgather((const char *)send + so, (int)nbytes, MPI_BYTE,
-                          (char *)recv + ro, (int)nbytes, MPI_BYTE, c->c,
-                          &req);
+  rc = MPI_Iallgather((const char *)send + so, (int)nbytes, MPI_BYTE,
+                      (char *)recv + ro, (int)nbytes, MPI_BYTE, c->c, &req);
   pthread_mutex_unlock(&mu);
   if (rc != MPI_SUCCESS)
     return mpi_error(rc, "MPI_Iallgather");
